@@ -1,0 +1,108 @@
+/* The ledger: one shared file per fraction, mapped by every process of the
+ * fraction, that counts device memory across them without a lock.
+ *
+ * Admission is a reservation: a compare-and-swap on the device's `used`
+ * word that never lets `used` pass `limit`, then the same bytes are added to
+ * the process's own slot. A process owns its slot while it holds an OFD lock
+ * on the slot's byte of the ledger file; the kernel drops the lock when the
+ * process dies, so anyone can tell a dead slot from a live one (no PID reuse
+ * trap, works across PID namespaces) and return its bytes.
+ *
+ * Order on the fast path is device word first, slot second: a process killed
+ * between the two leaks at most that one reservation towards *less* memory,
+ * never lets the fraction pass its limit. */
+#ifndef GPUFRAC_LEDGER_H
+#define GPUFRAC_LEDGER_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "config.h"
+#include "error.h"
+
+#define GF_LEDGER_MAGIC 0x31434152465047ULL /* "GPFRAC1" */
+#define GF_LEDGER_VERSION 1
+#define GF_LEDGER_DEVICES 16
+#define GF_LEDGER_SLOTS 4096
+#define GF_LEDGER_LOCK_BASE (1LL << 40) /* slot i is locked at byte LOCK_BASE + i */
+
+enum { GF_DEV_FREE = 0, GF_DEV_INIT = 1, GF_DEV_READY = 2 };
+
+typedef struct gf_ledger_device {
+    _Atomic uint32_t state;
+    uint32_t pad;
+    char uuid[GF_UUID_MAX];
+    uint64_t request;
+    uint64_t limit;
+    _Atomic uint64_t used;
+    _Atomic uint64_t peak;
+    _Atomic uint64_t denied;       /* allocations refused over the limit */
+    _Atomic uint64_t reclaimed;    /* bytes returned from dead processes */
+    char pad2[64];
+} gf_ledger_device;
+
+typedef struct gf_ledger_slot {
+    _Atomic int32_t pid;           /* 0: never used or cleared */
+    uint32_t pad;
+    _Atomic uint64_t used[GF_LEDGER_DEVICES];
+} gf_ledger_slot;
+
+typedef struct gf_ledger_header {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t n_slots;
+    uint32_t n_devices;
+    uint32_t header_size;
+    char name[GF_NAME_MAX];
+    int64_t created_unix;
+    _Atomic uint32_t slot_hint;
+    uint32_t pad;
+    _Atomic uint64_t dead_reclaims; /* processes whose usage was returned */
+    char pad2[64];
+    gf_ledger_device devices[GF_LEDGER_DEVICES];
+    gf_ledger_slot slots[GF_LEDGER_SLOTS];
+} gf_ledger_header;
+
+typedef struct gf_ledger {
+    int fd;
+    gf_ledger_header *hdr;
+    int slot;  /* owned slot, -1 if none */
+} gf_ledger;
+
+/* Creates a ledger file (temp + rename, so readers never see it half made). */
+int gf_ledger_create(const char *path, const char *name, mode_t mode, gf_error *err);
+
+/* Maps an existing ledger and validates it. Does not claim a slot. */
+int gf_ledger_open(const char *path, gf_ledger *lg, gf_error *err);
+void gf_ledger_close(gf_ledger *lg);
+
+/* Finds the device entry for uuid, or claims a free one with these limits.
+ * Returns the index, or -1 (table full). */
+int gf_ledger_device_index(gf_ledger *lg, const char *uuid, uint64_t request, uint64_t limit,
+                           gf_error *err);
+
+/* Claims a slot for the calling process (takes its OFD lock; returns a dead
+ * owner's bytes first). Sets lg->slot. */
+int gf_ledger_claim_slot(gf_ledger *lg, gf_error *err);
+
+/* Lock-free admission. Returns true when the bytes were reserved. */
+bool gf_ledger_reserve(gf_ledger *lg, int dev, uint64_t bytes);
+/* Gives back what gf_ledger_reserve took. */
+void gf_ledger_release(gf_ledger *lg, int dev, uint64_t bytes);
+/* Counts an allocation refused over the limit. */
+void gf_ledger_note_denied(gf_ledger *lg, int dev);
+
+/* Returns every dead process's bytes. Returns how many slots were reclaimed. */
+int gf_ledger_reclaim_dead(gf_ledger *lg);
+
+/* Is the slot's owner alive (holds its lock)? */
+bool gf_ledger_slot_live(gf_ledger *lg, int slot);
+
+/* After fork() in the child: reopen the file (new open file description,
+ * so the parent's lock is not shared) and claim a fresh slot. */
+int gf_ledger_after_fork(gf_ledger *lg, const char *path, gf_error *err);
+
+#endif
