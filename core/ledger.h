@@ -88,8 +88,12 @@ int gf_ledger_device_index(gf_ledger *lg, const char *uuid, uint64_t request, ui
  * owner's bytes first). Sets lg->slot. */
 int gf_ledger_claim_slot(gf_ledger *lg, gf_error *err);
 
-/* Lock-free admission. Returns true when the bytes were reserved. */
-bool gf_ledger_reserve(gf_ledger *lg, int dev, uint64_t bytes);
+/* Lock-free admission against `limit` (the device's limit, or lower when the
+ * process's environment lowered it). Returns true when the bytes were reserved. */
+bool gf_ledger_reserve(gf_ledger *lg, int dev, uint64_t bytes, uint64_t limit);
+/* Counts bytes the driver already handed out, without admission (pool growth
+ * seen after the fact). */
+void gf_ledger_charge(gf_ledger *lg, int dev, uint64_t bytes);
 /* Gives back what gf_ledger_reserve took. */
 void gf_ledger_release(gf_ledger *lg, int dev, uint64_t bytes);
 /* Counts an allocation refused over the limit. */
