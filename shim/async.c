@@ -1,0 +1,222 @@
+/* Stream-ordered allocation. A pool's memory is charged as the driver
+ * reserves it (RESERVED_MEM_CURRENT), not per request: that is what the
+ * device loses. Each allocation is admitted for its size first, then the
+ * charge is trued up to the pool's reservation. Frees return memory to the
+ * pool; the pool shrinks at synchronisation, which is seen at the next
+ * reconcile (any async allocation, trim, memory query, or refusal). */
+#include <pthread.h>
+
+#include "shim.h"
+#include "table.h"
+
+#define GF_POOLS_MAX 256
+
+typedef struct pool_charge {
+    CUmemoryPool pool;
+    int ordinal;
+    uint64_t charged;
+} pool_charge;
+
+static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER;
+static pool_charge pools[GF_POOLS_MAX];
+static int n_pools;
+
+
+static pool_charge *pool_find(CUmemoryPool pool, int ordinal, bool add)
+{
+    for (int i = 0; i < n_pools; i++)
+        if (pools[i].pool == pool)
+            return &pools[i];
+    if (!add || n_pools == GF_POOLS_MAX)
+        return NULL;
+    pools[n_pools] = (pool_charge){.pool = pool, .ordinal = ordinal};
+    return &pools[n_pools++];
+}
+
+static uint64_t pool_reserved(CUmemoryPool pool)
+{
+    cuuint64_t v = 0;
+    if (!gf_cu.cuMemPoolGetAttribute ||
+        gf_cu.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v) != CUDA_SUCCESS)
+        return UINT64_MAX;
+    return v;
+}
+
+/* Moves pc->charged to what the driver holds now. Caller holds pools_lock. */
+static void pool_true_up(pool_charge *pc)
+{
+    const gf_ordinal *o = gf_ordinal_get(pc->ordinal);
+    uint64_t now = pool_reserved(pc->pool);
+
+    if (!o || o->dev < 0 || now == UINT64_MAX || now == pc->charged)
+        return;
+    if (now < pc->charged)
+        gf_ledger_release(&gf_state.ledger, o->dev, pc->charged - now);
+    else
+        gf_ledger_charge(&gf_state.ledger, o->dev, now - pc->charged);
+    pc->charged = now;
+}
+
+GF_HIDDEN void gf_pools_reconcile(int ordinal)
+{
+    pthread_mutex_lock(&pools_lock);
+    for (int i = 0; i < n_pools; i++)
+        if (ordinal < 0 || pools[i].ordinal == ordinal)
+            pool_true_up(&pools[i]);
+    pthread_mutex_unlock(&pools_lock);
+}
+
+/* The allocation was admitted for `admitted` bytes; the pool may have grown
+ * by less (memory reused) or more (rounding). Settles the charge at the
+ * growth; returns false when the extra does not fit (nothing stays charged). */
+static bool settle_growth(const gf_ordinal *o, CUmemoryPool target, int ord, uint64_t admitted)
+{
+    bool ok = true;
+    pthread_mutex_lock(&pools_lock);
+    pool_charge *pc = pool_find(target, ord, true);
+    uint64_t now = pool_reserved(target);
+    uint64_t growth = (pc && now != UINT64_MAX && now > pc->charged) ? now - pc->charged : 0;
+
+    if (growth <= admitted) {
+        gf_unadmit(o, admitted - growth);
+    } else if (gf_ledger_reserve(&gf_state.ledger, o->dev, growth - admitted, o->limit)) {
+        ;
+    } else {
+        gf_ledger_note_denied(&gf_state.ledger, o->dev);
+        gf_unadmit(o, admitted);
+        ok = false;
+    }
+    if (ok && growth)
+        pc->charged = now;
+    pthread_mutex_unlock(&pools_lock);
+    return ok;
+}
+
+typedef CUresult (*async_call)(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, CUstream s,
+                               void *fn);
+
+static CUresult alloc_async(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, CUstream stream,
+                            async_call call, void *fn)
+{
+    int ord = gf_current_ordinal();
+    const gf_ordinal *o = ord >= 0 ? gf_ordinal_get(ord) : NULL;
+    CUmemoryPool target = pool;
+    CUresult rc;
+
+    if (!o)
+        return call(dptr, bytes, pool, stream, fn);
+    if (!target && (!gf_cu.cuDeviceGetMemPool || gf_cu.cuDeviceGetMemPool(&target, ord)))
+        target = NULL;
+    gf_pools_reconcile(ord);
+    if (!gf_admit(o, bytes))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    rc = call(dptr, bytes, pool, stream, fn);
+    if (rc != CUDA_SUCCESS || !target) {
+        gf_unadmit(o, bytes);
+        return rc;
+    }
+    if (!settle_growth(o, target, ord, bytes)) { /* grew past the limit: give it back */
+        gf_cu.cuMemFreeAsync(*dptr, stream);
+        if (gf_cu.cuMemPoolTrimTo)
+            gf_cu.cuMemPoolTrimTo(target, 0);
+        *dptr = 0;
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return rc;
+}
+
+static CUresult call_async(CUdeviceptr *d, size_t b, CUmemoryPool p, CUstream s, void *fn)
+{
+    (void)p;
+    return ((CUresult(*)(CUdeviceptr *, size_t, CUstream))fn)(d, b, s);
+}
+
+static CUresult call_from_pool(CUdeviceptr *d, size_t b, CUmemoryPool p, CUstream s, void *fn)
+{
+    return ((CUresult(*)(CUdeviceptr *, size_t, CUmemoryPool, CUstream))fn)(d, b, p, s);
+}
+
+#define ASYNC_HOOKS(X) X(cuMemAllocAsync) X(cuMemAllocAsync_ptsz)
+#define POOL_HOOKS(X) X(cuMemAllocFromPoolAsync) X(cuMemAllocFromPoolAsync_ptsz)
+
+#define DEFINE_ASYNC(name)                                                                    \
+    GF_EXPORT CUresult name(CUdeviceptr *dptr, size_t bytesize, CUstream stream)               \
+    {                                                                                         \
+        gf_shim_init();                                                                       \
+        if (!gf_cu.name)                                                                      \
+            return CUDA_ERROR_NOT_INITIALIZED;                                                \
+        return alloc_async(dptr, bytesize, NULL, stream, call_async, (void *)gf_cu.name);     \
+    }
+ASYNC_HOOKS(DEFINE_ASYNC)
+
+#define DEFINE_FROM_POOL(name)                                                                \
+    GF_EXPORT CUresult name(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,             \
+                            CUstream stream)                                                  \
+    {                                                                                         \
+        gf_shim_init();                                                                       \
+        if (!gf_cu.name)                                                                      \
+            return CUDA_ERROR_NOT_INITIALIZED;                                                \
+        if (!pool)                                                                            \
+            return gf_cu.name(dptr, bytesize, pool, stream);                                  \
+        return alloc_async(dptr, bytesize, pool, stream, call_from_pool, (void *)gf_cu.name); \
+    }
+POOL_HOOKS(DEFINE_FROM_POOL)
+
+/* cuMemFreeAsync also frees plain allocations: those carry their own charge. */
+#define DEFINE_FREE_ASYNC(name)                                                               \
+    static CUresult call_##name(CUdeviceptr p, void *stream)                                   \
+    {                                                                                         \
+        return gf_cu.name(p, (CUstream)stream);                                               \
+    }                                                                                         \
+    GF_EXPORT CUresult name(CUdeviceptr dptr, CUstream stream)                                 \
+    {                                                                                         \
+        gf_shim_init();                                                                       \
+        if (!gf_cu.name)                                                                      \
+            return CUDA_ERROR_NOT_INITIALIZED;                                                \
+        return gf_free_tracked(dptr, call_##name, stream);                                    \
+    }
+DEFINE_FREE_ASYNC(cuMemFreeAsync)
+DEFINE_FREE_ASYNC(cuMemFreeAsync_ptsz)
+
+GF_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
+{
+    CUresult rc;
+    gf_shim_init();
+    if (!gf_cu.cuMemPoolTrimTo)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    rc = gf_cu.cuMemPoolTrimTo(pool, minBytesToKeep);
+    pthread_mutex_lock(&pools_lock);
+    pool_charge *pc = pool_find(pool, -1, false);
+    if (pc)
+        pool_true_up(pc);
+    pthread_mutex_unlock(&pools_lock);
+    return rc;
+}
+
+GF_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
+{
+    CUresult rc;
+    gf_shim_init();
+    if (!gf_cu.cuMemPoolDestroy)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    rc = gf_cu.cuMemPoolDestroy(pool);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    pthread_mutex_lock(&pools_lock);
+    pool_charge *pc = pool_find(pool, -1, false);
+    if (pc) {
+        const gf_ordinal *o = gf_ordinal_get(pc->ordinal);
+        if (o)
+            gf_unadmit(o, pc->charged);
+        *pc = pools[--n_pools];
+    }
+    pthread_mutex_unlock(&pools_lock);
+    return rc;
+}
+
+GF_HIDDEN void gf_pools_after_fork(void)
+{
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    pools_lock = fresh;
+    n_pools = 0;
+}

@@ -1,0 +1,109 @@
+/* Device ordinals of this process, mapped to the fraction's ledger devices. */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "shim.h"
+
+static pthread_mutex_t ordinal_lock = PTHREAD_MUTEX_INITIALIZER;
+
+GF_HIDDEN void gf_uuid_format(const CUuuid *u, char *buf, size_t len)
+{
+    const unsigned char *b = (const unsigned char *)u->bytes;
+    snprintf(buf, len,
+             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+             b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+             b[14], b[15]);
+}
+
+static void ordinal_fill(gf_ordinal *o, CUdevice ordinal)
+{
+    char uuid[GF_UUID_MAX];
+    CUuuid u;
+    gf_error err;
+    const gf_config_device *cd;
+
+    o->dev = -1;
+    o->limit = 0;
+    if (!gf_cu.cuDeviceGetUuid || gf_cu.cuDeviceGetUuid(&u, ordinal) != CUDA_SUCCESS) {
+        gf_log(GF_LOG_ERROR, "cannot read the UUID of device %d: it gets no memory", ordinal);
+        return;
+    }
+    gf_uuid_format(&u, uuid, sizeof(uuid));
+    cd = gf_config_find_device(&gf_state.cfg, uuid);
+    if (!cd) {
+        gf_log(GF_LOG_WARN, "device %d (%s) is not part of fraction %s: it gets no memory",
+               ordinal, uuid, gf_state.cfg.name);
+        return;
+    }
+    o->dev = gf_ledger_device_index(&gf_state.ledger, uuid, cd->request, cd->limit, &err);
+    if (o->dev < 0) {
+        gf_log(GF_LOG_ERROR, "%s: device %d gets no memory", err.msg, ordinal);
+        return;
+    }
+    o->limit = cd->limit < gf_state.env_limit ? cd->limit : gf_state.env_limit;
+    gf_log(GF_LOG_INFO, "device %d = %s, limit %llu bytes", ordinal, uuid,
+           (unsigned long long)o->limit);
+}
+
+GF_HIDDEN const gf_ordinal *gf_ordinal_get(CUdevice ordinal)
+{
+    static const gf_ordinal none = {.state = 1, .dev = -1, .limit = 0};
+    gf_ordinal *o;
+
+    gf_shim_init();
+    if (!gf_state.active)
+        return gf_state.env_limit == 0 ? &none : NULL;
+    if (ordinal < 0 || ordinal >= GF_MAX_ORDINALS)
+        return &none;
+    o = &gf_state.ordinals[ordinal];
+    if (__builtin_expect(atomic_load_explicit(&o->state, memory_order_acquire), 1))
+        return o;
+    pthread_mutex_lock(&ordinal_lock);
+    if (!atomic_load_explicit(&o->state, memory_order_relaxed)) {
+        ordinal_fill(o, ordinal);
+        atomic_store_explicit(&o->state, 1, memory_order_release);
+    }
+    pthread_mutex_unlock(&ordinal_lock);
+    return o;
+}
+
+GF_HIDDEN int gf_current_ordinal(void)
+{
+    CUdevice d;
+    if (!gf_cu.cuCtxGetDevice || gf_cu.cuCtxGetDevice(&d) != CUDA_SUCCESS)
+        return -1;
+    return d;
+}
+
+GF_HIDDEN bool gf_admit(const gf_ordinal *o, uint64_t bytes)
+{
+    if (o->dev < 0)
+        return bytes == 0;
+    if (gf_ledger_reserve(&gf_state.ledger, o->dev, bytes, o->limit))
+        return true;
+    /* before refusing: memory of dead processes and idle pool reservations */
+    gf_ledger_reclaim_dead(&gf_state.ledger);
+    gf_pools_reconcile(-1);
+    gf_graphs_reconcile(-1);
+    if (gf_ledger_reserve(&gf_state.ledger, o->dev, bytes, o->limit))
+        return true;
+    gf_ledger_note_denied(&gf_state.ledger, o->dev);
+    gf_log(GF_LOG_INFO, "refused %llu bytes: fraction %s uses %llu of %llu",
+           (unsigned long long)bytes, gf_state.cfg.name, (unsigned long long)gf_used(o),
+           (unsigned long long)o->limit);
+    return false;
+}
+
+GF_HIDDEN void gf_unadmit(const gf_ordinal *o, uint64_t bytes)
+{
+    if (o->dev >= 0 && bytes)
+        gf_ledger_release(&gf_state.ledger, o->dev, bytes);
+}
+
+GF_HIDDEN uint64_t gf_used(const gf_ordinal *o)
+{
+    if (o->dev < 0)
+        return 0;
+    return atomic_load_explicit(&gf_state.ledger.hdr->devices[o->dev].used, memory_order_relaxed);
+}

@@ -1,0 +1,172 @@
+/* VMM physical handles and CUDA arrays: charged per object, keyed by handle. */
+#include "shim.h"
+#include "table.h"
+
+enum { KIND_VMM = 10, KIND_ARRAY, KIND_MIPMAP };
+
+static gf_table objects; /* all-zero is an empty table (see alloc.c) */
+
+static void track(uint64_t key, uint64_t bytes, int ordinal, int kind)
+{
+    gf_entry e = {.key = key, .bytes = bytes, .ordinal = ordinal, .kind = kind};
+    if (!gf_table_put(&objects, &e))
+        gf_log(GF_LOG_ERROR, "out of host memory tracking an object: %llu bytes stay counted",
+               (unsigned long long)bytes);
+}
+
+static void untrack(uint64_t key)
+{
+    gf_entry e;
+    if (!gf_table_take(&objects, key, &e))
+        return;
+    const gf_ordinal *o = gf_ordinal_get(e.ordinal);
+    if (o)
+        gf_unadmit(o, e.bytes);
+}
+
+/* Physical memory is charged whatever its location type: a host location
+ * is charged to the calling context's device rather than escaping the count. */
+GF_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                               const CUmemAllocationProp *prop, unsigned long long flags)
+{
+    int ord;
+    const gf_ordinal *o;
+    CUresult rc;
+
+    gf_shim_init();
+    if (!gf_cu.cuMemCreate)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE)
+        ord = prop->location.id;
+    else
+        ord = gf_current_ordinal();
+    o = ord >= 0 ? gf_ordinal_get(ord) : NULL;
+    if (!o)
+        return gf_cu.cuMemCreate(handle, size, prop, flags);
+    if (!gf_admit(o, size))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    rc = gf_cu.cuMemCreate(handle, size, prop, flags);
+    if (rc != CUDA_SUCCESS) {
+        gf_unadmit(o, size);
+        return rc;
+    }
+    track(*handle, size, ord, KIND_VMM);
+    return rc;
+}
+
+GF_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    CUresult rc;
+    gf_shim_init();
+    if (!gf_cu.cuMemRelease)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    rc = gf_cu.cuMemRelease(handle);
+    if (rc == CUDA_SUCCESS)
+        untrack(handle);
+    return rc;
+}
+
+/* An array's size is known only once it exists (cuArrayGetMemoryRequirements),
+ * so it is charged right after creation and destroyed again if over. */
+static CUresult charge_array(uint64_t key, uint64_t bytes, int ord, int kind)
+{
+    const gf_ordinal *o = gf_ordinal_get(ord);
+    if (!o)
+        return CUDA_SUCCESS;
+    if (!gf_admit(o, bytes))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    track(key, bytes, ord, kind);
+    return CUDA_SUCCESS;
+}
+
+static CUresult after_array(CUresult rc, CUarray *pHandle)
+{
+    CUDA_ARRAY_MEMORY_REQUIREMENTS req = {0};
+    int ord;
+
+    if (rc != CUDA_SUCCESS || (ord = gf_current_ordinal()) < 0 || !gf_ordinal_get(ord))
+        return rc;
+    if (!gf_cu.cuArrayGetMemoryRequirements ||
+        gf_cu.cuArrayGetMemoryRequirements(&req, *pHandle, ord) != CUDA_SUCCESS) {
+        gf_log(GF_LOG_WARN, "cannot size a new array: it is not counted");
+        return rc;
+    }
+    if (charge_array((uint64_t)(uintptr_t)*pHandle, req.size, ord, KIND_ARRAY) != CUDA_SUCCESS) {
+        gf_cu.cuArrayDestroy(*pHandle);
+        *pHandle = NULL;
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return rc;
+}
+
+GF_EXPORT CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *desc)
+{
+    gf_shim_init();
+    if (!gf_cu.cuArrayCreate_v2)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    return after_array(gf_cu.cuArrayCreate_v2(pHandle, desc), pHandle);
+}
+
+GF_EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *desc)
+{
+    gf_shim_init();
+    if (!gf_cu.cuArray3DCreate_v2)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    return after_array(gf_cu.cuArray3DCreate_v2(pHandle, desc), pHandle);
+}
+
+GF_EXPORT CUresult cuArrayDestroy(CUarray hArray)
+{
+    CUresult rc;
+    gf_shim_init();
+    if (!gf_cu.cuArrayDestroy)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    rc = gf_cu.cuArrayDestroy(hArray);
+    if (rc == CUDA_SUCCESS)
+        untrack((uint64_t)(uintptr_t)hArray);
+    return rc;
+}
+
+GF_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
+                                          const CUDA_ARRAY3D_DESCRIPTOR *desc,
+                                          unsigned int numMipmapLevels)
+{
+    CUDA_ARRAY_MEMORY_REQUIREMENTS req = {0};
+    CUresult rc;
+    int ord;
+
+    gf_shim_init();
+    if (!gf_cu.cuMipmappedArrayCreate)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    rc = gf_cu.cuMipmappedArrayCreate(pHandle, desc, numMipmapLevels);
+    if (rc != CUDA_SUCCESS || (ord = gf_current_ordinal()) < 0 || !gf_ordinal_get(ord))
+        return rc;
+    if (!gf_cu.cuMipmappedArrayGetMemoryRequirements ||
+        gf_cu.cuMipmappedArrayGetMemoryRequirements(&req, *pHandle, ord) != CUDA_SUCCESS) {
+        gf_log(GF_LOG_WARN, "cannot size a new mipmapped array: it is not counted");
+        return rc;
+    }
+    if (charge_array((uint64_t)(uintptr_t)*pHandle, req.size, ord, KIND_MIPMAP) != CUDA_SUCCESS) {
+        gf_cu.cuMipmappedArrayDestroy(*pHandle);
+        *pHandle = NULL;
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return rc;
+}
+
+GF_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray)
+{
+    CUresult rc;
+    gf_shim_init();
+    if (!gf_cu.cuMipmappedArrayDestroy)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    rc = gf_cu.cuMipmappedArrayDestroy(hMipmappedArray);
+    if (rc == CUDA_SUCCESS)
+        untrack((uint64_t)(uintptr_t)hMipmappedArray);
+    return rc;
+}
+
+GF_HIDDEN void gf_objects_after_fork(void)
+{
+    gf_table_reset(&objects);
+}

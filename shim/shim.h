@@ -1,0 +1,118 @@
+/* libgpufrac internals. Everything here is hidden; only the hooks in
+ * hooks.def (and dlsym) leave the library. */
+#ifndef GPUFRAC_SHIM_H
+#define GPUFRAC_SHIM_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gpufrac/cuda_abi.h"
+#include "gpufrac/nvml_abi.h"
+#include "config.h"
+#include "ledger.h"
+#include "log.h"
+
+#define GF_HIDDEN __attribute__((visibility("hidden")))
+#define GF_EXPORT __attribute__((visibility("default")))
+#define GF_MAX_ORDINALS 64
+
+/* Driver entry points the shim calls but does not hook. */
+#define GF_CU_USED(X)                                                                         \
+    X(cuCtxGetDevice, CUresult, (CUdevice * device))                                          \
+    X(cuDeviceGetUuid, CUresult, (CUuuid * uuid, CUdevice dev))                               \
+    X(cuDeviceGetMemPool, CUresult, (CUmemoryPool * pool, CUdevice dev))                      \
+    X(cuMemPoolGetAttribute, CUresult, (CUmemoryPool pool, CUmemPool_attribute attr, void *v)) \
+    X(cuDeviceGetGraphMemAttribute, CUresult, (CUdevice dev, CUgraphMem_attribute attr, void *v)) \
+    X(cuArrayGetMemoryRequirements, CUresult,                                                  \
+      (CUDA_ARRAY_MEMORY_REQUIREMENTS * req, CUarray arr, CUdevice dev))                      \
+    X(cuMipmappedArrayGetMemoryRequirements, CUresult,                                         \
+      (CUDA_ARRAY_MEMORY_REQUIREMENTS * req, CUmipmappedArray arr, CUdevice dev))
+
+#define GF_NVML_USED(X)                                                                       \
+    X(nvmlDeviceGetUUID, nvmlReturn_t, (nvmlDevice_t dev, char *uuid, unsigned int len))
+
+typedef struct gf_real {
+#define CU_HOOK(name, base, since, ptsz, ret, params) ret(*name) params;
+#include "hooks.def"
+#define X(name, ret, params) ret(*name) params;
+    GF_CU_USED(X)
+#undef X
+} gf_real;
+
+typedef struct gf_real_nvml {
+#define NVML_HOOK(name, ret, params) ret(*name) params;
+#include "hooks.def"
+#define X(name, ret, params) ret(*name) params;
+    GF_NVML_USED(X)
+#undef X
+} gf_real_nvml;
+
+/* Per device ordinal of this process: where it is counted and its limit. */
+typedef struct gf_ordinal {
+    _Atomic int state; /* 0 unknown, 1 ready */
+    int dev;           /* ledger device index; -1: not part of the fraction */
+    uint64_t limit;    /* effective: min(config, environment) */
+} gf_ordinal;
+
+typedef struct gf_shim {
+    bool active; /* a fraction config was found and the ledger is open */
+    gf_log_level log_level;
+    int log_fd;
+    char config_path[GF_PATH_MAX];
+    gf_fraction_config cfg;
+    gf_ledger ledger;
+    uint64_t env_limit; /* GPUFRAC_MEMORY_LIMIT, or UINT64_MAX */
+    void *cuda;         /* libcuda.so.1 */
+    gf_ordinal ordinals[GF_MAX_ORDINALS];
+} gf_shim;
+
+GF_HIDDEN extern gf_real gf_cu;
+GF_HIDDEN extern gf_real_nvml gf_nvml;
+GF_HIDDEN extern gf_shim gf_state;
+GF_HIDDEN extern void *(*gf_real_dlsym)(void *, const char *);
+
+/* Makes sure the shim is initialised (cheap after the first call). */
+GF_HIDDEN void gf_shim_init(void);
+GF_HIDDEN void gf_shim_init_nvml(void);
+GF_HIDDEN bool gf_shim_initialising(void);
+GF_HIDDEN void gf_find_real_dlsym(void);
+GF_HIDDEN void gf_log(gf_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The fraction's view of a device ordinal; NULL when the shim is inactive. */
+GF_HIDDEN const gf_ordinal *gf_ordinal_get(CUdevice ordinal);
+/* The ordinal of the calling thread's context, or -1. */
+GF_HIDDEN int gf_current_ordinal(void);
+GF_HIDDEN void gf_uuid_format(const CUuuid *u, char *buf, size_t len);
+
+/* Admission: reserves bytes on the ordinal's ledger device; on refusal returns
+ * dead processes' and idle pools' memory and tries once more. */
+GF_HIDDEN bool gf_admit(const gf_ordinal *o, uint64_t bytes);
+GF_HIDDEN void gf_unadmit(const gf_ordinal *o, uint64_t bytes);
+GF_HIDDEN uint64_t gf_used(const gf_ordinal *o);
+
+/* Stream-ordered pools and graph pools: charge what the driver reserved. */
+GF_HIDDEN void gf_pools_reconcile(int ordinal);
+GF_HIDDEN void gf_graphs_reconcile(int ordinal);
+
+/* Returns the hook wrapping real pointer fn, or NULL. */
+GF_HIDDEN void *gf_hook_for_real(void *fn);
+/* Returns the hook for a symbol name, or NULL. */
+GF_HIDDEN void *gf_hook_for_name(const char *name);
+GF_HIDDEN void *gf_hook_for_version(const char *base, int version, cuuint64_t flags);
+
+GF_HIDDEN void gf_tables_after_fork(void);
+GF_HIDDEN void gf_pools_after_fork(void);
+GF_HIDDEN void gf_graphs_after_fork(void);
+GF_HIDDEN void gf_objects_after_fork(void);
+GF_HIDDEN void *gf_dlsym_lookup(void *handle, const char *name);
+/* Forwards a free to the driver and returns the tracked charge on success. */
+GF_HIDDEN CUresult gf_free_tracked(CUdeviceptr dptr, CUresult (*call)(CUdeviceptr, void *),
+                                   void *arg);
+
+/* The exported hooks. */
+#define CU_HOOK(name, base, since, ptsz, ret, params) GF_EXPORT ret name params;
+#define NVML_HOOK(name, ret, params) GF_EXPORT ret name params;
+#include "hooks.def"
+
+#endif

@@ -1,0 +1,111 @@
+"""Shared helpers for the integration tests: where the build is, a private
+simulated GPU per test, fractions made by hand (config + ledger), and runs of
+the real binaries with the shim preloaded."""
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import unittest
+
+BUILD = os.environ.get("GPUFRAC_BUILD") or os.path.join(
+    os.path.dirname(__file__), "..", "..", "build")
+BUILD = os.path.abspath(BUILD)
+SHIM = os.path.join(BUILD, "lib", "libgpufrac.so")
+GPUSIM = os.path.join(BUILD, "lib", "gpusim")
+PROBE = os.path.join(BUILD, "tests", "shimprobe")
+LEDGERTOOL = os.path.join(BUILD, "tests", "ledgertool")
+GPUFRAC = os.path.join(BUILD, "bin", "gpufrac")
+
+Ki, Mi, Gi = 1 << 10, 1 << 20, 1 << 30
+
+
+def kv(text):
+    """key=value lines -> dict (last one wins; repeated keys also in a list)."""
+    out = {}
+    for line in text.splitlines():
+        if "=" in line:
+            k, v = line.split("=", 1)
+            out[k.strip()] = v.strip()
+    return out
+
+
+class SimTestCase(unittest.TestCase):
+    """Each test gets its own simulated GPU state and temp dir."""
+
+    devices = "4Gi"
+    ctx_overhead = "0"
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="gpufrac-test-")
+        self.env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "LD_LIBRARY_PATH": GPUSIM,
+            "GPUSIM_DEVICES": self.devices,
+            "GPUSIM_STATE": os.path.join(self.tmp, "gpusim.state"),
+            "GPUSIM_CTX_OVERHEAD": self.ctx_overhead,
+            "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1",
+            "ASAN_OPTIONS": "detect_leaks=0",
+        }
+        self.procs = []
+
+    def tearDown(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    # -- fractions made by hand -------------------------------------------
+    def make_fraction(self, limit, request=None, name="t", devices=("*",)):
+        d = os.path.join(self.tmp, name)
+        os.makedirs(d)
+        ledger = os.path.join(d, "ledger")
+        subprocess.run([LEDGERTOOL, "create", ledger, name], check=True)
+        lines = ["version=1", "name=" + name, "ledger=" + ledger, "mode=time-slicing",
+                 "compute_percent=100"]
+        for uuid in devices:
+            lines.append("device=%s,%d,%d" % (uuid, request or limit, limit))
+        cfg = os.path.join(d, "config")
+        with open(cfg, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        self.ledger = ledger
+        self.config = cfg
+        return cfg
+
+    def shim_env(self, **extra):
+        env = dict(self.env)
+        env["LD_PRELOAD"] = SHIM
+        env["GPUFRAC_CONFIG"] = self.config
+        env.update({k: str(v) for k, v in extra.items()})
+        return env
+
+    # -- running ----------------------------------------------------------
+    def probe(self, *steps, via="direct", shim=True, env=None, check=True):
+        e = env or (self.shim_env() if shim else dict(self.env))
+        r = subprocess.run([PROBE, "--via", via] + [str(s) for s in steps], env=e,
+                           capture_output=True, text=True, timeout=120)
+        if check and r.returncode != 0:
+            self.fail("shimprobe %s failed (%d): %s" % (steps, r.returncode, r.stderr))
+        return r
+
+    def probe_bg(self, *steps, env=None):
+        """Starts a probe that ends in `hold N`; returns once it holds."""
+        p = subprocess.Popen([PROBE] + [str(s) for s in steps], env=env or self.shim_env(),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.procs.append(p)
+        out = []
+        for line in p.stdout:
+            out.append(line)
+            if line.startswith("holding="):
+                break
+        return p, kv("".join(out))
+
+    def dump(self):
+        r = subprocess.run([LEDGERTOOL, "dump", self.ledger], capture_output=True, text=True,
+                           check=True)
+        return {k: (int(v) if v.isdigit() else v) for k, v in kv(r.stdout).items()}
+
+    def kill(self, p, sig=signal.SIGKILL):
+        p.send_signal(sig)
+        p.wait()

@@ -1,0 +1,303 @@
+"""libgpufrac over gpusim: what a fractional process sees, what is charged,
+and that the limit holds across processes, threads and deaths."""
+import os
+import subprocess
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from harness import LEDGERTOOL, PROBE, Gi, Mi, SHIM, SimTestCase, kv  # noqa: E402
+
+VIAS = ("direct", "dlsym", "procaddr", "procaddr4")
+
+
+class InfoTest(SimTestCase):
+    def test_every_lookup_path_sees_the_limit(self):
+        self.make_fraction(limit=1 * Gi)
+        for via in VIAS:
+            with self.subTest(via=via):
+                out = kv(self.probe("info", "totalmem", "resolved", via=via).stdout)
+                self.assertEqual(out["info"], "CUDA_SUCCESS")
+                self.assertEqual(int(out["total"]), 1 * Gi)
+                self.assertEqual(int(out["free"]), 1 * Gi)
+                self.assertEqual(int(out["devtotal"]), 1 * Gi)
+                self.assertEqual(out["info_null"], "CUDA_SUCCESS")
+                self.assertGreater(int(out["resolved"]), 0)
+                self.assertEqual(out["hooked"], out["resolved"], "some entry point escaped")
+
+    def test_without_shim_the_whole_device_shows(self):
+        self.make_fraction(limit=1 * Gi)
+        out = kv(self.probe("info", "totalmem", "resolved", shim=False).stdout)
+        self.assertEqual(int(out["total"]), 4 * Gi)
+        self.assertEqual(int(out["devtotal"]), 4 * Gi)
+        self.assertEqual(out["hooked"], "0")
+
+    def test_legacy_32bit_entry_points(self):
+        self.make_fraction(limit=1 * Gi)
+        out = kv(self.probe("legacy-info", "totalmem", "legacy-alloc", "100Mi",
+                            "legacy-info").stdout)
+        self.assertEqual(int(out["legacy_total"]), 1 * Gi)
+        self.assertEqual(int(out["legacy_devtotal"]), 1 * Gi)
+        self.assertEqual(out["legacy-alloc"], "ok")
+        self.assertEqual(int(out["legacy_free"]), 1 * Gi - 100 * Mi)
+
+    def test_nvml_reports_the_fraction(self):
+        self.make_fraction(limit=1 * Gi)
+        out = kv(self.probe("alloc", "256Mi", "nvml").stdout)
+        self.assertEqual(int(out["nvml_total"]), 1 * Gi)
+        self.assertEqual(int(out["nvml_free"]), 768 * Mi)
+        self.assertEqual(int(out["nvml_used"]), 256 * Mi)
+        self.assertEqual(int(out["nvml2_total"]), 1 * Gi)
+        self.assertEqual(int(out["nvml2_free"]), 768 * Mi)
+
+    def test_free_is_capped_by_physical_free(self):
+        self.make_fraction(limit=3 * Gi)
+        # a neighbour outside the fraction holds 2 GiB of the 4 GiB device
+        _, held = self.probe_bg("alloc", "2Gi", "hold", "30", env=dict(self.env))
+        self.assertEqual(held["alloc"], "ok")
+        out = kv(self.probe("info").stdout)
+        self.assertEqual(int(out["total"]), 3 * Gi)
+        self.assertEqual(int(out["free"]), 2 * Gi)
+
+
+class ChargeTest(SimTestCase):
+    def free_after(self, *steps):
+        out = self.probe(*steps, "info").stdout
+        return kv(out), int(kv(out)["free"])
+
+    def assert_charged_then_returned(self, steps, at_least):
+        self.make_fraction(limit=2 * Gi)
+        out = self.probe(*steps, "info", "freeall", "sync", "trim", "graph-trim",
+                         "info").stdout
+        frees = [int(line.split("=")[1]) for line in out.splitlines()
+                 if line.startswith("free=")]
+        self.assertEqual(len(frees), 2, out)
+        self.assertLessEqual(frees[0], 2 * Gi - at_least, out)
+        self.assertEqual(frees[1], 2 * Gi, out)
+        d = self.dump()
+        self.assertEqual(d["dev0_used"], 0)
+        self.assertEqual(d["slot_bytes"], 0)
+
+    def test_plain(self):
+        self.assert_charged_then_returned(["alloc", "300Mi"], 300 * Mi)
+
+    def test_managed(self):
+        self.assert_charged_then_returned(["managed", "300Mi"], 300 * Mi)
+
+    def test_pitch_charges_the_real_pitch(self):
+        self.make_fraction(limit=2 * Gi)
+        out = kv(self.probe("pitch", "1000", "1000", "info").stdout)
+        self.assertEqual(out["pitch"], "ok")
+        pitch = int(out["pitch_bytes"])
+        self.assertGreater(pitch, 1000)
+        self.assertEqual(int(out["free"]), 2 * Gi - pitch * 1000)
+
+    def test_pitch_returned(self):
+        self.assert_charged_then_returned(["pitch", "4096", "4096"], 4096 * 4096)
+
+    def test_async_default_pool(self):
+        self.assert_charged_then_returned(["async", "300Mi"], 300 * Mi)
+
+    def test_async_own_pool(self):
+        self.assert_charged_then_returned(["pool-async", "300Mi"], 300 * Mi)
+
+    def test_async_pool_destroy_returns_its_reservation(self):
+        self.make_fraction(limit=2 * Gi)
+        out = self.probe("pool-async", "300Mi", "info", "pool-destroy", "info").stdout
+        frees = [int(v.split("=")[1]) for v in out.splitlines() if v.startswith("free=")]
+        self.assertLessEqual(frees[0], 2 * Gi - 300 * Mi)
+        self.assertEqual(frees[1], 2 * Gi, out)
+
+    def test_async_over_limit(self):
+        self.make_fraction(limit=1 * Gi)
+        out = kv(self.probe("async", "600Mi", "async", "600Mi", "info").stdout)
+        self.assertEqual(out["async"], "CUDA_ERROR_OUT_OF_MEMORY")
+        self.assertGreaterEqual(int(out["free"]), 1 * Gi - 602 * Mi)
+
+    def test_vmm(self):
+        self.assert_charged_then_returned(["vmm", "256Mi"], 256 * Mi)
+
+    def test_arrays(self):
+        self.assert_charged_then_returned(["array", "4096", "4096"], 4096 * 4096 * 16)
+
+    def test_array3d(self):
+        self.assert_charged_then_returned(["array3d", "512", "512", "64"], 512 * 512 * 64 * 16)
+
+    def test_mipmapped_array(self):
+        self.assert_charged_then_returned(["mipmap", "4096", "4096", "4"], 4096 * 4096 * 16)
+
+    def test_graph_memory_nodes(self):
+        self.assert_charged_then_returned(["graph", "300Mi"], 300 * Mi)
+
+    def test_graph_over_limit_does_not_launch(self):
+        self.make_fraction(limit=1 * Gi)
+        out = kv(self.probe("alloc", "800Mi", "graph", "300Mi", "info").stdout)
+        self.assertEqual(out["graph"], "CUDA_ERROR_OUT_OF_MEMORY")
+        self.assertEqual(int(out["free"]), 224 * Mi)
+
+    def test_over_limit_fails_and_charges_nothing(self):
+        self.make_fraction(limit=1 * Gi)
+        out = kv(self.probe("alloc", "700Mi", "alloc", "400Mi", "info").stdout)
+        self.assertEqual(out["alloc"], "CUDA_ERROR_OUT_OF_MEMORY")
+        self.assertEqual(int(out["free"]), 324 * Mi)
+        d = self.dump()
+        self.assertEqual(d["dev0_denied"], 1)
+        self.assertLessEqual(d["dev0_peak"], 1 * Gi)
+        for steps in (["vmm", "2Gi"], ["array", "65536", "65536"], ["pitch", "65536", "65536"],
+                      ["managed", "2Gi"], ["legacy-alloc", "2000000000"]):
+            with self.subTest(steps=steps):
+                out = kv(self.probe(*steps, "info").stdout)
+                self.assertEqual(out[steps[0]], "CUDA_ERROR_OUT_OF_MEMORY", out)
+                self.assertEqual(int(out["free"]), 1 * Gi)
+
+    def test_driver_refusal_returns_the_reservation(self):
+        self.make_fraction(limit=1 * Gi)
+        env = self.shim_env(GPUSIM_FAIL="cuMemAlloc_v2:1:999")
+        out = kv(self.probe("alloc", "100Mi", "info", env=env).stdout)
+        self.assertEqual(out["alloc"], "CUDA_ERROR_UNKNOWN")
+        self.assertEqual(int(out["free"]), 1 * Gi)
+        self.assertEqual(self.dump()["dev0_used"], 0)
+
+    def test_free_of_unknown_pointer_reaches_driver(self):
+        self.make_fraction(limit=1 * Gi)
+        out = kv(self.probe("free-unknown").stdout)
+        self.assertEqual(out["free-unknown"], "CUDA_ERROR_INVALID_VALUE")
+
+
+class CrossProcessTest(SimTestCase):
+    devices = "16Gi"
+
+    def test_two_processes_share_one_limit(self):
+        self.make_fraction(limit=1 * Gi)
+        p, held = self.probe_bg("alloc", "600Mi", "hold", "30")
+        self.assertEqual(held["alloc"], "ok")
+        out = kv(self.probe("info", "alloc", "600Mi", "alloc", "300Mi").stdout)
+        self.assertEqual(int(out["free"]), 424 * Mi)
+        self.assertEqual(out["alloc"], "ok")  # the last one: 300Mi
+        self.assertIn("alloc=CUDA_ERROR_OUT_OF_MEMORY", self.probe(
+            "alloc", "600Mi").stdout)
+
+    def test_sigkilled_process_usage_is_reclaimed(self):
+        self.make_fraction(limit=1 * Gi)
+        p, held = self.probe_bg("alloc", "800Mi", "hold", "60")
+        self.assertEqual(self.dump()["dev0_used"], 800 * Mi)
+        self.kill(p)
+        # the next allocation that needs the memory gets it back at once
+        out = kv(self.probe("alloc", "900Mi", "info").stdout)
+        self.assertEqual(out["alloc"], "ok")
+        d = self.dump()
+        self.assertEqual(d["dev0_reclaimed"], 800 * Mi)
+        self.assertEqual(d["dev0_used"], 0)
+
+    def test_reclaim_without_pressure(self):
+        self.make_fraction(limit=1 * Gi)
+        p, _ = self.probe_bg("alloc", "100Mi", "hold", "60")
+        self.kill(p)
+        out = kv(subprocess.run([LEDGERTOOL, "reclaim", self.ledger], capture_output=True,
+                                text=True, check=True).stdout)
+        self.assertEqual(out["reclaimed"], "1")
+        self.assertEqual(self.dump()["dev0_used"], 0)
+
+    def test_racing_processes_never_pass_the_limit(self):
+        self.make_fraction(limit=1 * Gi)
+        procs = [subprocess.Popen(
+            [PROBE, "race", "4", "200", "100Mi"], env=self.shim_env(), stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True) for _ in range(8)]
+        ok = refused = 0
+        for p in procs:
+            out, err = p.communicate(timeout=120)
+            self.assertEqual(p.returncode, 0, err)
+            o = kv(out)
+            ok += int(o["race_ok"])
+            refused += int(o["race_refused"])
+        d = self.dump()
+        self.assertEqual(ok + refused, 8 * 4 * 200)
+        self.assertGreater(ok, 0)
+        self.assertGreater(refused, 0, "32 threads x 100Mi on 1Gi must contend")
+        self.assertLessEqual(d["dev0_peak"], 1 * Gi)
+        self.assertEqual(d["dev0_used"], 0)
+        self.assertEqual(d["slot_bytes"], 0)
+
+
+class TrustTest(SimTestCase):
+    def test_environment_can_lower_but_not_raise(self):
+        self.make_fraction(limit=1 * Gi)
+        out = kv(self.probe("info", env=self.shim_env(GPUFRAC_MEMORY_LIMIT="3Gi")).stdout)
+        self.assertEqual(int(out["total"]), 1 * Gi)
+        out = kv(self.probe("info", "alloc", "600Mi",
+                            env=self.shim_env(GPUFRAC_MEMORY_LIMIT="512Mi")).stdout)
+        self.assertEqual(int(out["total"]), 512 * Mi)
+        self.assertEqual(out["alloc"], "CUDA_ERROR_OUT_OF_MEMORY")
+
+    def test_unreadable_config_fails_closed(self):
+        self.make_fraction(limit=1 * Gi)
+        env = self.shim_env(GPUFRAC_CONFIG=os.path.join(self.tmp, "missing"))
+        out = kv(self.probe("alloc", "1Mi", env=env).stdout)
+        self.assertEqual(out["alloc"], "CUDA_ERROR_OUT_OF_MEMORY")
+
+    def test_silent_unless_asked(self):
+        self.make_fraction(limit=1 * Gi)
+        r = self.probe("info", "alloc", "2Gi")
+        self.assertEqual(r.stderr, "")
+        r = self.probe("info", "alloc", "2Gi", env=self.shim_env(GPUFRAC_LOG="info"))
+        self.assertIn("refused", r.stderr)
+
+    def test_no_driver_dependency_and_only_hooks_exported(self):
+        dyn = subprocess.run(["readelf", "-dW", SHIM], capture_output=True, text=True).stdout
+        self.assertNotIn("libcuda", dyn)
+        self.assertNotIn("libnvidia-ml", dyn)
+        syms = subprocess.run(["readelf", "--dyn-syms", "-W", SHIM], capture_output=True,
+                              text=True).stdout
+        exported = set()
+        for line in syms.splitlines():
+            parts = line.split()
+            if len(parts) >= 8 and parts[6] != "UND" and parts[4] in ("GLOBAL", "WEAK"):
+                exported.add(parts[7].split("@")[0])
+        hooks = set()
+        with open(os.path.join(os.path.dirname(__file__), "..", "..", "shim",
+                               "hooks.def")) as f:
+            for line in f:
+                if line.startswith(("CU_HOOK(", "NVML_HOOK(")):
+                    hooks.add(line.split("(")[1].split(",")[0])
+        exported.discard("GLIBC_2.2.5")
+        exported.discard("GLIBC_2.34")
+        exported.discard("GPUFRAC_1")
+        self.assertEqual(exported, hooks | {"dlsym"})
+
+    def test_unrelated_programs_unaffected(self):
+        self.make_fraction(limit=1 * Gi)
+        r = subprocess.run(["sh", "-c", "echo hello"], env=self.shim_env(), capture_output=True,
+                           text=True)
+        self.assertEqual(r.stdout, "hello\n")
+        self.assertEqual(r.stderr, "")
+        code = "import ctypes; l=ctypes.CDLL(None); print(bool(l.dlsym))"
+        r = subprocess.run([sys.executable, "-c", code], env=self.shim_env(),
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+
+class DeviceMappingTest(SimTestCase):
+    devices = "4Gi,8Gi"
+
+    def test_cuda_visible_devices_maps_by_uuid(self):
+        # only the second GPU is in the fraction; it is ordinal 0 when
+        # CUDA_VISIBLE_DEVICES=1 (the index-space trap of REFERENCE 4.5)
+        env = dict(self.env)
+        env["CUDA_VISIBLE_DEVICES"] = "1"
+        self.make_fraction(limit=1 * Gi)
+        uuid = kv(self.probe("uuid", env=dict(env, LD_PRELOAD=SHIM,
+                                                   GPUFRAC_CONFIG=self.config)).stdout)["uuid"]
+        self.tearDown()
+        self.setUp()
+        self.make_fraction(limit=1 * Gi, devices=(uuid,))
+        env = self.shim_env(CUDA_VISIBLE_DEVICES="1")
+        out = kv(self.probe("info", "totalmem", env=env).stdout)
+        self.assertEqual(int(out["total"]), 1 * Gi)
+        out = kv(self.probe("info", env=self.shim_env(CUDA_VISIBLE_DEVICES="0")).stdout)
+        self.assertEqual(int(out["total"]), 0, "a GPU outside the fraction gets nothing")
+        self.assertEqual(int(out["free"]), 0)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
