@@ -1,0 +1,61 @@
+/* Prints the layout of every ABI type and the value of every constant gpufrac
+ * declares. Built twice, against include/gpufrac/cuda_abi.h and against the
+ * toolkit's cuda.h; the test compares the two outputs line by line. */
+#include <stddef.h>
+#include <stdio.h>
+
+#ifdef GF_USE_TOOLKIT
+#include <cuda.h>
+#else
+#include "gpufrac/cuda_abi.h"
+#endif
+
+#define SIZE(t) printf("sizeof(%s)=%zu\n", #t, sizeof(t));
+#define OFF(t, m) printf("offsetof(%s,%s)=%zu\n", #t, #m, offsetof(t, m));
+#define VAL(v) printf("%s=%lld\n", #v, (long long)(v));
+
+int main(void)
+{
+    SIZE(CUresult) SIZE(CUdeviceptr) SIZE(CUdeviceptr_v2) SIZE(CUdevice) SIZE(cuuint64_t)
+    SIZE(CUmemGenericAllocationHandle) SIZE(CUuuid)
+    SIZE(CUmemLocation) OFF(CUmemLocation, type) OFF(CUmemLocation, id)
+    SIZE(CUmemAllocationProp) OFF(CUmemAllocationProp, type)
+    OFF(CUmemAllocationProp, requestedHandleTypes) OFF(CUmemAllocationProp, location)
+    OFF(CUmemAllocationProp, win32HandleMetaData) OFF(CUmemAllocationProp, allocFlags)
+    SIZE(CUmemPoolProps) OFF(CUmemPoolProps, allocType) OFF(CUmemPoolProps, handleTypes)
+    OFF(CUmemPoolProps, location) OFF(CUmemPoolProps, win32SecurityAttributes)
+    OFF(CUmemPoolProps, maxSize) OFF(CUmemPoolProps, usage) OFF(CUmemPoolProps, reserved)
+    SIZE(CUDA_ARRAY_DESCRIPTOR) OFF(CUDA_ARRAY_DESCRIPTOR, Width) OFF(CUDA_ARRAY_DESCRIPTOR, Height)
+    OFF(CUDA_ARRAY_DESCRIPTOR, Format) OFF(CUDA_ARRAY_DESCRIPTOR, NumChannels)
+    SIZE(CUDA_ARRAY3D_DESCRIPTOR) OFF(CUDA_ARRAY3D_DESCRIPTOR, Depth)
+    OFF(CUDA_ARRAY3D_DESCRIPTOR, Format) OFF(CUDA_ARRAY3D_DESCRIPTOR, NumChannels)
+    OFF(CUDA_ARRAY3D_DESCRIPTOR, Flags)
+    SIZE(CUDA_ARRAY_MEMORY_REQUIREMENTS) OFF(CUDA_ARRAY_MEMORY_REQUIREMENTS, size)
+    OFF(CUDA_ARRAY_MEMORY_REQUIREMENTS, alignment)
+    SIZE(CUmemAccessDesc) OFF(CUmemAccessDesc, flags)
+    SIZE(CUDA_MEM_ALLOC_NODE_PARAMS) OFF(CUDA_MEM_ALLOC_NODE_PARAMS, poolProps)
+    OFF(CUDA_MEM_ALLOC_NODE_PARAMS, accessDescs) OFF(CUDA_MEM_ALLOC_NODE_PARAMS, accessDescCount)
+    OFF(CUDA_MEM_ALLOC_NODE_PARAMS, bytesize) OFF(CUDA_MEM_ALLOC_NODE_PARAMS, dptr)
+    VAL(CUDA_SUCCESS) VAL(CUDA_ERROR_INVALID_VALUE) VAL(CUDA_ERROR_OUT_OF_MEMORY)
+    VAL(CUDA_ERROR_NOT_INITIALIZED) VAL(CUDA_ERROR_DEINITIALIZED) VAL(CUDA_ERROR_NO_DEVICE)
+    VAL(CUDA_ERROR_INVALID_DEVICE) VAL(CUDA_ERROR_INVALID_CONTEXT) VAL(CUDA_ERROR_INVALID_HANDLE)
+    VAL(CUDA_ERROR_NOT_FOUND) VAL(CUDA_ERROR_NOT_READY) VAL(CUDA_ERROR_NOT_SUPPORTED)
+    VAL(CUDA_ERROR_UNKNOWN)
+    VAL(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+    VAL(CU_MEM_ALLOCATION_TYPE_PINNED) VAL(CU_MEM_HANDLE_TYPE_NONE)
+    VAL(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+    VAL(CU_MEM_LOCATION_TYPE_DEVICE) VAL(CU_MEM_LOCATION_TYPE_HOST) VAL(CU_MEM_LOCATION_TYPE_HOST_NUMA)
+    VAL(CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT)
+    VAL(CU_MEM_ALLOC_GRANULARITY_MINIMUM) VAL(CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)
+    VAL(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD) VAL(CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT)
+    VAL(CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH) VAL(CU_MEMPOOL_ATTR_USED_MEM_CURRENT)
+    VAL(CU_MEMPOOL_ATTR_USED_MEM_HIGH)
+    VAL(CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT) VAL(CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT)
+    VAL(CU_AD_FORMAT_UNSIGNED_INT8) VAL(CU_AD_FORMAT_FLOAT) VAL(CU_AD_FORMAT_HALF)
+    VAL(CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+    VAL(CU_GET_PROC_ADDRESS_DEFAULT) VAL(CU_GET_PROC_ADDRESS_LEGACY_STREAM)
+    VAL(CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)
+    VAL(CU_GET_PROC_ADDRESS_SUCCESS) VAL(CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND)
+    VAL(CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT) VAL(CU_MEM_ATTACH_GLOBAL)
+    return 0;
+}
