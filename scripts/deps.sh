@@ -1,0 +1,14 @@
+#!/bin/sh
+# Installs what building and testing gpufrac needs on Debian 12, when missing.
+set -eu
+PKGS="cmake make gcc clang-14 libclang-rt-14-dev pkg-config libcmocka-dev libjansson-dev python3 binutils procps"
+missing=""
+for p in $PKGS; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+echo "gpufrac: installing$missing" >&2
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing
