@@ -35,4 +35,11 @@ int gf_error_wrap(gf_error *err, const char *fmt, ...) __attribute__((format(pri
 
 void gf_error_clear(gf_error *err);
 
+/* Renders s for use inside a quoted message: '"', '\\' and control bytes
+ * escaped, at most GF_QUOTE_INPUT_MAX input bytes ("..." marks the cut).
+ * Returns buf; a NULL s renders as "". */
+#define GF_QUOTE_INPUT_MAX 100
+#define GF_QUOTE_MAX (GF_QUOTE_INPUT_MAX * 4 + 4)
+const char *gf_quote(const char *s, char *buf, size_t len);
+
 #endif

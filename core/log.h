@@ -23,6 +23,6 @@ int gf_log_level_parse(const char *s, gf_log_level *out);
 void gf_log_write(int fd, gf_log_level level, const char *component, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 void gf_log_vwrite(int fd, gf_log_level level, const char *component, const char *fmt,
-                   va_list ap);
+                   va_list ap) __attribute__((format(printf, 4, 0)));
 
 #endif

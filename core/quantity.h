@@ -6,6 +6,7 @@
 #ifndef GPUFRAC_QUANTITY_H
 #define GPUFRAC_QUANTITY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,5 +28,36 @@ int gf_bytes_human(uint64_t bytes, char *buf, size_t len);
 
 /* ceil(bytes / MiB), at least 1 (NVIDIA's node-side rounding). */
 uint64_t gf_bytes_to_mib_ceil(uint64_t bytes);
+
+/* A decimal number as written, exactly: value = digits x 10^exp10, with the
+ * significant digits only (no leading or trailing zeros; ndigits 0 = zero).
+ * Shared by the quantity, portion and annotation parsers. */
+#define GF_DECIMAL_DIGITS_MAX 80
+
+typedef struct gf_decimal {
+    bool negative;     /* a '-' was written (also for "-0") */
+    bool has_sign;     /* '+' or '-' was written */
+    bool has_point;
+    bool has_exponent;
+    bool too_long;     /* more than GF_DECIMAL_DIGITS_MAX significant digits */
+    unsigned ndigits;
+    unsigned char digits[GF_DECIMAL_DIGITS_MAX]; /* values 0..9 */
+    long exp10;
+} gf_decimal;
+
+/* Scans [+-](digits[.[digits]] | .digits) and, with allow_exponent, an
+ * exponent [eE][+-]digits. Returns the first byte not consumed, or NULL
+ * when s does not start with a number. */
+const char *gf_decimal_scan(const char *s, bool allow_exponent, gf_decimal *d);
+
+/* Compares |d| with 1: -1, 0 or 1. */
+int gf_decimal_cmp_one(const gf_decimal *d);
+
+/* Digits after the decimal point the value needs (0.80 -> 1). */
+long gf_decimal_places(const gf_decimal *d);
+
+/* The nearest double (exact decimal-to-binary rounding up to 15 significant
+ * digits; longer inputs may be off by one ulp). Ignores the sign. */
+double gf_decimal_to_double(const gf_decimal *d);
 
 #endif
