@@ -185,4 +185,8 @@ typedef enum CUdriverProcAddressQueryResult_enum {
 
 #define CU_MEM_ATTACH_GLOBAL 0x1
 
+/* Opaque here (gpusim never looks inside): cuCtxCreate_v3 / _v4 parameters. */
+typedef struct CUexecAffinityParam_st CUexecAffinityParam;
+typedef struct CUctxCreateParams_st CUctxCreateParams;
+
 #endif

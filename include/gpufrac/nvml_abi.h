@@ -47,4 +47,10 @@ typedef struct nvmlProcessInfo_st {
 #define NVML_DEVICE_NAME_V2_BUFFER_SIZE 96
 #define NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE 80
 
+/* the element of the original nvmlDeviceGetComputeRunningProcesses (v1) */
+typedef struct nvmlProcessInfo_v1_st {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+} nvmlProcessInfo_v1_t;
+
 #endif
