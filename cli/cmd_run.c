@@ -1,0 +1,37 @@
+#include <stdio.h>
+
+#include "cli.h"
+#include "fraction.h"
+#include "run.h"
+
+int gf_cmd_run(int argc, char **argv)
+{
+    char dir[GF_PATH_MAX];
+    gf_ledger lg = {.fd = -1};
+    gf_error err = {0};
+    gf_fraction f;
+    run_opts o;
+    run_plan p;
+    bool done;
+    int rc;
+
+    if ((rc = run_parse(argc, argv, &o, &done)) != 0 || done)
+        return rc;
+    if ((rc = run_plan_make(&o, &p, &err)) != 0)
+        return gf_cli_fail("run", rc, &err);
+    if (gf_fraction_path(dir, sizeof(dir), p.state, p.cfg.name, NULL, &err) < 0 ||
+        run_env_apply(&p, dir, &err) < 0)
+        return gf_cli_fail("run", GF_EXIT_FAIL, &err);
+    run_plan_notices(&p);
+    gf_fraction_gc(p.state);
+    if (gf_fraction_create(&f, p.state, &p.cfg, &err) < 0)
+        return gf_cli_fail("run", GF_EXIT_FAIL, &err);
+    if (gf_ledger_open(p.cfg.ledger, &lg, &err) < 0) {
+        gf_fraction_remove(&f);
+        return gf_cli_fail("run", GF_EXIT_FAIL, &err);
+    }
+    rc = run_supervise(o.cmd, &lg);
+    gf_ledger_close(&lg);
+    gf_fraction_remove(&f);
+    return rc;
+}

@@ -1,0 +1,178 @@
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fraction.h"
+#include "ledger.h"
+
+int gf_fraction_path(char *buf, size_t len, const char *state, const char *name, const char *file,
+                     gf_error *err)
+{
+    int n = file ? snprintf(buf, len, "%s/fractions/%s/%s", state, name, file)
+                 : snprintf(buf, len, "%s/fractions/%s", state, name);
+    if (n < 0 || (size_t)n >= len)
+        return gf_error_set(err, GF_EINVAL, "path too long under state directory %s", state);
+    return 0;
+}
+
+int gf_path_join(char *buf, size_t len, const char *dir, const char *file)
+{
+    int n = snprintf(buf, len, "%s/%s", dir, file);
+    if (n < 0 || (size_t)n >= len) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    return 0;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    if (flag == FTW_DP)
+        rmdir(path);
+    else
+        unlink(path);
+    return 0;
+}
+
+void gf_rm_tree(const char *path)
+{
+    nftw(path, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+}
+
+const char *gf_fraction_state_name(gf_fraction_state s)
+{
+    switch (s) {
+    case GF_FRACTION_RUNNING:
+        return "running";
+    case GF_FRACTION_ORPHANED:
+        return "orphaned";
+    case GF_FRACTION_STALE:
+        return "stale";
+    }
+    return "?";
+}
+
+bool gf_fraction_supervised(const char *dir, pid_t *pid)
+{
+    char path[GF_PATH_MAX], text[32] = "";
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    bool held;
+    ssize_t n;
+    int fd;
+
+    *pid = 0;
+    if (snprintf(path, sizeof(path), "%s/supervisor", dir) >= (int)sizeof(path))
+        return false;
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    n = read(fd, text, sizeof(text) - 1);
+    if (n > 0)
+        *pid = (pid_t)strtol(text, NULL, 10);
+    /* a failed query counts as held: never take a live fraction away */
+    held = fcntl(fd, F_OFD_GETLK, &fl) < 0 || fl.l_type != F_UNLCK;
+    close(fd);
+    return held;
+}
+
+int gf_fraction_inspect(const char *dir, gf_fraction_state *state, pid_t *pids, size_t max,
+                        size_t *n_pids, gf_error *err)
+{
+    char path[GF_PATH_MAX];
+    gf_ledger lg = {.fd = -1};
+    pid_t sup;
+
+    *n_pids = 0;
+    if (snprintf(path, sizeof(path), "%s/ledger", dir) >= (int)sizeof(path))
+        return gf_error_set(err, GF_EINVAL, "path too long: %s", dir);
+    bool supervised = gf_fraction_supervised(dir, &sup);
+    if (gf_ledger_open(path, &lg, err) < 0) {
+        if (err->code != GF_ESYS || err->sys_errno != ENOENT)
+            return -1;
+        *state = supervised ? GF_FRACTION_RUNNING : GF_FRACTION_STALE;
+        return 0;
+    }
+    for (int i = 0; i < GF_LEDGER_SLOTS; i++) {
+        pid_t pid = atomic_load(&lg.hdr->slots[i].pid);
+        if (pid == 0 || !gf_ledger_slot_live(&lg, i))
+            continue;
+        if (pids && *n_pids < max)
+            pids[*n_pids] = pid;
+        (*n_pids)++;
+    }
+    gf_ledger_close(&lg);
+    *state = supervised ? GF_FRACTION_RUNNING
+                        : *n_pids ? GF_FRACTION_ORPHANED : GF_FRACTION_STALE;
+    return 0;
+}
+
+static bool fraction_stale(const char *dir)
+{
+    gf_fraction_state st;
+    size_t n;
+    gf_error err;
+
+    if (gf_fraction_inspect(dir, &st, NULL, 0, &n, &err) < 0)
+        return false; /* cannot tell: leave it */
+    return st == GF_FRACTION_STALE;
+}
+
+/* Renames it aside first so two cleaners never remove a fresh fraction
+ * that reused the name in between. */
+static void remove_stale(const char *fractions, const char *name)
+{
+    char dir[GF_PATH_MAX], aside[GF_PATH_MAX];
+
+    if (snprintf(dir, sizeof(dir), "%s/%s", fractions, name) >= (int)sizeof(dir) ||
+        snprintf(aside, sizeof(aside), "%s/.old-%s-%d", fractions, name, (int)getpid()) >=
+            (int)sizeof(aside))
+        return;
+    if (!fraction_stale(dir) || rename(dir, aside) < 0)
+        return;
+    gf_rm_tree(aside);
+}
+
+/* A half-built (.new-) or half-removed (.old-) directory left by a gpufrac
+ * run that died; the age check keeps us off one being built right now. */
+static void remove_abandoned(const char *fractions, const char *name)
+{
+    char dir[GF_PATH_MAX];
+    struct stat st;
+    pid_t pid;
+
+    if (snprintf(dir, sizeof(dir), "%s/%s", fractions, name) >= (int)sizeof(dir))
+        return;
+    if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode) || time(NULL) - st.st_mtime < 60)
+        return;
+    if (!gf_fraction_supervised(dir, &pid))
+        gf_rm_tree(dir);
+}
+
+void gf_fraction_gc(const char *state)
+{
+    char fractions[GF_PATH_MAX];
+    struct dirent *de;
+    DIR *d;
+
+    if (snprintf(fractions, sizeof(fractions), "%s/fractions", state) >= (int)sizeof(fractions))
+        return;
+    d = opendir(fractions);
+    if (!d)
+        return;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] != '.' && gf_name_valid(de->d_name))
+            remove_stale(fractions, de->d_name);
+        else if (strncmp(de->d_name, ".new-", 5) == 0 || strncmp(de->d_name, ".old-", 5) == 0)
+            remove_abandoned(fractions, de->d_name);
+    }
+    closedir(d);
+}

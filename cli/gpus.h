@@ -1,0 +1,38 @@
+/* The host's GPUs as NVML reports them, and choosing among them. */
+#ifndef GPUFRAC_CLI_GPUS_H
+#define GPUFRAC_CLI_GPUS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "error.h"
+
+#define GF_GPUS_MAX 64
+
+typedef struct gf_gpu {
+    unsigned index; /* NVML index (nvidia-smi order) */
+    char uuid[GF_UUID_MAX];
+    uint64_t total; /* bytes */
+} gf_gpu;
+
+typedef struct gf_gpu_list {
+    size_t n;
+    gf_gpu gpus[GF_GPUS_MAX];
+} gf_gpu_list;
+
+/* Loads libnvidia-ml.so.1 with dlopen and lists every device. Fails with a
+ * message that points at `gpufrac demo` when there is no NVML or no GPU. */
+int gf_gpus_probe(gf_gpu_list *out, gf_error *err);
+
+/* Picks devices from a comma list of NVML indices, UUIDs (a unique prefix
+ * is enough) or CDI names. `what` names the source in messages. Fails on an
+ * unknown or repeated entry and on more than GF_CONFIG_DEVICES_MAX. */
+int gf_gpus_select(const gf_gpu_list *all, const char *list, const char *what,
+                   gf_gpu_list *out, gf_error *err);
+
+/* The default choice: CUDA_VISIBLE_DEVICES, else NVIDIA_VISIBLE_DEVICES,
+ * else every device. */
+int gf_gpus_select_default(const gf_gpu_list *all, gf_gpu_list *out, gf_error *err);
+
+#endif

@@ -1,0 +1,45 @@
+/* `gpufrac run`, in steps: flags -> plan (spec, GPUs, config) -> fraction
+ * on disk -> child environment -> supervised child. */
+#ifndef GPUFRAC_CLI_RUN_H
+#define GPUFRAC_CLI_RUN_H
+
+#include <stdbool.h>
+
+#include "config.h"
+#include "error.h"
+#include "gpus.h"
+#include "ledger.h"
+#include "spec.h"
+
+typedef struct run_opts {
+    const char *memory, *limit, *devices, *mode, *compute, *name, *state_dir;
+    char **cmd; /* NULL-terminated */
+} run_opts;
+
+typedef struct run_plan {
+    gf_spec spec;
+    gf_gpu_list gpus; /* chosen, in config order */
+    bool set_visible; /* export CUDA_VISIBLE_DEVICES=<uuids> */
+    gf_fraction_config cfg;
+    char state[GF_PATH_MAX];
+} run_plan;
+
+/* Parses argv (argv[0] = "run"). Returns 0, or an exit code after printing
+ * help (GF_EXIT_OK via *done) or a usage error. */
+int run_parse(int argc, char **argv, run_opts *o, bool *done);
+
+/* Checks every value and resolves it against the GPUs. Returns 0 or the
+ * exit code (usage: 2, other: 1) with the message in err. */
+int run_plan_make(const run_opts *o, run_plan *p, gf_error *err);
+
+/* Prints the honest notices (burst without the agent, MPS). */
+void run_plan_notices(const run_plan *p);
+
+/* Sets the child's variables in our own environment (we exec nothing else). */
+int run_env_apply(const run_plan *p, const char *fraction_dir, gf_error *err);
+
+/* Forks and execs cmd as a subreaper, forwards signals, reaps every
+ * descendant and returns its memory through lg. Returns the exit code. */
+int run_supervise(char **cmd, gf_ledger *lg);
+
+#endif

@@ -1,0 +1,122 @@
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "quantity.h"
+#include "run.h"
+
+#define SHIM_INSTALLED "/usr/local/lib/gpufrac/libgpufrac.so"
+
+void run_plan_notices(const run_plan *p)
+{
+    const gf_config_device *d = &p->cfg.devices[0];
+    char req[32], lim[32];
+
+    for (size_t i = 0; i < p->cfg.n_devices; i++)
+        if (p->cfg.devices[i].limit > p->cfg.devices[i].request) {
+            d = &p->cfg.devices[i];
+            gf_bytes_human(d->request, req, sizeof(req));
+            gf_bytes_human(d->limit, lim, sizeof(lim));
+            fprintf(stderr,
+                    "gpufrac run: note: the fraction may use up to --limit (%s) but only "
+                    "--memory (%s) is its own; lending burst memory safely needs the node "
+                    "agent gpufracd, which this version does not have yet\n",
+                    lim, req);
+            break;
+        }
+    if (p->cfg.mode == GF_MODE_SM_SHARING)
+        fprintf(stderr,
+                "gpufrac run: note: --mode sm-sharing needs an NVIDIA MPS control daemon "
+                "already running for these GPUs (gpufracd will manage MPS itself)\n");
+}
+
+static int find_shim(char *out, size_t len, gf_error *err)
+{
+    const char *env = getenv("GPUFRAC_SHIM");
+    char dir[PATH_MAX] = "<gpufrac dir>", cand[PATH_MAX + 32];
+
+    if (env && *env) {
+        if (access(env, R_OK) < 0)
+            return gf_error_sys(err, "GPUFRAC_SHIM=%s", env);
+        snprintf(out, len, "%s", env);
+        return 0;
+    }
+    if (gf_exe_dir(dir, sizeof(dir), err) == 0) {
+        snprintf(cand, sizeof(cand), "%s/../lib/libgpufrac.so", dir);
+        if (realpath(cand, out) && access(out, R_OK) == 0)
+            return 0;
+    }
+    if (access(SHIM_INSTALLED, R_OK) == 0) {
+        snprintf(out, len, "%s", SHIM_INSTALLED);
+        return 0;
+    }
+    return gf_error_set(err, GF_ENOTFOUND,
+                        "cannot find libgpufrac.so (looked in %s/../lib and " SHIM_INSTALLED
+                        "); set GPUFRAC_SHIM to its path",
+                        dir);
+}
+
+static int set_preload(const char *shim, gf_error *err)
+{
+    const char *old = getenv("LD_PRELOAD");
+    char val[PATH_MAX * 4];
+
+    if (strpbrk(shim, " :"))
+        return gf_error_set(err, GF_EINVAL,
+                            "shim path %s holds a space or colon, which LD_PRELOAD cannot carry",
+                            shim);
+    if (snprintf(val, sizeof(val), "%s%s%s", shim, old && *old ? ":" : "", old ? old : "") >=
+        (int)sizeof(val))
+        return gf_error_set(err, GF_EINVAL, "LD_PRELOAD too long");
+    return setenv("LD_PRELOAD", val, 1) < 0 ? gf_error_sys(err, "setting LD_PRELOAD") : 0;
+}
+
+/* Appends "<fmt>" to buf with a comma between entries. */
+static int list_add(char *buf, size_t len, const char *text)
+{
+    size_t off = strlen(buf);
+    int n = snprintf(buf + off, len - off, "%s%s", off ? "," : "", text);
+    return n < 0 || (size_t)n >= len - off ? -1 : 0;
+}
+
+static int set_devices(const run_plan *p, gf_error *err)
+{
+    char uuids[GF_CONFIG_DEVICES_MAX * GF_UUID_MAX] = "";
+    char pinned[GF_CONFIG_DEVICES_MAX * 32] = "";
+    char item[64];
+
+    for (size_t i = 0; i < p->cfg.n_devices; i++) {
+        snprintf(item, sizeof(item), "%zu=%lluM", i,
+                 (unsigned long long)gf_bytes_to_mib_ceil(p->cfg.devices[i].limit));
+        if (list_add(uuids, sizeof(uuids), p->cfg.devices[i].uuid) < 0 ||
+            list_add(pinned, sizeof(pinned), item) < 0)
+            return gf_error_set(err, GF_ENOSPACE, "device list too long");
+    }
+    if (p->set_visible && setenv("CUDA_VISIBLE_DEVICES", uuids, 1) < 0)
+        return gf_error_sys(err, "setting CUDA_VISIBLE_DEVICES");
+    if (p->cfg.mode != GF_MODE_SM_SHARING)
+        return 0;
+    if (setenv("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", pinned, 1) < 0)
+        return gf_error_sys(err, "setting CUDA_MPS_PINNED_DEVICE_MEM_LIMIT");
+    if (p->spec.has_compute) {
+        snprintf(item, sizeof(item), "%d", p->cfg.compute_percent);
+        if (setenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", item, 1) < 0)
+            return gf_error_sys(err, "setting CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
+    }
+    return 0;
+}
+
+int run_env_apply(const run_plan *p, const char *fraction_dir, gf_error *err)
+{
+    char shim[PATH_MAX], config[GF_PATH_MAX + 16];
+
+    if (find_shim(shim, sizeof(shim), err) < 0 || set_preload(shim, err) < 0)
+        return -1;
+    snprintf(config, sizeof(config), "%s/config", fraction_dir);
+    if (setenv("GPUFRAC_CONFIG", config, 1) < 0)
+        return gf_error_sys(err, "setting GPUFRAC_CONFIG");
+    return set_devices(p, err);
+}

@@ -1,0 +1,93 @@
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fraction.h"
+
+static int mkdir_p(char *path, mode_t mode, gf_error *err)
+{
+    for (char *p = path + 1;; p++) {
+        if (*p != '/' && *p != '\0')
+            continue;
+        char c = *p;
+        *p = '\0';
+        int rc = mkdir(path, mode);
+        int e = errno;
+        *p = c;
+        if (rc < 0 && e != EEXIST) {
+            errno = e;
+            return gf_error_sys(err, "creating %.*s", (int)(p - path), path);
+        }
+        if (c == '\0')
+            return 0;
+    }
+}
+
+/* A shared /tmp lets anyone create /tmp/gpufrac-<uid> first: only use it
+ * when it is our own private directory. */
+static int check_private(const char *dir, gf_error *err)
+{
+    struct stat st;
+
+    if (lstat(dir, &st) < 0)
+        return gf_error_sys(err, "state directory %s", dir);
+    if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 022))
+        return gf_error_set(err, GF_ESTATE,
+                            "state directory %s is not a directory owned by uid %u and closed "
+                            "to others; remove it or pass --state-dir",
+                            dir, (unsigned)geteuid());
+    return 0;
+}
+
+static int choose(const char *flag, char *out, size_t len, bool *tmp)
+{
+    const char *env = getenv("GPUFRAC_STATE_DIR");
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    int n;
+
+    *tmp = false;
+    if (flag && *flag)
+        n = snprintf(out, len, "%s", flag);
+    else if (env && *env)
+        n = snprintf(out, len, "%s", env);
+    else if (access("/run/gpufrac", W_OK) == 0 || (geteuid() == 0 && access("/run", W_OK) == 0))
+        n = snprintf(out, len, "/run/gpufrac");
+    else if (xdg && *xdg == '/' && access(xdg, W_OK) == 0)
+        n = snprintf(out, len, "%s/gpufrac", xdg);
+    else {
+        *tmp = true;
+        n = snprintf(out, len, "/tmp/gpufrac-%u", (unsigned)geteuid());
+    }
+    return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+int gf_state_dir(const char *flag, bool create, char *out, size_t len, gf_error *err)
+{
+    char fractions[GF_PATH_MAX];
+    bool tmp;
+
+    if (choose(flag, out, len, &tmp) < 0)
+        return gf_error_set(err, GF_EINVAL, "state directory path is too long");
+    if (out[0] != '/') {
+        char cwd[GF_PATH_MAX], rel[GF_PATH_MAX];
+        if (!getcwd(cwd, sizeof(cwd)))
+            return gf_error_sys(err, "reading the current directory");
+        snprintf(rel, sizeof(rel), "%s", out);
+        if (snprintf(out, len, "%s/%s", cwd, rel) >= (int)len)
+            return gf_error_set(err, GF_EINVAL, "state directory path is too long");
+    }
+    if (!create)
+        return tmp && access(out, F_OK) == 0 ? check_private(out, err) : 0;
+    if (snprintf(fractions, sizeof(fractions), "%s/fractions", out) >= (int)sizeof(fractions))
+        return gf_error_set(err, GF_EINVAL, "state directory path is too long");
+    if (mkdir_p(out, geteuid() == 0 ? 0755 : 0700, err) < 0)
+        return -1;
+    if (tmp && check_private(out, err) < 0)
+        return -1;
+    if (mkdir(fractions, geteuid() == 0 ? 0755 : 0700) < 0 && errno != EEXIST)
+        return gf_error_sys(err, "creating %s", fractions);
+    return 0;
+}

@@ -1,0 +1,84 @@
+#include <jansson.h>
+#include <stdio.h>
+
+#include "status.h"
+
+static json_t *device_json(const status_device *d)
+{
+    return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}", "uuid", d->uuid, "request",
+                     (json_int_t)d->request, "limit", (json_int_t)d->limit, "used",
+                     (json_int_t)d->used, "peak", (json_int_t)d->peak, "denied",
+                     (json_int_t)d->denied);
+}
+
+/* The per-device amount when every device has the same, else null. */
+static json_t *common(const status_fraction *f, bool limit)
+{
+    uint64_t v0 = limit ? f->devices[0].limit : f->devices[0].request;
+    for (size_t i = 1; i < f->n_devices; i++)
+        if ((limit ? f->devices[i].limit : f->devices[i].request) != v0)
+            return json_null();
+    return json_integer((json_int_t)v0);
+}
+
+static json_t *fraction_json(const status_fraction *f)
+{
+    json_t *o = json_pack("{s:s, s:s, s:s}", "name", f->name, "dir", f->dir, "state",
+                          f->readable ? gf_fraction_state_name(f->state) : "unreadable");
+    json_t *devs = json_array(), *pids = json_array();
+
+    if (!o || !devs || !pids)
+        goto fail;
+    json_object_set_new(o, "supervisor_pid", f->supervisor ? json_integer(f->supervisor)
+                                                           : json_null());
+    if (!f->readable) {
+        json_object_set_new(o, "error", json_string(f->error));
+        json_decref(devs);
+        json_decref(pids);
+        return o;
+    }
+    for (size_t i = 0; i < f->n_devices; i++)
+        json_array_append_new(devs, device_json(&f->devices[i]));
+    for (size_t i = 0; i < f->n_pids && i < STATUS_PIDS_MAX; i++)
+        json_array_append_new(pids, json_integer(f->pids[i]));
+    json_object_set_new(o, "mode", json_string(gf_mode_name(f->mode)));
+    json_object_set_new(o, "compute_percent", json_integer(f->compute_percent));
+    json_object_set_new(o, "request", f->n_devices ? common(f, false) : json_null());
+    json_object_set_new(o, "limit", f->n_devices ? common(f, true) : json_null());
+    json_object_set_new(o, "used", json_integer((json_int_t)f->used));
+    json_object_set_new(o, "denied", json_integer((json_int_t)f->denied));
+    json_object_set_new(o, "processes", json_integer((json_int_t)f->n_pids));
+    json_object_set_new(o, "pids", pids);
+    json_object_set_new(o, "devices", devs);
+    return o;
+fail:
+    json_decref(o);
+    json_decref(devs);
+    json_decref(pids);
+    return NULL;
+}
+
+int status_print_json(const status_fraction *f, size_t n, gf_error *err)
+{
+    json_t *arr = json_array();
+    int rc = -1;
+
+    if (!arr)
+        return gf_error_set(err, GF_ENOSPACE, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        json_t *o = fraction_json(&f[i]);
+        if (!o || json_array_append_new(arr, o) < 0) {
+            gf_error_set(err, GF_ENOSPACE, "out of memory");
+            goto out;
+        }
+    }
+    if (json_dumpf(arr, stdout, JSON_INDENT(2)) < 0) {
+        gf_error_sys(err, "writing JSON");
+        goto out;
+    }
+    putchar('\n');
+    rc = 0;
+out:
+    json_decref(arr);
+    return rc;
+}
