@@ -15,6 +15,7 @@
 
 #define SIM_SIZE "16Gi"
 #define CHUNK "256Mi"
+#define CHUNK_HUMAN "256 MiB"
 
 static const char demo_help[] =
     "Usage: gpufrac demo [--simulated]\n"
@@ -94,7 +95,11 @@ static int choose_gpu(demo *d, bool force_sim, gf_error *err)
         snprintf(d->why_sim, sizeof(d->why_sim), "--simulated was given");
         return use_gpusim(d, err);
     }
-    if (gf_gpus_probe(&all, &why) < 0 || gf_gpus_select_default(&all, &sel, &why) < 0) {
+    if (gf_gpus_probe(&all, &why) < 0) {
+        snprintf(d->why_sim, sizeof(d->why_sim), "no NVIDIA GPU was found on this machine");
+        return use_gpusim(d, err);
+    }
+    if (gf_gpus_select_default(&all, &sel, &why) < 0) {
         snprintf(d->why_sim, sizeof(d->why_sim), "%s", why.msg);
         return use_gpusim(d, err);
     }
@@ -169,6 +174,9 @@ static void judge(workload *w)
     char want[32], got[32];
 
     gib(w->limit, want, sizeof(want));
+    if (!demo_get(o, "cuda_total") && o->exit_code != 0)
+        problem(w, "gpufrac run failed (exit %d) before the probe reported anything",
+                o->exit_code);
     if (!demo_get_u64(o, "cuda_total", &v) || v != w->limit)
         problem(w, "cuMemGetInfo reports a total of %s, expected %s", (gib(v, got, 32), got), want);
     if (!demo_get_u64(o, "cuda_device_total", &v) || v != w->limit)
@@ -200,7 +208,7 @@ static void print_fill(const workload *w)
         !demo_get_u64(&w->out, "fill_total", &filled))
         return;
     gib(filled, a, sizeof(a));
-    printf("  allocating " CHUNK " blocks: %llu succeeded (%s), the next one failed with %s\n",
+    printf("  allocating " CHUNK_HUMAN " blocks: %llu succeeded (%s), the next one failed with %s\n",
            (unsigned long long)blocks, a, e ? e : "?");
 }
 
@@ -238,7 +246,7 @@ static int run_workload(demo *d, workload *w, gf_error *err)
     print_view(&w->out);
     print_fill(w);
     judge(w);
-    printf("  %s\n\n", w->problem[0] ? w->problem : "as expected");
+    printf("  => %s\n\n", w->problem[0] ? w->problem : "as expected");
     return 0;
 }
 
@@ -269,12 +277,12 @@ static void headline(const demo *d)
 {
     char a[32];
 
-    if (d->simulated) {
-        printf("gpufrac demo on gpusim, a simulated %s GPU\n(%s)\n\n", SIM_SIZE, d->why_sim);
-        return;
-    }
-    gib(d->total, a, sizeof(a));
-    printf("gpufrac demo on GPU %s (%s)\n\n", d->uuid, a);
+    if (d->simulated)
+        printf("gpufrac demo on gpusim, a simulated GPU with 16 GiB (%s).\n", d->why_sim);
+    else
+        printf("gpufrac demo on GPU %s (%s).\n", d->uuid, (gib(d->total, a, sizeof(a)), a));
+    printf("Each step runs gpufrac-probe, a small CUDA program that prints what CUDA and\n"
+           "NVML tell it, then allocates " CHUNK_HUMAN " blocks until the driver refuses one.\n\n");
 }
 
 static int demo_run(demo *d, gf_error *err)

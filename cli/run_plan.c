@@ -36,15 +36,10 @@ static int parse_values(const run_opts *o, gf_spec *s, gf_error *err)
                                      "the whole GPU by turns)");
         return GF_EXIT_USAGE;
     }
-    if (o->devices && snprintf(s->devices, sizeof(s->devices), "%s", o->devices) >=
-                          (int)sizeof(s->devices)) {
-        gf_error_set(err, GF_EINVAL, "--devices: list longer than %d characters",
-                     GF_DEVICES_MAX - 1);
-        return GF_EXIT_USAGE;
-    }
+    /* --devices is matched against the GPUs by choose_gpus, not kept in the spec */
     if (gf_spec_finish(s, err) < 0) {
-        gf_error_wrap(err, "--memory %s, --limit %s", o->memory ? o->memory : "(none)",
-                      o->limit ? o->limit : "(none)");
+        if (o->memory && o->limit)
+            gf_error_wrap(err, "--memory %s, --limit %s", o->memory, o->limit);
         return GF_EXIT_USAGE;
     }
     return 0;
@@ -85,7 +80,7 @@ static int choose_gpus(const run_opts *o, run_plan *p, gf_error *err)
     return 0;
 }
 
-static int resolve_devices(run_plan *p, gf_error *err)
+static int resolve_devices(const run_opts *o, run_plan *p, gf_error *err)
 {
     gf_fraction_config *cfg = &p->cfg;
 
@@ -98,7 +93,10 @@ static int resolve_devices(run_plan *p, gf_error *err)
         snprintf(d->uuid, sizeof(d->uuid), "%s", g->uuid);
         if (gf_spec_resolve(&p->spec, g->total, &d->request, &d->limit, err) < 0) {
             gf_bytes_human(g->total, total, sizeof(total));
-            gf_error_wrap(err, "GPU %u (%s, %s)", g->index, g->uuid, total);
+            gf_error_wrap(err, "%s%s%s%s%s: GPU %u (%s, %s)", o->memory ? "--memory " : "",
+                          o->memory ? o->memory : "", o->memory && o->limit ? ", " : "",
+                          o->limit ? "--limit " : "", o->limit ? o->limit : "", g->index,
+                          g->uuid, total);
             return GF_EXIT_USAGE;
         }
     }
@@ -112,7 +110,7 @@ int run_plan_make(const run_opts *o, run_plan *p, gf_error *err)
 
     memset(p, 0, sizeof(*p));
     if ((rc = parse_values(o, &p->spec, err)) || (rc = parse_name(o, cfg, err)) ||
-        (rc = choose_gpus(o, p, err)) || (rc = resolve_devices(p, err)))
+        (rc = choose_gpus(o, p, err)) || (rc = resolve_devices(o, p, err)))
         return rc;
     cfg->version = GF_CONFIG_VERSION;
     cfg->mode = p->spec.mode;

@@ -114,6 +114,10 @@ static void note_left_behind(char **cmd, int sig)
             cmd[0], sig ? "stopping" : "waiting for");
 }
 
+/* A process whose parent is still alive is reaped by that parent, not by us:
+ * no SIGCHLD tells us it died, so its memory is returned on a short tick. */
+static const struct timespec reclaim_tick = {0, 250 * 1000 * 1000};
+
 /* A stop signal forwarded to COMMAND is meant for the whole fraction: once
  * COMMAND is gone, what it left running gets it too. */
 static int wait_all(char **cmd, pid_t child, gf_ledger *lg, const sigset_t *set)
@@ -123,9 +127,11 @@ static int wait_all(char **cmd, pid_t child, gf_ledger *lg, const sigset_t *set)
 
     for (;;) {
         siginfo_t si;
-        int sig = sigwaitinfo(set, &si);
-        if (sig < 0)
-            continue; /* EINTR: a stop/continue */
+        int sig = sigtimedwait(set, &si, &reclaim_tick);
+        if (sig < 0) {
+            gf_ledger_reclaim_dead(lg);
+            continue; /* the tick, or EINTR from a stop/continue */
+        }
         if (sig != SIGCHLD) {
             forward(&si, child, child_done);
             last_sig = sig;
