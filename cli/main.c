@@ -76,6 +76,12 @@ int main(int argc, char **argv)
         fputs(main_help, stderr);
         return GF_EXIT_USAGE;
     }
+    if (strcmp(cmd, "help") == 0 && argc > 2) { /* gpufrac help run */
+        char *help_argv[] = {argv[2], (char *)"--help", NULL};
+        for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+            if (strcmp(argv[2], commands[i].name) == 0)
+                return commands[i].fn(2, help_argv);
+    }
     if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
         fputs(main_help, stdout);
         return GF_EXIT_OK;

@@ -111,8 +111,14 @@ static int step_info(probe *p)
 static int parse_size(const char *s, uint64_t *out)
 {
     gf_error err;
-    if (gf_quantity_parse(s, "size", out, &err) < 0 || *out == 0 || *out > SIZE_MAX) {
-        fprintf(stderr, "gpufrac-probe: %s\n", *out == 0 ? "size must be > 0" : err.msg);
+
+    *out = 0;
+    if (gf_quantity_parse(s, "size", out, &err) < 0) {
+        fprintf(stderr, "gpufrac-probe: %s\n", err.msg);
+        return -1;
+    }
+    if (*out == 0 || *out > SIZE_MAX) {
+        fprintf(stderr, "gpufrac-probe: size \"%s\" must be more than 0 bytes\n", s);
         return -1;
     }
     return 0;
