@@ -15,6 +15,8 @@ static const int right_aligned[N_COLS] = {[COL_REQUEST] = 1, [COL_LIMIT] = 1, [C
 
 typedef char cell[160];
 
+enum { TABLE_PIDS = 8 }; /* the rest are counted; --json lists them */
+
 static void cat_item(char *buf, size_t len, const char *item)
 {
     size_t off = strlen(buf);
@@ -65,13 +67,14 @@ static void fill_row(const status_fraction *f, cell *row)
     gf_bytes_human(f->used, row[COL_USED], sizeof(cell));
     snprintf(row[COL_DENIED], sizeof(cell), "%llu", (unsigned long long)f->denied);
     row[COL_PIDS][0] = '\0';
-    for (size_t i = 0; i < f->n_pids && i < STATUS_PIDS_MAX; i++) {
+    for (size_t i = 0; i < f->n_pids && i < TABLE_PIDS; i++) {
         snprintf(item, sizeof(item), "%d", (int)f->pids[i]);
         cat_item(row[COL_PIDS], sizeof(cell), item);
     }
-    if (f->n_pids > STATUS_PIDS_MAX)
-        snprintf(row[COL_PIDS] + strlen(row[COL_PIDS]), 32, ",+%zu",
-                 f->n_pids - STATUS_PIDS_MAX);
+    if (f->n_pids > TABLE_PIDS) {
+        snprintf(item, sizeof(item), "+%zu more", f->n_pids - TABLE_PIDS);
+        cat_item(row[COL_PIDS], sizeof(cell), item);
+    }
     if (f->n_pids == 0)
         snprintf(row[COL_PIDS], sizeof(cell), "-");
 }
