@@ -53,7 +53,7 @@ class SimTestCase(unittest.TestCase):
         for p in self.procs:
             if p.poll() is None:
                 p.kill()
-                p.wait()
+            p.communicate()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     # -- fractions made by hand -------------------------------------------

@@ -184,7 +184,7 @@ class CrossProcessTest(SimTestCase):
         self.assertEqual(self.dump()["dev0_used"], 800 * Mi)
         self.kill(p)
         # the next allocation that needs the memory gets it back at once
-        out = kv(self.probe("alloc", "900Mi", "info").stdout)
+        out = kv(self.probe("alloc", "900Mi", "info", "freeall").stdout)
         self.assertEqual(out["alloc"], "ok")
         d = self.dump()
         self.assertEqual(d["dev0_reclaimed"], 800 * Mi)

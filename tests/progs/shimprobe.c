@@ -154,7 +154,7 @@ static void release(held h)
     case 5: rc = f.cuArrayDestroy((CUarray)(uintptr_t)h.v); break;
     case 6: rc = f.cuMipmappedArrayDestroy((CUmipmappedArray)(uintptr_t)h.v); break;
     }
-    report("free", rc);
+    report("freed", rc);
 }
 
 typedef struct race_arg {
