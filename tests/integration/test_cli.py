@@ -1,0 +1,165 @@
+"""`gpufrac run | status | demo` driven as a user would, over gpusim."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from harness import GPUFRAC, PROBE, Gi, Mi, SimTestCase, kv  # noqa: E402
+
+
+class CliTestCase(SimTestCase):
+    def setUp(self):
+        super().setUp()
+        self.state = os.path.join(self.tmp, "state")
+        self.env["GPUFRAC_STATE_DIR"] = self.state
+
+    def run_cli(self, *args, env=None, timeout=120):
+        return subprocess.run([GPUFRAC] + [str(a) for a in args], env=env or self.env,
+                              capture_output=True, text=True, timeout=timeout)
+
+    def fractions(self):
+        d = os.path.join(self.state, "fractions")
+        return sorted(n for n in os.listdir(d)) if os.path.isdir(d) else []
+
+    def status(self):
+        r = self.run_cli("status", "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return json.loads(r.stdout)
+
+    def wait_for(self, pred, what, seconds=20):
+        """Bounded wait for a state (not a timing assertion)."""
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            v = pred()
+            if v:
+                return v
+            time.sleep(0.05)
+        self.fail("gave up waiting for " + what)
+
+
+class RunTest(CliTestCase):
+    def test_limit_seen_and_enforced(self):
+        r = self.run_cli("run", "--memory", "1Gi", "--", PROBE, "info", "totalmem", "nvml",
+                         "alloc", "600Mi", "alloc", "600Mi", "freeall")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = kv(r.stdout)
+        self.assertEqual(int(out["total"]), 1 * Gi)
+        self.assertEqual(int(out["devtotal"]), 1 * Gi)
+        self.assertEqual(int(out["nvml_total"]), 1 * Gi)
+        self.assertIn("alloc=ok", r.stdout)
+        self.assertEqual(out["alloc"], "CUDA_ERROR_OUT_OF_MEMORY")
+        self.assertEqual(self.fractions(), [], "fraction left behind after the run")
+
+    def test_portion_is_a_share_of_the_device(self):
+        for amount in ("0.25", "25%"):
+            with self.subTest(amount=amount):
+                r = self.run_cli("run", "--memory", amount, "--", PROBE, "info")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertEqual(int(kv(r.stdout)["total"]), 1 * Gi)
+
+    def test_processes_of_one_run_share_the_limit(self):
+        script = ('"$P" alloc 600Mi hold 30 > "$T/first" & '
+                  'until grep -q holding "$T/first"; do sleep 0.05; done; '
+                  '"$P" alloc 600Mi alloc 300Mi; kill $!; wait')
+        env = dict(self.env, P=PROBE, T=self.tmp)
+        r = self.run_cli("run", "--memory", "1Gi", "--", "sh", "-c", script, env=env)
+        with open(os.path.join(self.tmp, "first")) as fh:
+            self.assertIn("alloc=ok", fh.read())
+        lines = [ln for ln in r.stdout.splitlines() if ln.startswith("alloc=")]
+        self.assertEqual(lines, ["alloc=CUDA_ERROR_OUT_OF_MEMORY", "alloc=ok"],
+                         r.stdout + r.stderr)
+
+    def test_exit_status_is_the_commands(self):
+        self.assertEqual(self.run_cli("run", "--memory", "1Gi", "--", "sh", "-c",
+                                      "exit 7").returncode, 7)
+        r = self.run_cli("run", "--memory", "1Gi", "--", "sh", "-c", "kill -TERM $$")
+        self.assertEqual(r.returncode, 128 + signal.SIGTERM)
+        r = self.run_cli("run", "--memory", "1Gi", "--", "/nonexistent/prog")
+        self.assertEqual(r.returncode, 127)
+        self.assertIn("cannot run '/nonexistent/prog'", r.stderr)
+
+    def test_malformed_values_are_named_and_start_nothing(self):
+        marker = os.path.join(self.tmp, "started")
+        cases = [
+            (["--memory", "8GB"], ["--memory", '"8GB"']),
+            (["--memory", "1gb"], ["--memory", '"1gb"']),
+            (["--memory", "-1Gi"], ["--memory", '"-1Gi"']),
+            (["--memory", "0"], ["--memory", '"0"']),
+            (["--memory", "500m"], ["--memory", '"500m"']),
+            (["--memory", "150%"], ["--memory", '"150%"']),
+            (["--memory", "99999999999999999999Gi"], ["--memory"]),
+            (["--memory", "2Gi", "--limit", "1Gi"], ["limit", "request"]),
+            (["--memory", "64Gi"], ["--memory", "64"]),
+            (["--memory", "1Gi", "--mode", "fast"], ["--mode", '"fast"', "time-slicing"]),
+            (["--memory", "1Gi", "--compute", "0.5"], ["--compute", "sm-sharing"]),
+            (["--memory", "1Gi", "--mode", "sm-sharing", "--compute", "50%"],
+             ["--compute", '"50%"']),
+            (["--memory", "1Gi", "--devices", "7"], ["--devices", '"7"']),
+            (["--memory", "1Gi", "--name", "a/b"], ["--name"]),
+            (["--memroy", "1Gi"], ["--memroy"]),
+        ]
+        for flags, words in cases:
+            with self.subTest(flags=flags):
+                r = self.run_cli("run", *flags, "--", "touch", marker)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                for w in words:
+                    self.assertIn(w, r.stderr)
+                self.assertFalse(os.path.exists(marker), "the command was started")
+                self.assertEqual(self.fractions(), [])
+
+    def test_status_lists_live_fraction(self):
+        p = subprocess.Popen([GPUFRAC, "run", "--memory", "1Gi", "--name", "trainer", "--",
+                              PROBE, "alloc", "300Mi", "hold", "30"], env=self.env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.procs.append(p)
+        st = self.wait_for(lambda: [f for f in self.status() if f["used"] > 0], "usage")
+        f = st[0]
+        self.assertEqual(f["name"], "trainer")
+        self.assertEqual(f["state"], "running")
+        self.assertEqual(f["limit"], 1 * Gi)
+        self.assertEqual(f["used"], 300 * Mi)
+        self.assertEqual(f["processes"], 1)
+        table = self.run_cli("status").stdout
+        self.assertIn("trainer", table)
+        self.assertIn("300", table)
+        p.send_signal(signal.SIGINT)
+        p.communicate(timeout=30)
+        self.assertEqual(self.status(), [])
+
+    def test_sigkilled_process_memory_returned_by_supervisor(self):
+        script = '"$P" alloc 800Mi hold 60 & echo $! > "$T"/pid; wait'
+        env = dict(self.env, P=PROBE, T=self.tmp)
+        p = subprocess.Popen([GPUFRAC, "run", "--memory", "1Gi", "--", "sh", "-c", script],
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.procs.append(p)
+        self.wait_for(lambda: [f for f in self.status() if f["used"] == 800 * Mi], "800Mi used")
+        with open(os.path.join(self.tmp, "pid")) as fh:
+            os.kill(int(fh.read()), signal.SIGKILL)
+        self.wait_for(lambda: not [f for f in self.status() if f["used"] > 0],
+                      "the killed process's memory to come back")
+        p.communicate(timeout=30)
+
+    def test_help_and_version(self):
+        for args in (["--help"], ["run", "--help"], ["status", "--help"], ["demo", "--help"]):
+            r = self.run_cli(*args)
+            self.assertEqual(r.returncode, 0, args)
+            self.assertIn("gpufrac", r.stdout)
+        self.assertEqual(self.run_cli("frobnicate").returncode, 2)
+
+
+class DemoTest(CliTestCase):
+    def test_demo_passes_on_the_simulated_gpu(self):
+        env = dict(self.env)
+        env.pop("LD_LIBRARY_PATH")
+        r = self.run_cli("demo", "--simulated", env=env, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(r.stdout.count("PASS"), 2, r.stdout)
+        self.assertNotIn("FAIL", r.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
