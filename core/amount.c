@@ -33,6 +33,8 @@ static int parse_percent(const char *s, const char *what, gf_amount *out, gf_err
     out->is_portion = true;
     out->portion = gf_decimal_to_double(&d);
     out->bytes = 0;
+    if (!(out->portion > 0.0))
+        return amount_invalid(s, what, "is too small a percentage", err);
     return 0;
 }
 
@@ -52,6 +54,8 @@ int gf_amount_parse(const char *s, const char *what, gf_amount *out, gf_error *e
     /* a bare number (no suffix, no exponent) in (0,1] is a portion: "1" is the whole device */
     if (p != NULL && *p == '\0' && !d.negative && !d.too_long && d.ndigits > 0 &&
         gf_decimal_cmp_one(&d) <= 0) {
+        if (!(gf_decimal_to_double(&d) > 0.0))
+            return amount_invalid(s, what, "is too small a portion", err);
         out->is_portion = true;
         out->portion = gf_decimal_to_double(&d);
         out->bytes = 0;
@@ -137,6 +141,12 @@ int gf_compute_portion_parse(const char *s, const char *what, double *out, gf_er
         gf_decimal_cmp_one(&d) > 0)
         return gf_error_set(err, GF_EINVAL,
                             "%s: \"%s\" is not a valid compute portion (expected a decimal "
+                            "number in (0,1], e.g. 0.5, 1 or 5e-1)",
+                            what, gf_quote(s, q, sizeof(q)));
+    /* a portion too small for a double is refused, not rounded to 0 */
+    if (!(gf_decimal_to_double(&d) > 0.0))
+        return gf_error_set(err, GF_ERANGE,
+                            "%s: \"%s\" is too small a compute portion (expected a decimal "
                             "number in (0,1], e.g. 0.5, 1 or 5e-1)",
                             what, gf_quote(s, q, sizeof(q)));
     *out = gf_decimal_to_double(&d);

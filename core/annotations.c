@@ -104,6 +104,8 @@ static int parse_open_portion(const gf_kv *kv, long max_places, const char *rule
     if (max_places >= 0 && gf_decimal_places(&d) > max_places)
         return value_error(kv, rule, err);
     *out = gf_decimal_to_double(&d);
+    if (!(*out > 0.0))
+        return value_error(kv, rule, err);
     return 0;
 }
 

@@ -210,7 +210,7 @@ int gf_config_parse(const char *text, size_t len, gf_fraction_config *out, gf_er
             return gf_error_set(err, GF_EINVAL, "config: missing required key \"%s\"",
                                 config_keys[required[i]]);
     }
-    *out = cfg;
+    memcpy(out, &cfg, sizeof(cfg)); /* padding too: configs compare bytewise */
     return 0;
 }
 

@@ -161,7 +161,7 @@ static void test_compute_portion(void **state)
     static const char *const bad[] = {
         "0",   "-0",  "0.0", "1.01", "2",    "50",   "100", "50%", "500m", "NaN",
         "nan", "Inf", "inf", "",     " 0.5", "0.5 ", "-0.5", "1e1", "0x1p-1", "0.5Gi",
-        ".",   "e-1", "1e",
+        ".",   "e-1", "1e",  "93279205e-154775807", "1e-400",
     };
     gf_error err;
     double p;
