@@ -637,7 +637,8 @@ int gf_annotations_decode(const gf_kv *kv, size_t n, const gf_annotation_opts *o
     if (!d.ours_mem &&
         !(ours_is_target(&d) && (d.pod[P_FRACTION] != NULL || d.pod[P_MEMORY] != NULL)))
         return 0;
-    if (check_translations(&d, err) < 0 || check_name_length(&d, err) < 0)
+    /* pod-level forms need per-container keys written for us later */
+    if (check_translations(&d, err) < 0 || (!d.ours_mem && check_name_length(&d, err) < 0))
         return -1;
     if (build_spec(&d, out, err) < 0) {
         memset(out, 0, sizeof(*out));
