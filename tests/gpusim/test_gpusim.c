@@ -1,0 +1,1006 @@
+/* Tests of gpusim, the simulated driver. Each test runs in a fresh child
+ * process (its own environment, its own dlopen of the libraries, its own
+ * GPUSIM_STATE file in a private temp dir); the child checks with CHECK and
+ * exits non-zero on the first failure, the cmocka test asserts it exited 0. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "gpufrac/cuda_abi.h"
+#include "gpufrac/nvml_abi.h"
+#include "gs_api.h"
+
+#define MiB (1ULL << 20)
+#define GiB (1ULL << 30)
+
+typedef struct cu_fns {
+#define X(n, b, s, p, params) CUresult(*n) params;
+    GS_CU_EXPORTS(X)
+#undef X
+} cu_fns;
+
+typedef struct nv_fns {
+    nvmlReturn_t (*init)(void);
+    nvmlReturn_t (*shutdown)(void);
+    nvmlReturn_t (*count)(unsigned *);
+    nvmlReturn_t (*handle)(unsigned, nvmlDevice_t *);
+    nvmlReturn_t (*by_uuid)(const char *, nvmlDevice_t *);
+    nvmlReturn_t (*uuid)(nvmlDevice_t, char *, unsigned);
+    nvmlReturn_t (*name)(nvmlDevice_t, char *, unsigned);
+    nvmlReturn_t (*mem)(nvmlDevice_t, nvmlMemory_t *);
+    nvmlReturn_t (*mem2)(nvmlDevice_t, nvmlMemory_v2_t *);
+    nvmlReturn_t (*procs)(nvmlDevice_t, unsigned *, nvmlProcessInfo_t *);
+    nvmlReturn_t (*procs1)(nvmlDevice_t, unsigned *, nvmlProcessInfo_v1_t *);
+} nv_fns;
+
+static cu_fns cu;
+static nv_fns nv;
+static void *cuda_lib;
+static char tmpdir[256];
+
+#define CHECK(c)                                                                               \
+    do {                                                                                       \
+        if (!(c)) {                                                                            \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);              \
+            _exit(1);                                                                          \
+        }                                                                                      \
+    } while (0)
+#define CHECK_RC(call, want)                                                                   \
+    do {                                                                                       \
+        int got_ = (int)(call);                                                                \
+        if (got_ != (int)(want)) {                                                             \
+            fprintf(stderr, "%s:%d: %s returned %d, want %d\n", __FILE__, __LINE__, #call,     \
+                    got_, (int)(want));                                                        \
+            _exit(1);                                                                          \
+        }                                                                                      \
+    } while (0)
+#define OK(call) CHECK_RC(call, CUDA_SUCCESS)
+
+static void load(void)
+{
+    void *nvl;
+    cuda_lib = dlopen(GPUSIM_LIB_DIR "/libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    nvl = dlopen(GPUSIM_LIB_DIR "/libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!cuda_lib || !nvl) {
+        fprintf(stderr, "dlopen: %s\n", dlerror());
+        _exit(1);
+    }
+#define X(n, b, s, p, params) CHECK((*(void **)&cu.n = dlsym(cuda_lib, #n)) != NULL);
+    GS_CU_EXPORTS(X)
+#undef X
+#define L(f, sym) CHECK((*(void **)&nv.f = dlsym(nvl, sym)) != NULL)
+    L(init, "nvmlInit_v2");
+    L(shutdown, "nvmlShutdown");
+    L(count, "nvmlDeviceGetCount_v2");
+    L(handle, "nvmlDeviceGetHandleByIndex_v2");
+    L(by_uuid, "nvmlDeviceGetHandleByUUID");
+    L(uuid, "nvmlDeviceGetUUID");
+    L(name, "nvmlDeviceGetName");
+    L(mem, "nvmlDeviceGetMemoryInfo");
+    L(mem2, "nvmlDeviceGetMemoryInfo_v2");
+    L(procs, "nvmlDeviceGetComputeRunningProcesses_v3");
+    L(procs1, "nvmlDeviceGetComputeRunningProcesses");
+#undef L
+}
+
+/* env: NULL-terminated list of NAME=VALUE; GPUSIM_STATE is set per test. */
+static void setup_env(const char *const *env)
+{
+    char state[512];
+    unsetenv("CUDA_VISIBLE_DEVICES");
+    unsetenv("GPUSIM_FAIL");
+    setenv("GPUSIM_DEVICES", "1Gi", 1);
+    setenv("GPUSIM_CTX_OVERHEAD", "0", 1);
+    snprintf(state, sizeof state, "%s/state-%d", tmpdir, (int)getpid());
+    setenv("GPUSIM_STATE", state, 1);
+    for (; env && *env; env++) {
+        char buf[512];
+        char *eq;
+        snprintf(buf, sizeof buf, "%s", *env);
+        eq = strchr(buf, '=');
+        *eq = 0;
+        setenv(buf, eq + 1, 1);
+    }
+}
+
+/* run fn in a child with env; the cmocka test fails unless it exits 0 */
+static void run_child(void (*fn)(void), const char *const *env)
+{
+    int st = 0;
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        alarm(120); /* a hung scenario fails instead of stalling the suite */
+        setup_env(env);
+        load();
+        fn();
+        _exit(0);
+    }
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+static void init_ctx(void)
+{
+    CUcontext c;
+    OK(cu.cuInit(0));
+    OK(cu.cuDevicePrimaryCtxRetain(&c, 0));
+    OK(cu.cuCtxSetCurrent(c));
+}
+
+static uint64_t cu_free(void)
+{
+    size_t f, t;
+    OK(cu.cuMemGetInfo_v2(&f, &t));
+    return f;
+}
+
+static uint64_t cu_used(void)
+{
+    size_t f, t;
+    OK(cu.cuMemGetInfo_v2(&f, &t));
+    return t - f;
+}
+
+static uint64_t nv_used(unsigned idx)
+{
+    nvmlDevice_t d;
+    nvmlMemory_t m;
+    CHECK(nv.init() == NVML_SUCCESS);
+    CHECK(nv.handle(idx, &d) == NVML_SUCCESS);
+    CHECK(nv.mem(d, &m) == NVML_SUCCESS);
+    CHECK(m.total == m.used + m.free);
+    nv.shutdown();
+    return m.used;
+}
+
+/* fork a grandchild running fn(arg); returns its pid */
+static pid_t spawn(void (*fn)(int), int arg)
+{
+    pid_t p = fork();
+    CHECK(p >= 0);
+    if (p == 0) {
+        fn(arg);
+        _exit(0);
+    }
+    return p;
+}
+
+static void wait_ok(pid_t p)
+{
+    int st;
+    CHECK(waitpid(p, &st, 0) == p);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+/* ---- devices ----------------------------------------------------------------- */
+static void devices_body(void)
+{
+    int n;
+    char name[64], nvuuid[96];
+    CUuuid u0, u1;
+    size_t total;
+    nvmlDevice_t d;
+    unsigned cnt;
+
+    OK(cu.cuInit(0));
+    OK(cu.cuDeviceGetCount(&n));
+    CHECK(n == 3);
+    OK(cu.cuDeviceGetName(name, sizeof name, 1));
+    CHECK(strcmp(name, "gpusim 80Gi") == 0);
+    OK(cu.cuDeviceGetName(name, sizeof name, 2));
+    CHECK(strcmp(name, "gpusim 1Gi") == 0);
+    OK(cu.cuDeviceTotalMem_v2(&total, 1));
+    CHECK(total == 80 * GiB);
+    OK(cu.cuDeviceGetUuid_v2(&u0, 0));
+    OK(cu.cuDeviceGetUuid(&u1, 1));
+    CHECK(memcmp(&u0, &u1, sizeof u0) != 0);
+    CHECK_RC(cu.cuDeviceGetUuid(&u1, 3), CUDA_ERROR_INVALID_DEVICE);
+    /* NVML string is the same bytes */
+    CHECK(nv.init() == NVML_SUCCESS);
+    CHECK(nv.count(&cnt) == NVML_SUCCESS && cnt == 3);
+    CHECK(nv.handle(0, &d) == NVML_SUCCESS);
+    CHECK(nv.uuid(d, nvuuid, sizeof nvuuid) == NVML_SUCCESS);
+    CHECK(nv.uuid(d, nvuuid, 10) == NVML_ERROR_INSUFFICIENT_SIZE);
+    {
+        const unsigned char *b = (const unsigned char *)u0.bytes;
+        char want[96];
+        snprintf(want, sizeof want,
+                 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+                 b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+                 b[14], b[15]);
+        CHECK(strcmp(want, nvuuid) == 0);
+    }
+    {
+        nvmlDevice_t d2;
+        CHECK(nv.by_uuid(nvuuid, &d2) == NVML_SUCCESS && d2 == d);
+    }
+    /* print for the stability check in the parent */
+    printf("UUID0=%s\n", nvuuid);
+}
+
+static const char *const three_devs[] = {"GPUSIM_DEVICES=16Gi,80Gi,1073741824", NULL};
+
+static void test_devices(void **state)
+{
+    (void)state;
+    run_child(devices_body, three_devs);
+}
+
+static void uuid_of(int idx, char *out, size_t len)
+{
+    nvmlDevice_t d;
+    CHECK(nv.init() == NVML_SUCCESS);
+    CHECK(nv.handle((unsigned)idx, &d) == NVML_SUCCESS);
+    CHECK(nv.uuid(d, out, (unsigned)len) == NVML_SUCCESS);
+}
+
+static void visible_body(void)
+{
+    char u1[96], u1b[96];
+    int n;
+    size_t total;
+    unsigned cnt;
+    uuid_of(1, u1, sizeof u1);
+    /* stable: a second process derives the same UUIDs */
+    {
+        int fd[2];
+        CHECK(pipe(fd) == 0);
+        pid_t p = fork();
+        if (p == 0) {
+            char x[96];
+            uuid_of(1, x, sizeof x);
+            CHECK(write(fd[1], x, sizeof x) == (ssize_t)sizeof x);
+            _exit(0);
+        }
+        CHECK(read(fd[0], u1b, sizeof u1b) == (ssize_t)sizeof u1b);
+        wait_ok(p);
+        CHECK(strcmp(u1, u1b) == 0);
+    }
+    setenv("CUDA_VISIBLE_DEVICES", "2,0", 1);
+    {
+        pid_t p = fork();
+        if (p == 0) {
+            OK(cu.cuInit(0));
+            OK(cu.cuDeviceGetCount(&n));
+            CHECK(n == 2);
+            OK(cu.cuDeviceTotalMem_v2(&total, 0));
+            CHECK(total == GiB);
+            OK(cu.cuDeviceTotalMem_v2(&total, 1));
+            CHECK(total == 16 * GiB);
+            CHECK(nv.count(&cnt) == NVML_SUCCESS && cnt == 3); /* NVML ignores it */
+            _exit(0);
+        }
+        wait_ok(p);
+    }
+    setenv("CUDA_VISIBLE_DEVICES", u1, 1);
+    {
+        pid_t p = fork();
+        if (p == 0) {
+            OK(cu.cuInit(0));
+            OK(cu.cuDeviceGetCount(&n));
+            CHECK(n == 1);
+            OK(cu.cuDeviceTotalMem_v2(&total, 0));
+            CHECK(total == 80 * GiB);
+            _exit(0);
+        }
+        wait_ok(p);
+    }
+    setenv("CUDA_VISIBLE_DEVICES", "1,7,0", 1); /* stops at the invalid entry */
+    {
+        pid_t p = fork();
+        if (p == 0) {
+            OK(cu.cuInit(0));
+            OK(cu.cuDeviceGetCount(&n));
+            CHECK(n == 1);
+            _exit(0);
+        }
+        wait_ok(p);
+    }
+    setenv("CUDA_VISIBLE_DEVICES", "", 1);
+    {
+        pid_t p = fork();
+        if (p == 0) {
+            CHECK_RC(cu.cuInit(0), CUDA_ERROR_NO_DEVICE);
+            _exit(0);
+        }
+        wait_ok(p);
+    }
+}
+
+static void test_visible_devices(void **state)
+{
+    (void)state;
+    run_child(visible_body, three_devs);
+}
+
+/* ---- shared memory across processes ----------------------------------------- */
+static int sync_pipe[2], go_pipe[2];
+
+static void hold_alloc(int mib)
+{
+    CUdeviceptr d;
+    char c = 0;
+    init_ctx();
+    c = cu.cuMemAlloc_v2(&d, (size_t)mib * MiB) == CUDA_SUCCESS ? 'y' : 'n';
+    CHECK(write(sync_pipe[1], &c, 1) == 1);
+    CHECK(read(go_pipe[0], &c, 1) == 1); /* wait until told */
+}
+
+static void shared_body(void)
+{
+    pid_t kids[5];
+    char c, go[5] = {0};
+    int yes = 0;
+    CHECK(pipe(sync_pipe) == 0 && pipe(go_pipe) == 0);
+    init_ctx();
+    kids[0] = spawn(hold_alloc, 256);
+    CHECK(read(sync_pipe[0], &c, 1) == 1 && c == 'y');
+    CHECK(cu_used() == 256 * MiB);
+    CHECK(nv_used(0) == 256 * MiB);
+    for (int i = 1; i < 5; i++)
+        kids[i] = spawn(hold_alloc, 256);
+    for (int i = 1; i < 5; i++) {
+        CHECK(read(sync_pipe[0], &c, 1) == 1);
+        yes += c == 'y';
+    }
+    CHECK(yes == 3); /* 1 GiB device: only four 256 MiB allocations fit */
+    CHECK(cu_free() == 0);
+    {
+        CUdeviceptr d;
+        CHECK_RC(cu.cuMemAlloc_v2(&d, 1), CUDA_ERROR_OUT_OF_MEMORY);
+    }
+    CHECK(write(go_pipe[1], go, 5) == 5);
+    for (int i = 0; i < 5; i++)
+        wait_ok(kids[i]);
+    CHECK(cu_used() == 0); /* children exited: memory back */
+}
+
+static void test_shared_memory(void **state)
+{
+    (void)state;
+    run_child(shared_body, NULL);
+}
+
+static void reclaim_body(void)
+{
+    pid_t kid;
+    char c;
+    CHECK(pipe(sync_pipe) == 0 && pipe(go_pipe) == 0);
+    init_ctx();
+    kid = spawn(hold_alloc, 512);
+    CHECK(read(sync_pipe[0], &c, 1) == 1 && c == 'y');
+    CHECK(cu_used() == 512 * MiB);
+    kill(kid, SIGKILL);
+    waitpid(kid, NULL, 0);
+    CHECK(cu_used() == 0);
+    CHECK(nv_used(0) == 0);
+}
+
+static void test_dead_process_reclaim(void **state)
+{
+    (void)state;
+    run_child(reclaim_body, NULL);
+}
+
+/* 8 processes create the state file and allocate at once */
+static int release_pipe[2];
+
+static void race_alloc(int unused)
+{
+    CUdeviceptr d;
+    char c;
+    (void)unused;
+    close(release_pipe[1]);
+    CHECK(read(go_pipe[0], &c, 1) == 1);
+    init_ctx();
+    OK(cu.cuMemAlloc_v2(&d, 16 * MiB));
+    c = 'y';
+    CHECK(write(sync_pipe[1], &c, 1) == 1);
+    CHECK(read(release_pipe[0], &c, 1) == 0); /* until the parent closes it */
+}
+
+static void race_body(void)
+{
+    pid_t kids[8];
+    char c, go[16] = {0};
+    CHECK(pipe(sync_pipe) == 0 && pipe(go_pipe) == 0 && pipe(release_pipe) == 0);
+    for (int i = 0; i < 8; i++)
+        kids[i] = spawn(race_alloc, 0);
+    CHECK(write(go_pipe[1], go, 8) == 8);
+    for (int i = 0; i < 8; i++)
+        CHECK(read(sync_pipe[0], &c, 1) == 1 && c == 'y');
+    CHECK(nv_used(0) == 8 * 16 * MiB);
+    close(release_pipe[1]);
+    for (int i = 0; i < 8; i++)
+        wait_ok(kids[i]);
+    CHECK(nv_used(0) == 0);
+}
+
+static void test_concurrent_start(void **state)
+{
+    (void)state;
+    run_child(race_body, NULL);
+}
+
+/* ---- contexts ------------------------------------------------------------------ */
+static void ctx_body(void)
+{
+    CUcontext p, c, cur;
+    CUdeviceptr d;
+    OK(cu.cuInit(0));
+    CHECK(nv_used(0) == 0);
+    OK(cu.cuDevicePrimaryCtxRetain(&p, 0));
+    CHECK(nv_used(0) == 64 * MiB);
+    OK(cu.cuDevicePrimaryCtxRetain(&p, 0));
+    OK(cu.cuCtxCreate_v4(&c, NULL, 0, 0));
+    CHECK(nv_used(0) == 64 * MiB); /* once per device per process */
+    OK(cu.cuCtxGetCurrent(&cur));
+    CHECK(cur == c);
+    OK(cu.cuMemAlloc_v2(&d, MiB));
+    CHECK(nv_used(0) == 65 * MiB);
+    OK(cu.cuCtxDestroy_v2(c)); /* its memory goes with it */
+    CHECK(nv_used(0) == 64 * MiB);
+    CHECK_RC(cu.cuMemFree_v2(d), CUDA_ERROR_INVALID_VALUE);
+    OK(cu.cuDevicePrimaryCtxRelease_v2(0));
+    CHECK(nv_used(0) == 64 * MiB);
+    OK(cu.cuDevicePrimaryCtxRelease_v2(0));
+    CHECK(nv_used(0) == 0);
+    CHECK_RC(cu.cuDevicePrimaryCtxRelease_v2(0), CUDA_ERROR_INVALID_CONTEXT);
+    /* implicit primary context, like the runtime */
+    OK(cu.cuMemAlloc_v2(&d, MiB));
+    CHECK(nv_used(0) == 65 * MiB);
+    OK(cu.cuCtxGetCurrent(&cur));
+    CHECK(cur == p);
+    OK(cu.cuDevicePrimaryCtxReset_v2(0));
+    CHECK(nv_used(0) == 0);
+    /* cuCtxCreate_v2 / _v3 push */
+    OK(cu.cuCtxCreate_v2(&c, 0, 0));
+    OK(cu.cuCtxCreate_v3(&p, NULL, 0, 0, 0));
+    CHECK(nv_used(0) == 64 * MiB);
+    OK(cu.cuCtxPopCurrent_v2(&cur));
+    CHECK(cur == p);
+    OK(cu.cuCtxGetCurrent(&cur));
+    CHECK(cur == c);
+    OK(cu.cuCtxDestroy_v2(p));
+    OK(cu.cuCtxDestroy_v2(c));
+    CHECK(nv_used(0) == 0);
+}
+
+static const char *const ctx_env[] = {"GPUSIM_CTX_OVERHEAD=64Mi", NULL};
+
+static void test_context_overhead(void **state)
+{
+    (void)state;
+    run_child(ctx_body, ctx_env);
+}
+
+static void strict_body(void)
+{
+    CUdeviceptr d;
+    CHECK_RC(cu.cuMemAlloc_v2(&d, MiB), CUDA_ERROR_NOT_INITIALIZED);
+    OK(cu.cuInit(0));
+    CHECK_RC(cu.cuMemAlloc_v2(&d, MiB), CUDA_ERROR_INVALID_CONTEXT);
+}
+
+static const char *const strict_env[] = {"GPUSIM_STRICT_CTX=1", NULL};
+
+static void test_strict_context(void **state)
+{
+    (void)state;
+    run_child(strict_body, strict_env);
+}
+
+/* ---- plain, pitched, managed, legacy --------------------------------------------- */
+static void plain_body(void)
+{
+    CUdeviceptr a, b;
+    size_t pitch;
+    init_ctx();
+    OK(cu.cuMemAlloc_v2(&a, 1000));
+    OK(cu.cuMemAlloc_v2(&b, 1000));
+    CHECK(a != b && a % 256 == 0 && b % 256 == 0);
+    CHECK(cu_used() == 2000);
+    CHECK_RC(cu.cuMemAlloc_v2(&a, 0), CUDA_ERROR_INVALID_VALUE);
+    CHECK_RC(cu.cuMemAlloc_v2(&a, 2 * GiB), CUDA_ERROR_OUT_OF_MEMORY);
+    OK(cu.cuMemFree_v2(b));
+    CHECK_RC(cu.cuMemFree_v2(b), CUDA_ERROR_INVALID_VALUE);
+    CHECK_RC(cu.cuMemFree_v2(12345), CUDA_ERROR_INVALID_VALUE);
+    OK(cu.cuMemFreeAsync(a, NULL)); /* allowed for cuMemAlloc memory */
+    CHECK(cu_used() == 0);
+    OK(cu.cuMemAllocPitch_v2(&a, &pitch, 1000, 10, 4));
+    CHECK(pitch == 1024);
+    CHECK(cu_used() == 10240);
+    CHECK_RC(cu.cuMemAllocPitch_v2(&b, &pitch, 1000, 10, 3), CUDA_ERROR_INVALID_VALUE);
+    OK(cu.cuMemFree_v2(a));
+    OK(cu.cuMemAllocManaged(&a, 5 * MiB, CU_MEM_ATTACH_GLOBAL));
+    CHECK(cu_used() == 5 * MiB);
+    OK(cu.cuMemFree_v2(a));
+    CHECK(cu_used() == 0);
+}
+
+static void test_plain_pitch_managed(void **state)
+{
+    (void)state;
+    run_child(plain_body, NULL);
+}
+
+static void legacy_body(void)
+{
+    CUdeviceptr_v1 p;
+    unsigned f, t, pitch, tm;
+    init_ctx();
+    OK(cu.cuMemGetInfo(&f, &t));
+    CHECK(t == UINT32_MAX && f == UINT32_MAX); /* 16 GiB clamps */
+    OK(cu.cuDeviceTotalMem(&tm, 0));
+    CHECK(tm == UINT32_MAX);
+    OK(cu.cuMemAlloc(&p, 3 * MiB));
+    CHECK(p != 0 && p % 256 == 0);
+    CHECK(cu_used() == 3 * MiB);
+    OK(cu.cuMemFree(p));
+    OK(cu.cuMemAllocPitch(&p, &pitch, 100, 4, 8));
+    CHECK(pitch == 512 && cu_used() == 2048);
+    OK(cu.cuMemFree(p));
+    CHECK(cu_used() == 0);
+    CHECK_RC(cu.cuArrayCreate(NULL, NULL), CUDA_ERROR_NOT_SUPPORTED);
+}
+
+static const char *const big_dev[] = {"GPUSIM_DEVICES=16Gi", NULL};
+
+static void test_legacy(void **state)
+{
+    (void)state;
+    run_child(legacy_body, big_dev);
+}
+
+/* ---- pools ----------------------------------------------------------------------- */
+static cuuint64_t pool_attr(CUmemoryPool p, CUmemPool_attribute a)
+{
+    cuuint64_t v = 0;
+    OK(cu.cuMemPoolGetAttribute(p, a, &v));
+    return v;
+}
+
+static void pool_body(void)
+{
+    CUmemoryPool dp, cp, mine;
+    CUdeviceptr a, b;
+    CUstream s;
+    cuuint64_t thr = 8 * MiB, zero = 0;
+    CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                            .location = {CU_MEM_LOCATION_TYPE_DEVICE, 0}};
+    init_ctx();
+    OK(cu.cuDeviceGetDefaultMemPool(&dp, 0));
+    OK(cu.cuDeviceGetMemPool(&cp, 0));
+    CHECK(dp == cp);
+    OK(cu.cuStreamCreate(&s, 0));
+    OK(cu.cuMemAllocAsync(&a, MiB, s));
+    CHECK(pool_attr(dp, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) == 2 * MiB);
+    CHECK(pool_attr(dp, CU_MEMPOOL_ATTR_USED_MEM_CURRENT) == MiB);
+    CHECK(cu_used() == 2 * MiB);
+    OK(cu.cuMemAllocAsync_ptsz(&b, MiB, s)); /* fits in the reservation */
+    CHECK(cu_used() == 2 * MiB);
+    OK(cu.cuMemFreeAsync(a, s));
+    OK(cu.cuMemFreeAsync_ptsz(b, s));
+    CHECK(pool_attr(dp, CU_MEMPOOL_ATTR_USED_MEM_CURRENT) == 0);
+    CHECK(cu_used() == 2 * MiB); /* reserved until a sync */
+    OK(cu.cuStreamSynchronize(s));
+    CHECK(cu_used() == 0);
+    CHECK(pool_attr(dp, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH) == 2 * MiB);
+    CHECK(pool_attr(dp, CU_MEMPOOL_ATTR_USED_MEM_HIGH) == 2 * MiB);
+    OK(cu.cuMemPoolSetAttribute(dp, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &zero));
+    CHECK(pool_attr(dp, CU_MEMPOOL_ATTR_USED_MEM_HIGH) == 0);
+    /* release threshold keeps memory over a sync; trim releases it */
+    OK(cu.cuMemPoolSetAttribute(dp, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &thr));
+    CHECK(pool_attr(dp, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD) == 8 * MiB);
+    OK(cu.cuMemAllocAsync(&a, 20 * MiB, NULL));
+    OK(cu.cuMemFreeAsync(a, NULL));
+    OK(cu.cuCtxSynchronize());
+    CHECK(cu_used() == 8 * MiB);
+    OK(cu.cuMemAllocAsync(&a, 3 * MiB, NULL));
+    OK(cu.cuMemPoolTrimTo(dp, 0));
+    CHECK(cu_used() == 4 * MiB); /* used 3 MiB, rounded to 2 MiB granules */
+    OK(cu.cuMemFreeAsync(a, NULL));
+    OK(cu.cuMemPoolTrimTo(dp, 0));
+    CHECK(cu_used() == 0);
+    /* own pool, made current, destroyed */
+    OK(cu.cuMemPoolCreate(&mine, &props));
+    OK(cu.cuMemAllocFromPoolAsync(&a, 5 * MiB, mine, s));
+    OK(cu.cuMemAllocFromPoolAsync_ptsz(&b, 5 * MiB, mine, s));
+    CHECK(cu_used() == 10 * MiB);
+    OK(cu.cuDeviceSetMemPool(0, mine));
+    OK(cu.cuDeviceGetMemPool(&cp, 0));
+    CHECK(cp == mine);
+    OK(cu.cuMemFreeAsync(a, s));
+    OK(cu.cuMemPoolDestroy(mine)); /* reserved, less what is in use, goes back */
+    CHECK(cu_used() == 5 * MiB);
+    OK(cu.cuMemFreeAsync(b, s));
+    CHECK(cu_used() == 0);
+    OK(cu.cuDeviceGetMemPool(&cp, 0));
+    CHECK(cp == dp);
+    CHECK_RC(cu.cuMemPoolDestroy(dp), CUDA_ERROR_INVALID_VALUE);
+    CHECK_RC(cu.cuMemAllocAsync(&a, 2 * GiB, s), CUDA_ERROR_OUT_OF_MEMORY);
+    OK(cu.cuStreamDestroy_v2(s));
+    CHECK_RC(cu.cuStreamSynchronize(s), CUDA_ERROR_INVALID_HANDLE);
+}
+
+static void test_pools(void **state)
+{
+    (void)state;
+    run_child(pool_body, NULL);
+}
+
+/* ---- VMM, arrays, graphs ------------------------------------------------------------ */
+static void vmm_body(void)
+{
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .location = {CU_MEM_LOCATION_TYPE_DEVICE, 0}};
+    size_t g;
+    CUmemGenericAllocationHandle h;
+    CUdeviceptr va;
+    CUmemAccessDesc acc = {.location = {CU_MEM_LOCATION_TYPE_DEVICE, 0},
+                           .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    init_ctx();
+    OK(cu.cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    CHECK(g == 2 * MiB);
+    CHECK_RC(cu.cuMemCreate(&h, 3 * MiB, &prop, 0), CUDA_ERROR_INVALID_VALUE);
+    OK(cu.cuMemCreate(&h, 4 * MiB, &prop, 0));
+    CHECK(cu_used() == 4 * MiB);
+    OK(cu.cuMemAddressReserve(&va, 8 * MiB, 0, 0, 0));
+    CHECK(va % (2 * MiB) == 0);
+    OK(cu.cuMemMap(va, 4 * MiB, 0, h, 0));
+    OK(cu.cuMemSetAccess(va, 4 * MiB, &acc, 1));
+    CHECK(cu_used() == 4 * MiB); /* mapping charges nothing */
+    OK(cu.cuMemUnmap(va, 4 * MiB));
+    OK(cu.cuMemAddressFree(va, 8 * MiB));
+    OK(cu.cuMemRelease(h));
+    CHECK_RC(cu.cuMemRelease(h), CUDA_ERROR_INVALID_VALUE);
+    CHECK(cu_used() == 0);
+    prop.location.id = 5;
+    CHECK_RC(cu.cuMemCreate(&h, 2 * MiB, &prop, 0), CUDA_ERROR_INVALID_DEVICE);
+    prop.location.id = 0;
+    CHECK_RC(cu.cuMemCreate(&h, 2 * GiB, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY);
+}
+
+static void test_vmm(void **state)
+{
+    (void)state;
+    run_child(vmm_body, NULL);
+}
+
+static void array_body(void)
+{
+    CUarray a;
+    CUmipmappedArray m;
+    CUDA_ARRAY_DESCRIPTOR d2 = {.Width = 1000, .Height = 1000, .Format = CU_AD_FORMAT_FLOAT,
+                                .NumChannels = 1};
+    CUDA_ARRAY3D_DESCRIPTOR d3 = {.Width = 1024, .Height = 1024, .Depth = 0,
+                                  .Format = CU_AD_FORMAT_UNSIGNED_INT8, .NumChannels = 4};
+    CUDA_ARRAY_MEMORY_REQUIREMENTS r;
+    init_ctx();
+    OK(cu.cuArrayCreate_v2(&a, &d2));
+    OK(cu.cuArrayGetMemoryRequirements(&r, a, 0));
+    CHECK(r.size == 4 * MiB && r.alignment == 512); /* 4096 B rows x 1000 -> 2 MiB granules */
+    CHECK(cu_used() == r.size);
+    OK(cu.cuArrayDestroy(a));
+    CHECK_RC(cu.cuArrayDestroy(a), CUDA_ERROR_INVALID_HANDLE);
+    CHECK(cu_used() == 0);
+    OK(cu.cuArray3DCreate_v2(&a, &d3));
+    OK(cu.cuArrayGetMemoryRequirements(&r, a, 0));
+    CHECK(r.size == 4 * MiB);
+    OK(cu.cuArrayDestroy(a));
+    /* mipmaps: 4 MiB + 1 MiB + 256 KiB = 5.25 MiB -> 6 MiB */
+    OK(cu.cuMipmappedArrayCreate(&m, &d3, 3));
+    OK(cu.cuMipmappedArrayGetMemoryRequirements(&r, m, 0));
+    CHECK(r.size == 6 * MiB);
+    CHECK(cu_used() == 6 * MiB);
+    OK(cu.cuMipmappedArrayDestroy(m));
+    CHECK(cu_used() == 0);
+    CHECK_RC(cu.cuMipmappedArrayCreate(&m, &d3, 12), CUDA_ERROR_INVALID_VALUE);
+    d3.NumChannels = 3;
+    CHECK_RC(cu.cuArray3DCreate_v2(&a, &d3), CUDA_ERROR_INVALID_VALUE);
+}
+
+static void test_arrays(void **state)
+{
+    (void)state;
+    run_child(array_body, NULL);
+}
+
+static cuuint64_t graph_attr(CUgraphMem_attribute a)
+{
+    cuuint64_t v = 0;
+    OK(cu.cuDeviceGetGraphMemAttribute(0, a, &v));
+    return v;
+}
+
+static void graph_body(void)
+{
+    CUgraph g, big;
+    CUgraphNode n, fnode;
+    CUgraphExec e, eb;
+    CUDA_MEM_ALLOC_NODE_PARAMS prm = {
+        .poolProps = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                      .location = {CU_MEM_LOCATION_TYPE_DEVICE, 0}},
+        .bytesize = 3 * MiB};
+    init_ctx();
+    OK(cu.cuGraphCreate(&g, 0));
+    OK(cu.cuGraphAddMemAllocNode(&n, g, NULL, 0, &prm));
+    CHECK(prm.dptr != 0);
+    OK(cu.cuGraphAddMemFreeNode(&fnode, g, &n, 1, prm.dptr));
+    OK(cu.cuGraphAddMemAllocNode(&n, g, &fnode, 1, &prm));
+    OK(cu.cuGraphInstantiateWithFlags(&e, g, 0));
+    CHECK(cu_used() == 0); /* nothing until launch */
+    OK(cu.cuGraphLaunch(e, NULL));
+    CHECK(cu_used() == 6 * MiB);
+    CHECK(graph_attr(CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT) == 6 * MiB);
+    CHECK(graph_attr(CU_GRAPH_MEM_ATTR_USED_MEM_HIGH) == 6 * MiB);
+    CHECK(graph_attr(CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT) == 0);
+    OK(cu.cuGraphLaunch_ptsz(e, NULL)); /* reuses the reservation */
+    CHECK(cu_used() == 6 * MiB);
+    OK(cu.cuDeviceGraphMemTrim(0));
+    CHECK(cu_used() == 0);
+    CHECK(graph_attr(CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH) == 6 * MiB);
+    /* a graph bigger than the device fails at launch */
+    OK(cu.cuGraphCreate(&big, 0));
+    prm.bytesize = 2 * GiB;
+    OK(cu.cuGraphAddMemAllocNode(&n, big, NULL, 0, &prm));
+    OK(cu.cuGraphInstantiateWithFlags(&eb, big, 0));
+    CHECK_RC(cu.cuGraphLaunch(eb, NULL), CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(cu_used() == 0);
+    OK(cu.cuGraphExecDestroy(eb));
+    OK(cu.cuGraphExecDestroy(e));
+    OK(cu.cuGraphDestroy(g));
+    OK(cu.cuGraphDestroy(big));
+    CHECK_RC(cu.cuLaunchKernel(NULL, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL),
+             CUDA_ERROR_INVALID_HANDLE);
+    OK(cu.cuLaunchKernel((CUfunction)0x1000, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL));
+}
+
+static void test_graphs(void **state)
+{
+    (void)state;
+    run_child(graph_body, NULL);
+}
+
+/* ---- cuGetProcAddress ---------------------------------------------------------------- */
+static void *gpa2(const char *sym, int ver, cuuint64_t flags, int want_status)
+{
+    void *p = (void *)1;
+    CUdriverProcAddressQueryResult st;
+    OK(cu.cuGetProcAddress_v2(sym, &p, ver, flags, &st));
+    CHECK((int)st == want_status);
+    return p;
+}
+
+static void procaddr_body(void)
+{
+    void *p = NULL;
+    CHECK(gpa2("cuMemAlloc", 2000, 0, 0) == dlsym(cuda_lib, "cuMemAlloc"));
+    CHECK(gpa2("cuMemAlloc", 3020, 0, 0) == dlsym(cuda_lib, "cuMemAlloc_v2"));
+    CHECK(gpa2("cuMemAlloc", 12000, 0, 0) == (void *)cu.cuMemAlloc_v2);
+    CHECK(gpa2("cuMemAllocAsync", 12000, 2, 0) == dlsym(cuda_lib, "cuMemAllocAsync_ptsz"));
+    CHECK(gpa2("cuMemAllocAsync", 12000, 1, 0) == dlsym(cuda_lib, "cuMemAllocAsync"));
+    CHECK(gpa2("cuMemAlloc", 12000, 2, 0) == dlsym(cuda_lib, "cuMemAlloc_v2")); /* no ptsz */
+    CHECK(gpa2("cuGraphLaunch", 12000, 2, 0) == dlsym(cuda_lib, "cuGraphLaunch_ptsz"));
+    CHECK(gpa2("cuCtxCreate", 12040, 0, 0) == dlsym(cuda_lib, "cuCtxCreate_v3"));
+    CHECK(gpa2("cuCtxCreate", 13000, 0, 0) == dlsym(cuda_lib, "cuCtxCreate_v4"));
+    CHECK(gpa2("cuGetProcAddress", 11030, 0, 0) == dlsym(cuda_lib, "cuGetProcAddress"));
+    CHECK(gpa2("cuGetProcAddress", 12000, 0, 0) == dlsym(cuda_lib, "cuGetProcAddress_v2"));
+    CHECK(gpa2("cuGraphInstantiate", 12000, 0, 0) ==
+          dlsym(cuda_lib, "cuGraphInstantiateWithFlags"));
+    CHECK(gpa2("cuMemAllocAsync", 11000, 0, 2) == NULL); /* version not sufficient */
+    CHECK(gpa2("cuNoSuchThing", 12000, 0, 1) == NULL);
+    CHECK(gpa2("cuMemAlloc_v2", 12000, 0, 1) == NULL); /* base names only */
+    OK(cu.cuGetProcAddress_v2("cuInit", &p, 12000, 0, NULL));
+    CHECK(p == dlsym(cuda_lib, "cuInit"));
+    CHECK_RC(cu.cuGetProcAddress_v2("cuInit", &p, 13010, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+    CHECK_RC(cu.cuGetProcAddress_v2(NULL, &p, 12000, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+    /* the 4-argument form */
+    OK(cu.cuGetProcAddress("cuMemFree", &p, 11080, 0));
+    CHECK(p == dlsym(cuda_lib, "cuMemFree_v2"));
+    OK(cu.cuGetProcAddress("cuGetProcAddress", &p, 12000, 0));
+    CHECK(p == dlsym(cuda_lib, "cuGetProcAddress_v2"));
+    CHECK_RC(cu.cuGetProcAddress("cuNoSuchThing", &p, 11080, 0), CUDA_ERROR_NOT_FOUND);
+    CHECK(p == NULL);
+    /* every export is reachable by its base name at its own version */
+#define X(n, b, s, pt, params) CHECK(gpa2(#b, s, pt ? 2 : 0, 0) == dlsym(cuda_lib, #n));
+    GS_CU_EXPORTS(X)
+#undef X
+    {
+        const char *s = NULL;
+        OK(cu.cuGetErrorName(CUDA_ERROR_OUT_OF_MEMORY, &s));
+        CHECK(strcmp(s, "CUDA_ERROR_OUT_OF_MEMORY") == 0);
+        OK(cu.cuGetErrorString(CUDA_ERROR_OUT_OF_MEMORY, &s));
+        CHECK(strcmp(s, "out of memory") == 0);
+        CHECK_RC(cu.cuGetErrorName(12345, &s), CUDA_ERROR_INVALID_VALUE);
+    }
+    {
+        int v;
+        OK(cu.cuDriverGetVersion(&v));
+        CHECK(v == 13000);
+    }
+}
+
+static void test_get_proc_address(void **state)
+{
+    (void)state;
+    run_child(procaddr_body, NULL);
+}
+
+/* ---- fault injection -------------------------------------------------------------------- */
+static void fail_body(void)
+{
+    CUdeviceptr a, b;
+    size_t f, t;
+    init_ctx();
+    CHECK_RC(cu.cuMemGetInfo_v2(&f, &t), 999);
+    OK(cu.cuMemAlloc_v2(&a, MiB));
+    CHECK_RC(cu.cuMemAlloc_v2(&b, MiB), CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(cu_used() == MiB); /* no side effect */
+    OK(cu.cuMemAlloc_v2(&b, MiB));
+    CHECK(cu_used() == 2 * MiB);
+    CHECK_RC(cu.cuMemAlloc_v2(&b, MiB), 1); /* the 4th call, error 1 */
+}
+
+static const char *const fail_env[] = {
+    "GPUSIM_FAIL=cuMemAlloc_v2:2,cuMemGetInfo_v2:1:999,cuMemAlloc_v2:4:1", NULL};
+
+static void test_fault_injection(void **state)
+{
+    (void)state;
+    run_child(fail_body, fail_env);
+}
+
+/* ---- NVML ---------------------------------------------------------------------------------- */
+static void nvml_body(void)
+{
+    nvmlDevice_t d;
+    unsigned cnt;
+    nvmlMemory_v2_t m2 = {.version = nvmlMemory_v2};
+    nvmlProcessInfo_t infos[8];
+    nvmlProcessInfo_v1_t infos1[8];
+    pid_t kid;
+    char c;
+
+    CHECK(nv.count(&cnt) == NVML_ERROR_UNINITIALIZED);
+    CHECK(nv.init() == NVML_SUCCESS);
+    CHECK(nv.handle(0, &d) == NVML_SUCCESS);
+    CHECK(nv.mem2(d, &m2) == NVML_SUCCESS);
+    CHECK(m2.total == GiB && m2.used == 0 && m2.free == GiB && m2.reserved == 0);
+    m2.version = 1;
+    CHECK(nv.mem2(d, &m2) == NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    cnt = 0;
+    CHECK(nv.procs(d, &cnt, NULL) == NVML_SUCCESS && cnt == 0);
+
+    CHECK(pipe(sync_pipe) == 0 && pipe(go_pipe) == 0);
+    kid = spawn(hold_alloc, 100);
+    CHECK(read(sync_pipe[0], &c, 1) == 1 && c == 'y');
+    cnt = 0;
+    CHECK(nv.procs(d, &cnt, NULL) == NVML_ERROR_INSUFFICIENT_SIZE && cnt == 1);
+    cnt = 8;
+    CHECK(nv.procs(d, &cnt, infos) == NVML_SUCCESS && cnt == 1);
+    CHECK(infos[0].pid == (unsigned)kid && infos[0].usedGpuMemory == 100 * MiB);
+    cnt = 8;
+    CHECK(nv.procs1(d, &cnt, infos1) == NVML_SUCCESS && cnt == 1);
+    CHECK(infos1[0].pid == (unsigned)kid && infos1[0].usedGpuMemory == 100 * MiB);
+    m2.version = nvmlMemory_v2;
+    CHECK(nv.mem2(d, &m2) == NVML_SUCCESS && m2.used == 100 * MiB && m2.free == GiB - 100 * MiB);
+    kill(kid, SIGKILL);
+    waitpid(kid, NULL, 0);
+    cnt = 8;
+    CHECK(nv.procs(d, &cnt, infos) == NVML_SUCCESS && cnt == 0);
+    CHECK(nv.shutdown() == NVML_SUCCESS);
+    CHECK(nv.shutdown() == NVML_ERROR_UNINITIALIZED);
+}
+
+static void test_nvml(void **state)
+{
+    (void)state;
+    run_child(nvml_body, NULL);
+}
+
+/* ---- threads and speed ------------------------------------------------------------------- */
+static void *thread_loop(void *arg)
+{
+    CUcontext c;
+    (void)arg;
+    if (cu.cuDevicePrimaryCtxRetain(&c, 0) || cu.cuCtxSetCurrent(c))
+        return (void *)1;
+    for (int i = 0; i < 20000; i++) {
+        CUdeviceptr d;
+        if (cu.cuMemAlloc_v2(&d, 4096) != CUDA_SUCCESS || cu.cuMemFree_v2(d) != CUDA_SUCCESS)
+            return (void *)1;
+    }
+    return NULL;
+}
+
+static double now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static void speed_body(void)
+{
+    pthread_t t[8];
+    const int n = 200000;
+    double t0, ns;
+    init_ctx();
+    for (int i = 0; i < 8; i++)
+        CHECK(pthread_create(&t[i], NULL, thread_loop, NULL) == 0);
+    for (int i = 0; i < 8; i++) {
+        void *r;
+        CHECK(pthread_join(t[i], &r) == 0 && r == NULL);
+    }
+    CHECK(cu_used() == 0);
+    t0 = now_ns();
+    for (int i = 0; i < n; i++) {
+        CUdeviceptr d;
+        OK(cu.cuMemAlloc_v2(&d, 1 << 20));
+        OK(cu.cuMemFree_v2(d));
+    }
+    ns = (now_ns() - t0) / n;
+    printf("# gpusim cuMemAlloc_v2+cuMemFree_v2 pair: %.0f ns\n", ns);
+    CHECK(ns < 20000); /* generous: sanitizer builds and busy CI machines */
+}
+
+static void test_threads_and_speed(void **state)
+{
+    (void)state;
+    run_child(speed_body, NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_devices),
+        cmocka_unit_test(test_visible_devices),
+        cmocka_unit_test(test_shared_memory),
+        cmocka_unit_test(test_dead_process_reclaim),
+        cmocka_unit_test(test_concurrent_start),
+        cmocka_unit_test(test_context_overhead),
+        cmocka_unit_test(test_strict_context),
+        cmocka_unit_test(test_plain_pitch_managed),
+        cmocka_unit_test(test_legacy),
+        cmocka_unit_test(test_pools),
+        cmocka_unit_test(test_vmm),
+        cmocka_unit_test(test_arrays),
+        cmocka_unit_test(test_graphs),
+        cmocka_unit_test(test_get_proc_address),
+        cmocka_unit_test(test_fault_injection),
+        cmocka_unit_test(test_nvml),
+        cmocka_unit_test(test_threads_and_speed),
+    };
+    int rc;
+    snprintf(tmpdir, sizeof tmpdir, "%s/gpusim-test-XXXXXX",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    setvbuf(stdout, NULL, _IONBF, 0);
+    rc = cmocka_run_group_tests(tests, NULL, NULL);
+    {
+        char cmd[300];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+        if (system(cmd) != 0)
+            rc = rc ? rc : 1;
+    }
+    return rc;
+}
