@@ -19,11 +19,20 @@ static inline uint64_t fixkey(uint64_t k)
     return k < 2 ? k + 0x8000000000000000ULL : k;
 }
 
+static inline void stripe_lock(gf_stripe *s)
+{
+    while (atomic_flag_test_and_set_explicit(&s->lock, memory_order_acquire))
+        __builtin_ia32_pause();
+}
+
+static inline void stripe_unlock(gf_stripe *s)
+{
+    atomic_flag_clear_explicit(&s->lock, memory_order_release);
+}
+
 GF_HIDDEN void gf_table_init(gf_table *t)
 {
     memset(t, 0, sizeof(*t));
-    for (int i = 0; i < GF_TABLE_STRIPES; i++)
-        pthread_mutex_init(&t->stripes[i].lock, NULL);
 }
 
 GF_HIDDEN void gf_table_reset(gf_table *t)
@@ -76,7 +85,7 @@ GF_HIDDEN bool gf_table_put(gf_table *t, const gf_entry *in)
     gf_stripe *s = &t->stripes[h % GF_TABLE_STRIPES];
     bool ok = true;
 
-    pthread_mutex_lock(&s->lock);
+    stripe_lock(s);
     if ((s->used + 1) * 4 >= s->cap * 3 && !grow(s)) {
         ok = false;
         goto out;
@@ -90,7 +99,7 @@ GF_HIDDEN bool gf_table_put(gf_table *t, const gf_entry *in)
     *e = *in;
     e->key = key;
 out:
-    pthread_mutex_unlock(&s->lock);
+    stripe_unlock(s);
     return ok;
 }
 
@@ -101,7 +110,7 @@ static bool lookup(gf_table *t, uint64_t key, gf_entry *out, bool remove)
     gf_stripe *s = &t->stripes[h % GF_TABLE_STRIPES];
     bool found = false;
 
-    pthread_mutex_lock(&s->lock);
+    stripe_lock(s);
     if (s->cap) {
         gf_entry *e = probe(s, key, h >> 8, false);
         if (e) {
@@ -109,12 +118,20 @@ static bool lookup(gf_table *t, uint64_t key, gf_entry *out, bool remove)
             if (out)
                 *out = *e;
             if (remove) {
-                e->key = 1;
+                /* no tombstone when the run ends here: keeps probes short
+                 * for the common allocate-then-free pattern */
+                uint32_t next = (uint32_t)(e - s->slots + 1) & (s->cap - 1);
+                if (s->slots[next].key == 0) {
+                    e->key = 0;
+                    s->used--;
+                } else {
+                    e->key = 1;
+                }
                 s->live--;
             }
         }
     }
-    pthread_mutex_unlock(&s->lock);
+    stripe_unlock(s);
     return found;
 }
 
@@ -132,10 +149,10 @@ GF_HIDDEN void gf_table_each(gf_table *t, void (*fn)(gf_entry *e, void *arg), vo
 {
     for (int i = 0; i < GF_TABLE_STRIPES; i++) {
         gf_stripe *s = &t->stripes[i];
-        pthread_mutex_lock(&s->lock);
+        stripe_lock(s);
         for (uint32_t j = 0; j < s->cap; j++)
             if (s->slots[j].key > 1)
                 fn(&s->slots[j], arg);
-        pthread_mutex_unlock(&s->lock);
+        stripe_unlock(s);
     }
 }

@@ -1,10 +1,11 @@
 /* A process-local map from a handle (device pointer, VMM handle, array) to
  * what was charged for it. Striped locks keep threads apart; each stripe is
- * an open-addressing table that grows. */
+ * an open-addressing table that grows. All-zero is a valid empty table, so
+ * tables work before any constructor runs. */
 #ifndef GPUFRAC_TABLE_H
 #define GPUFRAC_TABLE_H
 
-#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -19,7 +20,7 @@ typedef struct gf_entry {
 } gf_entry;
 
 typedef struct gf_stripe {
-    pthread_mutex_t lock;
+    atomic_flag lock; /* held for a few dozen instructions: spin, never sleep */
     gf_entry *slots;
     uint32_t cap, used, live;
 } gf_stripe;
