@@ -120,8 +120,7 @@ static void atfork_child(void)
     gs_pools_reset();
     gs_table_forget_all(&gs_ptrs);
     gs_table_forget_all(&gs_handles);
-    gs_drop_slot();
-    tls_depth = 0;
+    tls_depth = 0; /* the slot is dropped by state.c's own handler */
 }
 
 GS_API CUresult cuInit(unsigned int flags)

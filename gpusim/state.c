@@ -239,6 +239,8 @@ int gs_boot(void)
             rc = CUDA_ERROR_UNKNOWN;
         else
             rc = 1;
+        if (rc == 1)
+            pthread_atfork(NULL, NULL, gs_drop_slot);
         atomic_store_explicit(&booted, rc, memory_order_release);
     }
     pthread_mutex_unlock(&boot_mu);
@@ -304,13 +306,14 @@ out:
 }
 
 /* In a fork child: the parent's slot and lock are the parent's. Closing our
- * copy of the lock fd leaves the parent's lock in place. Called from an
- * atfork child handler: no locks taken. */
+ * copy of the lock fd leaves the parent's lock in place; the child probes and
+ * claims through a description of its own (two processes sharing one
+ * description would both "win" a dead slot's lock). Atfork child handler. */
 void gs_drop_slot(void)
 {
     if (gs.lock_fd >= 0)
         close(gs.lock_fd);
-    gs.lock_fd = -1;
+    gs.lock_fd = gs.shm ? open(gs.path, O_RDWR | O_CLOEXEC) : -1;
     gs.slot = -1;
     pthread_mutex_init(&gs.reclaim_mu, NULL);
 }
