@@ -116,7 +116,10 @@ class RunTest(CliTestCase):
                               PROBE, "alloc", "300Mi", "hold", "30"], env=self.env,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.procs.append(p)
-        st = self.wait_for(lambda: [f for f in self.status() if f["used"] > 0], "usage")
+        # status reads slots and counters one after the other: wait for a
+        # snapshot that has both (a wrong count still fails, by timing out)
+        st = self.wait_for(lambda: [f for f in self.status()
+                                    if f["used"] > 0 and f["processes"] == 1], "usage")
         f = st[0]
         self.assertEqual(f["name"], "trainer")
         self.assertEqual(f["state"], "running")

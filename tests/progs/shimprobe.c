@@ -97,6 +97,8 @@ static void *resolve(void *lib, const char *via, const char *name, const char *b
     f.cuDriverGetVersion(&version);
     if (since > version)
         return NULL;
+    if (since < 3020 && strcmp(name, base) == 0)
+        return NULL; /* legacy bare names: a lookup by base name returns _v2 */
     if (strcmp(via, "procaddr4") == 0) {
         /* the 4-argument lookup of CUDA 11.3-11.8, itself found by lookup */
         CUresult (*gpa)(const char *, void **, int, cuuint64_t) = dlsym(lib, "cuGetProcAddress");
@@ -110,8 +112,6 @@ static void *resolve(void *lib, const char *via, const char *name, const char *b
         dlsym(lib, "cuGetProcAddress_v2");
     /* the exact variant: ask with the version that introduced it */
     int ask = since < 12000 ? 12000 : since;
-    if (strstr(name, "_v2") == NULL && strcmp(name, base) == 0 && since < 3020)
-        return NULL; /* legacy bare names are not reachable at a 12.x version */
     if (gpa2(base, &p, ask, ptsz ? 2 : 0, &st) != CUDA_SUCCESS || st != 0)
         return NULL;
     return p;
