@@ -134,16 +134,23 @@ class RunTest(CliTestCase):
         self.assertEqual(self.status(), [])
 
     def test_sigkilled_process_memory_returned_by_supervisor(self):
-        script = '"$P" alloc 800Mi hold 60 & echo $! > "$T"/pid; wait'
+        # the fraction lives on (sleep) after its CUDA process is killed
+        script = '"$P" alloc 800Mi hold 60 & echo $! > "$T"/pid; wait; exec sleep 60'
         env = dict(self.env, P=PROBE, T=self.tmp)
-        p = subprocess.Popen([GPUFRAC, "run", "--memory", "1Gi", "--", "sh", "-c", script],
-                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        p = subprocess.Popen([GPUFRAC, "run", "--memory", "1Gi", "--name", "k", "--", "sh",
+                              "-c", script], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
         self.procs.append(p)
-        self.wait_for(lambda: [f for f in self.status() if f["used"] == 800 * Mi], "800Mi used")
+        self.wait_for(lambda: [f for f in self.status() if f.get("used") == 800 * Mi],
+                      "800Mi used")
         with open(os.path.join(self.tmp, "pid")) as fh:
             os.kill(int(fh.read()), signal.SIGKILL)
-        self.wait_for(lambda: not [f for f in self.status() if f["used"] > 0],
-                      "the killed process's memory to come back")
+        st = self.wait_for(lambda: [f for f in self.status() if f.get("used") == 0],
+                           "the killed process's memory to come back")
+        self.assertEqual(st[0]["name"], "k")
+        self.assertEqual(st[0]["state"], "running")
+        self.assertEqual(st[0]["processes"], 0)
+        p.send_signal(signal.SIGINT)
         p.communicate(timeout=30)
 
     def test_help_and_version(self):
