@@ -46,12 +46,11 @@ static void ordinal_fill(gf_ordinal *o, CUdevice ordinal)
            (unsigned long long)o->limit);
 }
 
-GF_HIDDEN const gf_ordinal *gf_ordinal_get(CUdevice ordinal)
+GF_HIDDEN const gf_ordinal *gf_ordinal_get_slow(CUdevice ordinal)
 {
     static const gf_ordinal none = {.state = 1, .dev = -1, .limit = 0};
     gf_ordinal *o;
 
-    gf_shim_init();
     if (!gf_state.active)
         return gf_state.env_limit == 0 ? &none : NULL;
     if (ordinal < 0 || ordinal >= GF_MAX_ORDINALS)
@@ -68,11 +67,17 @@ GF_HIDDEN const gf_ordinal *gf_ordinal_get(CUdevice ordinal)
     return o;
 }
 
-GF_HIDDEN int gf_current_ordinal(void)
+GF_HIDDEN int gf_current_ordinal_slow(void)
 {
     CUdevice d;
+    int n = 0;
+
     if (!gf_cu.cuCtxGetDevice || gf_cu.cuCtxGetDevice(&d) != CUDA_SUCCESS)
         return -1;
+    /* the device count is fixed once the driver is initialised, which it is
+     * when a context exists */
+    if (gf_cu.cuDeviceGetCount && gf_cu.cuDeviceGetCount(&n) == CUDA_SUCCESS && n == 1)
+        atomic_store_explicit(&gf_state.one_device, true, memory_order_relaxed);
     return d;
 }
 

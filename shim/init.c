@@ -23,7 +23,7 @@ GF_HIDDEN void *(*gf_real_dlsym)(void *, const char *);
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static pthread_once_t nvml_once = PTHREAD_ONCE_INIT;
-static _Atomic int init_done;
+GF_HIDDEN _Atomic int gf_init_done;
 
 GF_HIDDEN void gf_log(gf_log_level level, const char *fmt, ...)
 {
@@ -144,14 +144,12 @@ static void init_once_fn(void)
     resolve_cuda();
     lower_from_env();
     open_fraction();
-    atomic_store_explicit(&init_done, 1, memory_order_release);
+    atomic_store_explicit(&gf_init_done, 1, memory_order_release);
     in_init = false;
 }
 
-GF_HIDDEN void gf_shim_init(void)
+GF_HIDDEN void gf_shim_init_slow(void)
 {
-    if (__builtin_expect(atomic_load_explicit(&init_done, memory_order_acquire), 1))
-        return;
     pthread_once(&init_once, init_once_fn);
 }
 

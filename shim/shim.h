@@ -20,6 +20,7 @@
 /* Driver entry points the shim calls but does not hook. */
 #define GF_CU_USED(X)                                                                         \
     X(cuCtxGetDevice, CUresult, (CUdevice * device))                                          \
+    X(cuDeviceGetCount, CUresult, (int *count))                                               \
     X(cuDeviceGetUuid, CUresult, (CUuuid * uuid, CUdevice dev))                               \
     X(cuDeviceGetMemPool, CUresult, (CUmemoryPool * pool, CUdevice dev))                      \
     X(cuMemPoolGetAttribute, CUresult, (CUmemoryPool pool, CUmemPool_attribute attr, void *v)) \
@@ -65,6 +66,7 @@ typedef struct gf_shim {
     uint64_t env_limit; /* GPUFRAC_MEMORY_LIMIT, or UINT64_MAX */
     void *cuda;         /* libcuda.so.1 */
     gf_ordinal ordinals[GF_MAX_ORDINALS];
+    _Atomic bool one_device; /* the process sees exactly one device */
 } gf_shim;
 
 GF_HIDDEN extern gf_real gf_cu;
@@ -72,17 +74,44 @@ GF_HIDDEN extern gf_real_nvml gf_nvml;
 GF_HIDDEN extern gf_shim gf_state;
 GF_HIDDEN extern void *(*gf_real_dlsym)(void *, const char *);
 
-/* Makes sure the shim is initialised (cheap after the first call). */
-GF_HIDDEN void gf_shim_init(void);
+GF_HIDDEN extern _Atomic int gf_init_done;
+GF_HIDDEN void gf_shim_init_slow(void);
+
+/* Makes sure the shim is initialised: one load after the first call. */
+static inline void gf_shim_init(void)
+{
+    if (__builtin_expect(!atomic_load_explicit(&gf_init_done, memory_order_acquire), 0))
+        gf_shim_init_slow();
+}
 GF_HIDDEN void gf_shim_init_nvml(void);
 GF_HIDDEN bool gf_shim_initialising(void);
 GF_HIDDEN void gf_find_real_dlsym(void);
 GF_HIDDEN void gf_log(gf_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+GF_HIDDEN const gf_ordinal *gf_ordinal_get_slow(CUdevice ordinal);
+
 /* The fraction's view of a device ordinal; NULL when the shim is inactive. */
-GF_HIDDEN const gf_ordinal *gf_ordinal_get(CUdevice ordinal);
-/* The ordinal of the calling thread's context, or -1. */
-GF_HIDDEN int gf_current_ordinal(void);
+static inline const gf_ordinal *gf_ordinal_get(CUdevice ordinal)
+{
+    gf_shim_init();
+    if (__builtin_expect(gf_state.active && ordinal >= 0 && ordinal < GF_MAX_ORDINALS, 1)) {
+        const gf_ordinal *o = &gf_state.ordinals[ordinal];
+        if (__builtin_expect(atomic_load_explicit(&o->state, memory_order_acquire), 1))
+            return o;
+    }
+    return gf_ordinal_get_slow(ordinal);
+}
+
+GF_HIDDEN int gf_current_ordinal_slow(void);
+
+/* The ordinal of the calling thread's context, or -1. A process that sees
+ * one device needs no driver call to know it. */
+static inline int gf_current_ordinal(void)
+{
+    if (__builtin_expect(atomic_load_explicit(&gf_state.one_device, memory_order_relaxed), 1))
+        return 0;
+    return gf_current_ordinal_slow();
+}
 GF_HIDDEN void gf_uuid_format(const CUuuid *u, char *buf, size_t len);
 
 /* Admission: reserves bytes on the ordinal's ledger device; on refusal returns
