@@ -18,10 +18,11 @@ static void remember(CUdeviceptr p, uint64_t bytes, int ordinal, int kind)
                (unsigned long long)p, (unsigned long long)bytes);
 }
 
+typedef CUresult (*alloc_call)(void *dptr, size_t bytes, unsigned int flags);
+
 /* Reserve first, then ask the driver: the fraction can never pass its limit,
  * not even for the duration of one call. */
-static CUresult alloc_admitted(CUdeviceptr *dptr, size_t bytes, int kind,
-                               CUresult (*call)(CUdeviceptr *, size_t, unsigned int),
+static CUresult alloc_admitted(void *dptr, size_t bytes, int kind, alloc_call call,
                                unsigned int flags)
 {
     int ord = gf_current_ordinal();
@@ -37,19 +38,26 @@ static CUresult alloc_admitted(CUdeviceptr *dptr, size_t bytes, int kind,
         gf_unadmit(o, bytes);
         return rc;
     }
-    remember(*dptr, bytes, ord, kind);
+    remember(kind == KIND_LEGACY ? *(CUdeviceptr_v1 *)dptr : *(CUdeviceptr *)dptr, bytes, ord,
+             kind);
     return rc;
 }
 
-static CUresult call_alloc(CUdeviceptr *dptr, size_t bytes, unsigned int flags)
+static CUresult call_alloc(void *dptr, size_t bytes, unsigned int flags)
 {
     (void)flags;
     return gf_cu.cuMemAlloc_v2(dptr, bytes);
 }
 
-static CUresult call_managed(CUdeviceptr *dptr, size_t bytes, unsigned int flags)
+static CUresult call_managed(void *dptr, size_t bytes, unsigned int flags)
 {
     return gf_cu.cuMemAllocManaged(dptr, bytes, flags);
+}
+
+static CUresult call_legacy(void *dptr, size_t bytes, unsigned int flags)
+{
+    (void)flags;
+    return gf_cu.cuMemAlloc(dptr, (unsigned int)bytes);
 }
 
 GF_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
@@ -70,26 +78,10 @@ GF_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigne
 
 GF_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
 {
-    int ord;
-    const gf_ordinal *o;
-    CUresult rc;
-
     gf_shim_init();
     if (!gf_cu.cuMemAlloc)
         return CUDA_ERROR_NOT_INITIALIZED;
-    ord = gf_current_ordinal();
-    o = ord >= 0 ? gf_ordinal_get(ord) : NULL;
-    if (!o)
-        return gf_cu.cuMemAlloc(dptr, bytesize);
-    if (!gf_admit(o, bytesize))
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    rc = gf_cu.cuMemAlloc(dptr, bytesize);
-    if (rc != CUDA_SUCCESS) {
-        gf_unadmit(o, bytesize);
-        return rc;
-    }
-    remember(*dptr, bytesize, ord, KIND_LEGACY);
-    return rc;
+    return alloc_admitted(dptr, bytesize, KIND_LEGACY, call_legacy, 0);
 }
 
 /* The pitch is the driver's choice, so the charge comes after the call; a

@@ -26,27 +26,34 @@ static const gf_ordinal *current_view(void)
     return o;
 }
 
+/* Turns the driver's physical figures into the fraction's, in place. */
+static void fraction_view(uint64_t *free, uint64_t *total)
+{
+    const gf_ordinal *o = current_view();
+    if (!o)
+        return;
+    *free = fraction_free(o, *free);
+    *total = o->limit;
+}
+
 GF_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
 {
     size_t pf = 0, pt = 0;
+    uint64_t f, t;
     CUresult rc;
-    const gf_ordinal *o;
 
     gf_shim_init();
     if (!gf_cu.cuMemGetInfo_v2)
         return CUDA_ERROR_NOT_INITIALIZED;
     rc = gf_cu.cuMemGetInfo_v2(&pf, &pt);
-    if (rc != CUDA_SUCCESS || !(o = current_view())) {
-        if (free)
-            *free = pf;
-        if (total)
-            *total = pt;
-        return rc;
-    }
+    f = pf;
+    t = pt;
+    if (rc == CUDA_SUCCESS)
+        fraction_view(&f, &t);
     if (free)
-        *free = fraction_free(o, pf);
+        *free = f;
     if (total)
-        *total = o->limit;
+        *total = t;
     return rc;
 }
 
@@ -58,25 +65,22 @@ static unsigned int clamp32(uint64_t v)
 GF_EXPORT CUresult cuMemGetInfo(unsigned int *free, unsigned int *total)
 {
     unsigned int pf = 0, pt = 0;
+    uint64_t f, t;
     CUresult rc;
-    const gf_ordinal *o;
 
     gf_shim_init();
     if (!gf_cu.cuMemGetInfo)
         return CUDA_ERROR_NOT_INITIALIZED;
     rc = gf_cu.cuMemGetInfo(&pf, &pt);
-    if (rc != CUDA_SUCCESS || !(o = current_view())) {
-        if (free)
-            *free = pf;
-        if (total)
-            *total = pt;
-        return rc;
-    }
     /* the legacy call saturates at 4 GiB: so does the physical free it gave us */
+    f = pf == UINT_MAX ? UINT64_MAX : pf;
+    t = pt;
+    if (rc == CUDA_SUCCESS)
+        fraction_view(&f, &t);
     if (free)
-        *free = clamp32(fraction_free(o, pf == UINT_MAX ? UINT64_MAX : pf));
+        *free = clamp32(f);
     if (total)
-        *total = clamp32(o->limit);
+        *total = clamp32(t);
     return rc;
 }
 
@@ -133,39 +137,43 @@ static const gf_ordinal *nvml_view(nvmlDevice_t device, gf_ordinal *out)
     return out;
 }
 
-GF_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
+/* NVML's total/free/used for a fraction: the same numbers as CUDA's. */
+static bool nvml_apply(nvmlDevice_t device, unsigned long long *total, unsigned long long *free,
+                       unsigned long long *used)
 {
     gf_ordinal view;
-    const gf_ordinal *o;
+    const gf_ordinal *o = nvml_view(device, &view);
+    if (!o)
+        return false;
+    *free = fraction_free(o, *free);
+    *total = o->limit;
+    *used = *total - *free;
+    return true;
+}
+
+GF_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
+{
     nvmlReturn_t rc;
 
     gf_shim_init_nvml();
     if (!gf_nvml.nvmlDeviceGetMemoryInfo)
         return NVML_ERROR_UNINITIALIZED;
     rc = gf_nvml.nvmlDeviceGetMemoryInfo(device, memory);
-    if (rc != NVML_SUCCESS || !memory || !(o = nvml_view(device, &view)))
-        return rc;
-    memory->free = fraction_free(o, memory->free);
-    memory->total = o->limit;
-    memory->used = memory->total - memory->free;
+    if (rc == NVML_SUCCESS && memory)
+        nvml_apply(device, &memory->total, &memory->free, &memory->used);
     return rc;
 }
 
 GF_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
 {
-    gf_ordinal view;
-    const gf_ordinal *o;
     nvmlReturn_t rc;
 
     gf_shim_init_nvml();
     if (!gf_nvml.nvmlDeviceGetMemoryInfo_v2)
         return NVML_ERROR_UNINITIALIZED;
     rc = gf_nvml.nvmlDeviceGetMemoryInfo_v2(device, memory);
-    if (rc != NVML_SUCCESS || !memory || !(o = nvml_view(device, &view)))
-        return rc;
-    memory->free = fraction_free(o, memory->free);
-    memory->total = o->limit;
-    memory->reserved = 0;
-    memory->used = memory->total - memory->free;
+    if (rc == NVML_SUCCESS && memory &&
+        nvml_apply(device, &memory->total, &memory->free, &memory->used))
+        memory->reserved = 0;
     return rc;
 }

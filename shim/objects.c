@@ -79,21 +79,55 @@ static CUresult charge_array(uint64_t key, uint64_t bytes, int ord, int kind)
     return CUDA_SUCCESS;
 }
 
-static CUresult after_array(CUresult rc, CUarray *pHandle)
+typedef struct array_ops {
+    int kind;
+    CUresult (*size)(CUDA_ARRAY_MEMORY_REQUIREMENTS *req, void *handle, CUdevice dev);
+    CUresult (*destroy)(void *handle);
+} array_ops;
+
+static CUresult array_size(CUDA_ARRAY_MEMORY_REQUIREMENTS *req, void *h, CUdevice dev)
+{
+    if (!gf_cu.cuArrayGetMemoryRequirements)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    return gf_cu.cuArrayGetMemoryRequirements(req, h, dev);
+}
+
+static CUresult array_destroy(void *h)
+{
+    return gf_cu.cuArrayDestroy(h);
+}
+
+static CUresult mipmap_size(CUDA_ARRAY_MEMORY_REQUIREMENTS *req, void *h, CUdevice dev)
+{
+    if (!gf_cu.cuMipmappedArrayGetMemoryRequirements)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    return gf_cu.cuMipmappedArrayGetMemoryRequirements(req, h, dev);
+}
+
+static CUresult mipmap_destroy(void *h)
+{
+    return gf_cu.cuMipmappedArrayDestroy(h);
+}
+
+static const array_ops arrays = {KIND_ARRAY, array_size, array_destroy};
+static const array_ops mipmaps = {KIND_MIPMAP, mipmap_size, mipmap_destroy};
+
+/* Charges a just-created array (rc is the create's result); over the limit
+ * the array is destroyed again and *handle cleared. */
+static CUresult after_create(CUresult rc, void **handle, const array_ops *ops)
 {
     CUDA_ARRAY_MEMORY_REQUIREMENTS req = {0};
     int ord;
 
     if (rc != CUDA_SUCCESS || (ord = gf_current_ordinal()) < 0 || !gf_ordinal_get(ord))
         return rc;
-    if (!gf_cu.cuArrayGetMemoryRequirements ||
-        gf_cu.cuArrayGetMemoryRequirements(&req, *pHandle, ord) != CUDA_SUCCESS) {
+    if (ops->size(&req, *handle, ord) != CUDA_SUCCESS) {
         gf_log(GF_LOG_WARN, "cannot size a new array: it is not counted");
         return rc;
     }
-    if (charge_array((uint64_t)(uintptr_t)*pHandle, req.size, ord, KIND_ARRAY) != CUDA_SUCCESS) {
-        gf_cu.cuArrayDestroy(*pHandle);
-        *pHandle = NULL;
+    if (charge_array((uint64_t)(uintptr_t)*handle, req.size, ord, ops->kind) != CUDA_SUCCESS) {
+        ops->destroy(*handle);
+        *handle = NULL;
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     return rc;
@@ -104,7 +138,7 @@ GF_EXPORT CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTO
     gf_shim_init();
     if (!gf_cu.cuArrayCreate_v2)
         return CUDA_ERROR_NOT_INITIALIZED;
-    return after_array(gf_cu.cuArrayCreate_v2(pHandle, desc), pHandle);
+    return after_create(gf_cu.cuArrayCreate_v2(pHandle, desc), (void **)pHandle, &arrays);
 }
 
 GF_EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *desc)
@@ -112,7 +146,7 @@ GF_EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCR
     gf_shim_init();
     if (!gf_cu.cuArray3DCreate_v2)
         return CUDA_ERROR_NOT_INITIALIZED;
-    return after_array(gf_cu.cuArray3DCreate_v2(pHandle, desc), pHandle);
+    return after_create(gf_cu.cuArray3DCreate_v2(pHandle, desc), (void **)pHandle, &arrays);
 }
 
 GF_EXPORT CUresult cuArrayDestroy(CUarray hArray)
@@ -131,27 +165,11 @@ GF_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
                                           const CUDA_ARRAY3D_DESCRIPTOR *desc,
                                           unsigned int numMipmapLevels)
 {
-    CUDA_ARRAY_MEMORY_REQUIREMENTS req = {0};
-    CUresult rc;
-    int ord;
-
     gf_shim_init();
     if (!gf_cu.cuMipmappedArrayCreate)
         return CUDA_ERROR_NOT_INITIALIZED;
-    rc = gf_cu.cuMipmappedArrayCreate(pHandle, desc, numMipmapLevels);
-    if (rc != CUDA_SUCCESS || (ord = gf_current_ordinal()) < 0 || !gf_ordinal_get(ord))
-        return rc;
-    if (!gf_cu.cuMipmappedArrayGetMemoryRequirements ||
-        gf_cu.cuMipmappedArrayGetMemoryRequirements(&req, *pHandle, ord) != CUDA_SUCCESS) {
-        gf_log(GF_LOG_WARN, "cannot size a new mipmapped array: it is not counted");
-        return rc;
-    }
-    if (charge_array((uint64_t)(uintptr_t)*pHandle, req.size, ord, KIND_MIPMAP) != CUDA_SUCCESS) {
-        gf_cu.cuMipmappedArrayDestroy(*pHandle);
-        *pHandle = NULL;
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    return rc;
+    return after_create(gf_cu.cuMipmappedArrayCreate(pHandle, desc, numMipmapLevels),
+                        (void **)pHandle, &mipmaps);
 }
 
 GF_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray)
