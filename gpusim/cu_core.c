@@ -407,7 +407,9 @@ GS_API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     return primary_retain(p, pctx);
 }
 
-static CUresult primary_release(CUdevice dev)
+/* Release one reference to the primary context, or (reset) all of them:
+ * a release with none held is an error, a reset then does nothing. */
+static CUresult primary_drop(CUdevice dev, bool reset)
 {
     int p;
     gs_pdev *d;
@@ -417,9 +419,9 @@ static CUresult primary_release(CUdevice dev)
     pthread_mutex_lock(&d->mu);
     if (d->primary_refs == 0) {
         pthread_mutex_unlock(&d->mu);
-        return CUDA_ERROR_INVALID_CONTEXT;
+        return reset ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
     }
-    if (--d->primary_refs == 0) {
+    if (reset || --d->primary_refs == 0) {
         primary_deactivate(p); /* unlocks */
         return CUDA_SUCCESS;
     }
@@ -430,41 +432,25 @@ static CUresult primary_release(CUdevice dev)
 GS_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 {
     GS_FAILPOINT("cuDevicePrimaryCtxRelease_v2");
-    return primary_release(dev);
+    return primary_drop(dev, false);
 }
 
 GS_API CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
 {
     GS_FAILPOINT("cuDevicePrimaryCtxRelease");
-    return primary_release(dev);
-}
-
-static CUresult primary_reset(CUdevice dev)
-{
-    int p;
-    gs_pdev *d;
-    NEED_INIT();
-    DEV_ARG(dev, p);
-    d = &gsp.pdev[p];
-    pthread_mutex_lock(&d->mu);
-    if (d->primary_refs == 0) {
-        pthread_mutex_unlock(&d->mu);
-        return CUDA_SUCCESS;
-    }
-    primary_deactivate(p); /* unlocks */
-    return CUDA_SUCCESS;
+    return primary_drop(dev, false);
 }
 
 GS_API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 {
     GS_FAILPOINT("cuDevicePrimaryCtxReset_v2");
-    return primary_reset(dev);
+    return primary_drop(dev, true);
 }
 
 GS_API CUresult cuDevicePrimaryCtxReset(CUdevice dev)
 {
     GS_FAILPOINT("cuDevicePrimaryCtxReset");
-    return primary_reset(dev);
+    return primary_drop(dev, true);
 }
 
 GS_API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)

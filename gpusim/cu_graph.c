@@ -201,15 +201,22 @@ out:
     return rc;
 }
 
+/* init, then a live exec */
+static CUresult exec_check(const gs_exec *e)
+{
+    CUresult rc = gs_need_init();
+    if (rc)
+        return rc;
+    return gs_obj_ok(e, GS_MAGIC_EXEC) && e->alive ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
 static CUresult graph_launch(CUgraphExec hExec, CUstream s)
 {
     gs_exec *e = (gs_exec *)hExec;
     int p;
-    CUresult rc = gs_need_init();
+    CUresult rc = exec_check(e);
     if (rc)
         return rc;
-    if (!gs_obj_ok(e, GS_MAGIC_EXEC) || !e->alive)
-        return CUDA_ERROR_INVALID_VALUE;
     rc = gs_stream_pdev(s, &p);
     if (rc)
         return rc;
@@ -237,12 +244,29 @@ GS_API CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
     gs_exec *e = (gs_exec *)hGraphExec;
     CUresult rc;
     GS_FAILPOINT("cuGraphExecDestroy");
-    rc = gs_need_init();
+    rc = exec_check(e);
     if (rc)
         return rc;
-    if (!gs_obj_ok(e, GS_MAGIC_EXEC) || !e->alive)
-        return CUDA_ERROR_INVALID_VALUE;
     e->alive = false;
+    return CUDA_SUCCESS;
+}
+
+/* what a graph memory call asks of its value argument */
+enum gm_value { GM_NONE, GM_OUT, GM_ZERO };
+
+/* The checks the graph memory calls share, in the driver's order: init, the
+ * value argument, the device. On success the device's lock is held. */
+static CUresult graph_mem_lock(CUdevice device, const void *value, enum gm_value want, int *p)
+{
+    CUresult rc = gs_need_init();
+    if (rc)
+        return rc;
+    if (want != GM_NONE && (!value || (want == GM_ZERO && *(const cuuint64_t *)value != 0)))
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = gs_ordinal(device, p);
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&gsp.pdev[*p].mu);
     return CUDA_SUCCESS;
 }
 
@@ -254,16 +278,10 @@ GS_API CUresult cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribu
     gs_pdev *d;
     CUresult rc;
     GS_FAILPOINT("cuDeviceGetGraphMemAttribute");
-    rc = gs_need_init();
-    if (rc)
-        return rc;
-    if (!value)
-        return CUDA_ERROR_INVALID_VALUE;
-    rc = gs_ordinal(device, &p);
+    rc = graph_mem_lock(device, value, GM_OUT, &p);
     if (rc)
         return rc;
     d = &gsp.pdev[p];
-    pthread_mutex_lock(&d->mu);
     switch (attr) {
     case CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT: *v = d->graph_used; break;
     case CU_GRAPH_MEM_ATTR_USED_MEM_HIGH: *v = d->graph_used_high; break;
@@ -283,16 +301,10 @@ GS_API CUresult cuDeviceSetGraphMemAttribute(CUdevice device, CUgraphMem_attribu
     gs_pdev *d;
     CUresult rc;
     GS_FAILPOINT("cuDeviceSetGraphMemAttribute");
-    rc = gs_need_init();
-    if (rc)
-        return rc;
-    if (!value || *(cuuint64_t *)value != 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    rc = gs_ordinal(device, &p);
+    rc = graph_mem_lock(device, value, GM_ZERO, &p);
     if (rc)
         return rc;
     d = &gsp.pdev[p];
-    pthread_mutex_lock(&d->mu);
     if (attr == CU_GRAPH_MEM_ATTR_USED_MEM_HIGH)
         d->graph_used_high = d->graph_used;
     else if (attr == CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH)
@@ -309,14 +321,10 @@ GS_API CUresult cuDeviceGraphMemTrim(CUdevice device)
     gs_pdev *d;
     CUresult rc;
     GS_FAILPOINT("cuDeviceGraphMemTrim");
-    rc = gs_need_init();
-    if (rc)
-        return rc;
-    rc = gs_ordinal(device, &p);
+    rc = graph_mem_lock(device, NULL, GM_NONE, &p);
     if (rc)
         return rc;
     d = &gsp.pdev[p];
-    pthread_mutex_lock(&d->mu);
     gs_uncharge(p, d->graph_reserved - d->graph_used);
     d->graph_reserved = d->graph_used;
     pthread_mutex_unlock(&d->mu);
@@ -324,6 +332,13 @@ GS_API CUresult cuDeviceGraphMemTrim(CUdevice device)
 }
 
 /* ---- kernels: a no-op that succeeds for any non-NULL function -------------- */
+static CUresult launch_kernel(CUfunction f)
+{
+    if (GS_UNLIKELY(gs_need_init()))
+        return CUDA_ERROR_NOT_INITIALIZED;
+    return f ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
 GS_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                                unsigned int bx, unsigned int by, unsigned int bz,
                                unsigned int sharedMemBytes, CUstream hStream, void **kernelParams,
@@ -332,9 +347,7 @@ GS_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, u
     GS_FAILPOINT("cuLaunchKernel");
     (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)sharedMemBytes;
     (void)hStream, (void)kernelParams, (void)extra;
-    if (GS_UNLIKELY(gs_need_init()))
-        return CUDA_ERROR_NOT_INITIALIZED;
-    return f ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    return launch_kernel(f);
 }
 
 GS_API CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
@@ -345,7 +358,5 @@ GS_API CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int 
     GS_FAILPOINT("cuLaunchKernel_ptsz");
     (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)sharedMemBytes;
     (void)hStream, (void)kernelParams, (void)extra;
-    if (GS_UNLIKELY(gs_need_init()))
-        return CUDA_ERROR_NOT_INITIALIZED;
-    return f ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    return launch_kernel(f);
 }

@@ -119,22 +119,30 @@ static CUresult pitch_size(size_t width, size_t height, unsigned int elem, size_
     return CUDA_SUCCESS;
 }
 
-/* pitch = width rounded up to 512 bytes; pitch * height is charged */
-GS_API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
-                                   unsigned int elemsize)
+/* pitch = width rounded up to 512 bytes; pitch * height (at most max_bytes)
+ * is charged; *pitch is set only on success */
+static CUresult alloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
+                            unsigned int elemsize, uint64_t max_bytes, int kind)
 {
     size_t pt;
     uint64_t bytes;
-    CUresult rc;
-    GS_FAILPOINT("cuMemAllocPitch_v2");
-    if (!dptr || !pitch)
-        return CUDA_ERROR_INVALID_VALUE;
-    rc = pitch_size(width, height, elemsize, &pt, &bytes);
+    CUresult rc = pitch_size(width, height, elemsize, &pt, &bytes);
+    if (rc == CUDA_SUCCESS && bytes > max_bytes)
+        rc = CUDA_ERROR_INVALID_VALUE;
     if (rc == CUDA_SUCCESS)
-        rc = gs_alloc(dptr, bytes, GS_KIND_PITCH);
+        rc = gs_alloc(dptr, bytes, kind);
     if (rc == CUDA_SUCCESS)
         *pitch = pt;
     return rc;
+}
+
+GS_API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
+                                   unsigned int elemsize)
+{
+    GS_FAILPOINT("cuMemAllocPitch_v2");
+    if (!dptr || !pitch)
+        return CUDA_ERROR_INVALID_VALUE;
+    return alloc_pitch(dptr, pitch, width, height, elemsize, UINT64_MAX, GS_KIND_PITCH);
 }
 
 /* managed memory is charged to the current device like device memory */
@@ -146,11 +154,11 @@ GS_API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned i
     return gs_alloc(dptr, bytesize, GS_KIND_MANAGED);
 }
 
-GS_API CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
+/* free and total bytes of the current device, each only where asked */
+static CUresult mem_info(size_t *free, size_t *total)
 {
     int p;
     CUresult rc;
-    GS_FAILPOINT("cuMemGetInfo_v2");
     if (!free && !total)
         return CUDA_ERROR_INVALID_VALUE;
     rc = gs_cur_pdev(&p, NULL);
@@ -163,6 +171,12 @@ GS_API CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
     return CUDA_SUCCESS;
 }
 
+GS_API CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
+{
+    GS_FAILPOINT("cuMemGetInfo_v2");
+    return mem_info(free, total);
+}
+
 /* ---- pre-3.2 ABI: 32-bit sizes and pointers ---------------------------------- */
 static unsigned int clamp32(uint64_t v)
 {
@@ -171,18 +185,16 @@ static unsigned int clamp32(uint64_t v)
 
 GS_API CUresult cuMemGetInfo(unsigned int *free, unsigned int *total)
 {
-    int p;
+    size_t f, t;
     CUresult rc;
     GS_FAILPOINT("cuMemGetInfo");
-    if (!free && !total)
-        return CUDA_ERROR_INVALID_VALUE;
-    rc = gs_cur_pdev(&p, NULL);
+    rc = mem_info(free ? &f : NULL, total ? &t : NULL);
     if (rc)
         return rc;
     if (free)
-        *free = clamp32(gs_free(p));
+        *free = clamp32(f);
     if (total)
-        *total = clamp32(gs.shm->size[p]);
+        *total = clamp32(t);
     return CUDA_SUCCESS;
 }
 
@@ -209,17 +221,12 @@ GS_API CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pitch, unsig
                                 unsigned int height, unsigned int elemsize)
 {
     size_t pt;
-    uint64_t bytes;
     CUdeviceptr d;
     CUresult rc;
     GS_FAILPOINT("cuMemAllocPitch");
     if (!dptr || !pitch)
         return CUDA_ERROR_INVALID_VALUE;
-    rc = pitch_size(width, height, elemsize, &pt, &bytes);
-    if (rc == CUDA_SUCCESS && bytes > UINT32_MAX)
-        rc = CUDA_ERROR_INVALID_VALUE;
-    if (rc == CUDA_SUCCESS)
-        rc = gs_alloc(&d, bytes, GS_KIND_LEGACY);
+    rc = alloc_pitch(&d, &pt, width, height, elemsize, UINT32_MAX, GS_KIND_LEGACY);
     if (rc == CUDA_SUCCESS) {
         *dptr = (CUdeviceptr_v1)d;
         *pitch = (unsigned int)pt;

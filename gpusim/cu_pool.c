@@ -233,12 +233,11 @@ GS_API CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
     return free_async(dptr, hStream);
 }
 
-GS_API CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice dev)
+/* the device's default pool, or (current) the one cuDeviceSetMemPool chose */
+static CUresult device_pool(CUmemoryPool *pool, CUdevice dev, bool current)
 {
     int p;
-    CUresult rc;
-    GS_FAILPOINT("cuDeviceGetDefaultMemPool");
-    rc = gs_need_init();
+    CUresult rc = gs_need_init();
     if (rc)
         return rc;
     if (!pool)
@@ -246,25 +245,20 @@ GS_API CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice dev)
     rc = gs_ordinal(dev, &p);
     if (rc)
         return rc;
-    *pool = (CUmemoryPool)default_pool(p);
+    *pool = (CUmemoryPool)(current ? current_pool(p) : default_pool(p));
     return *pool ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+GS_API CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice dev)
+{
+    GS_FAILPOINT("cuDeviceGetDefaultMemPool");
+    return device_pool(pool, dev, false);
 }
 
 GS_API CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
 {
-    int p;
-    CUresult rc;
     GS_FAILPOINT("cuDeviceGetMemPool");
-    rc = gs_need_init();
-    if (rc)
-        return rc;
-    if (!pool)
-        return CUDA_ERROR_INVALID_VALUE;
-    rc = gs_ordinal(dev, &p);
-    if (rc)
-        return rc;
-    *pool = (CUmemoryPool)current_pool(p);
-    return *pool ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    return device_pool(pool, dev, true);
 }
 
 GS_API CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
@@ -386,21 +380,6 @@ static CUresult set_attr(gs_pool *pl, int attr, const void *value)
     }
 }
 
-GS_API CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
-{
-    gs_pool *pl = (gs_pool *)pool;
-    CUresult rc;
-    GS_FAILPOINT("cuMemPoolSetAttribute");
-    rc = gs_need_init();
-    if (rc)
-        return rc;
-    if (!pool_ok(pl) || !value)
-        return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&pl->mu);
-    rc = set_attr(pl, (int)attr, value);
-    pthread_mutex_unlock(&pl->mu);
-    return rc;
-}
 
 static CUresult get_attr(gs_pool *pl, int attr, void *value)
 {
@@ -420,20 +399,31 @@ static CUresult get_attr(gs_pool *pl, int attr, void *value)
     }
 }
 
-GS_API CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+/* sets (set) or reads one attribute under the pool's lock */
+static CUresult pool_attr(CUmemoryPool pool, CUmemPool_attribute attr, void *value, bool set)
 {
     gs_pool *pl = (gs_pool *)pool;
-    CUresult rc;
-    GS_FAILPOINT("cuMemPoolGetAttribute");
-    rc = gs_need_init();
+    CUresult rc = gs_need_init();
     if (rc)
         return rc;
     if (!pool_ok(pl) || !value)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&pl->mu);
-    rc = get_attr(pl, (int)attr, value);
+    rc = set ? set_attr(pl, (int)attr, value) : get_attr(pl, (int)attr, value);
     pthread_mutex_unlock(&pl->mu);
     return rc;
+}
+
+GS_API CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    GS_FAILPOINT("cuMemPoolSetAttribute");
+    return pool_attr(pool, attr, value, true);
+}
+
+GS_API CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    GS_FAILPOINT("cuMemPoolGetAttribute");
+    return pool_attr(pool, attr, value, false);
 }
 
 /* fork child: the lock may have been held by another thread */

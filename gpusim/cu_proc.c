@@ -126,24 +126,25 @@ static int error_index(CUresult e)
     return -1;
 }
 
-GS_API CUresult cuGetErrorString(CUresult error, const char **pStr)
+/* the error's description, or (name) its enum name; NULL for unknown codes */
+static CUresult error_text(CUresult error, const char **pStr, bool name)
 {
     int i;
-    GS_FAILPOINT("cuGetErrorString");
     if (!pStr)
         return CUDA_ERROR_INVALID_VALUE;
     i = error_index(error);
-    *pStr = i < 0 ? NULL : errors[i].text;
+    *pStr = i < 0 ? NULL : name ? errors[i].name : errors[i].text;
     return i < 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+GS_API CUresult cuGetErrorString(CUresult error, const char **pStr)
+{
+    GS_FAILPOINT("cuGetErrorString");
+    return error_text(error, pStr, false);
 }
 
 GS_API CUresult cuGetErrorName(CUresult error, const char **pStr)
 {
-    int i;
     GS_FAILPOINT("cuGetErrorName");
-    if (!pStr)
-        return CUDA_ERROR_INVALID_VALUE;
-    i = error_index(error);
-    *pStr = i < 0 ? NULL : errors[i].name;
-    return i < 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+    return error_text(error, pStr, true);
 }

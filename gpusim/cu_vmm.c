@@ -54,6 +54,19 @@ GS_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     return CUDA_SUCCESS;
 }
 
+/* Takes the handle table's entry at key if it is of kind (and, with
+ * match_size, of that size); any other entry stays in the table. */
+static gs_entry *take_kind(uint64_t key, int kind, bool match_size, size_t size)
+{
+    gs_entry *e = gs_table_take(&gs_handles, key);
+    if (e && (e->kind != kind || (match_size && e->size != size))) {
+        gs_table_put(&gs_handles, e->key, e->size, e->pdev, e->kind, e->owner);
+        gs_entry_free(e);
+        return NULL;
+    }
+    return e;
+}
+
 GS_API CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
     gs_entry *e;
@@ -62,13 +75,9 @@ GS_API CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
     rc = gs_need_init();
     if (rc)
         return rc;
-    e = gs_table_take(&gs_handles, handle);
-    if (!e || e->kind != GS_KIND_VMM) {
-        if (e)
-            gs_table_put(&gs_handles, e->key, e->size, e->pdev, e->kind, e->owner);
-        gs_entry_free(e);
+    e = take_kind(handle, GS_KIND_VMM, false, 0);
+    if (!e)
         return CUDA_ERROR_INVALID_VALUE;
-    }
     if (e->pdev >= 0)
         gs_uncharge(e->pdev, e->size);
     gs_entry_free(e);
@@ -123,16 +132,20 @@ GS_API CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
     rc = gs_need_init();
     if (rc)
         return rc;
-    e = gs_table_take(&gs_handles, ptr);
-    if (e && (e->kind != GS_KIND_VA || e->size != size)) {
-        gs_table_put(&gs_handles, e->key, e->size, e->pdev, e->kind, e->owner);
-        gs_entry_free(e);
-        return CUDA_ERROR_INVALID_VALUE;
-    }
+    e = take_kind(ptr, GS_KIND_VA, true, size);
     if (!e)
         return CUDA_ERROR_INVALID_VALUE;
     gs_entry_free(e);
     return CUDA_SUCCESS;
+}
+
+/* init, then a non-empty, granule-sized range at a non-NULL address */
+static CUresult range_check(CUdeviceptr ptr, size_t size)
+{
+    CUresult rc = gs_need_init();
+    if (rc)
+        return rc;
+    return !ptr || size == 0 || size % GS_GRAN ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
 
 GS_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
@@ -141,10 +154,10 @@ GS_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
     gs_entry e;
     CUresult rc;
     GS_FAILPOINT("cuMemMap");
-    rc = gs_need_init();
+    rc = range_check(ptr, size);
     if (rc)
         return rc;
-    if (!ptr || size == 0 || size % GS_GRAN || offset % GS_GRAN || flags != 0)
+    if (offset % GS_GRAN || flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
     if (!gs_table_get(&gs_handles, handle, &e) || e.kind != GS_KIND_VMM || offset + size > e.size)
         return CUDA_ERROR_INVALID_VALUE;
@@ -153,14 +166,8 @@ GS_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 
 GS_API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
-    CUresult rc;
     GS_FAILPOINT("cuMemUnmap");
-    rc = gs_need_init();
-    if (rc)
-        return rc;
-    if (!ptr || size == 0 || size % GS_GRAN)
-        return CUDA_ERROR_INVALID_VALUE;
-    return CUDA_SUCCESS;
+    return range_check(ptr, size);
 }
 
 GS_API CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
@@ -168,12 +175,10 @@ GS_API CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDe
 {
     CUresult rc;
     GS_FAILPOINT("cuMemSetAccess");
-    rc = gs_need_init();
+    rc = range_check(ptr, size);
     if (rc)
         return rc;
-    if (!ptr || size == 0 || size % GS_GRAN || !desc || count == 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    return CUDA_SUCCESS;
+    return !desc || count == 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
 
 /* ---- arrays --------------------------------------------------------------- */

@@ -303,35 +303,34 @@ out:
     return rc;
 }
 
-NV_API nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int *infoCount,
-                                            nvmlProcessInfo_v1_t *infos)
+/* the device and count checks the three versions share */
+static nvmlReturn_t running_processes(nvmlDevice_t device, unsigned int *infoCount, void *infos,
+                                      int ver)
 {
     int i;
-    GS_FAILPOINT("nvmlDeviceGetComputeRunningProcesses");
     DEV(device, i);
     if (!infoCount)
         return NVML_ERROR_INVALID_ARGUMENT;
-    return processes(i, infoCount, infos, 1);
+    return processes(i, infoCount, infos, ver);
+}
+
+NV_API nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int *infoCount,
+                                            nvmlProcessInfo_v1_t *infos)
+{
+    GS_FAILPOINT("nvmlDeviceGetComputeRunningProcesses");
+    return running_processes(device, infoCount, infos, 1);
 }
 
 NV_API nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsigned int *infoCount,
                                                nvmlProcessInfo_t *infos)
 {
-    int i;
     GS_FAILPOINT("nvmlDeviceGetComputeRunningProcesses_v2");
-    DEV(device, i);
-    if (!infoCount)
-        return NVML_ERROR_INVALID_ARGUMENT;
-    return processes(i, infoCount, infos, 2);
+    return running_processes(device, infoCount, infos, 2);
 }
 
 NV_API nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
                                                nvmlProcessInfo_t *infos)
 {
-    int i;
     GS_FAILPOINT("nvmlDeviceGetComputeRunningProcesses_v3");
-    DEV(device, i);
-    if (!infoCount)
-        return NVML_ERROR_INVALID_ARGUMENT;
-    return processes(i, infoCount, infos, 3);
+    return running_processes(device, infoCount, infos, 3);
 }
