@@ -101,7 +101,7 @@ int gf_fraction_inspect(const char *dir, gf_fraction_state *state, pid_t *pids, 
         *state = supervised ? GF_FRACTION_RUNNING : GF_FRACTION_STALE;
         return 0;
     }
-    for (int i = 0; i < GF_LEDGER_SLOTS; i++) {
+    for (int i = 0, high = gf_ledger_slot_high(&lg); i < high; i++) {
         pid_t pid = atomic_load(&lg.hdr->slots[i].pid);
         if (pid == 0 || !gf_ledger_slot_live(&lg, i))
             continue;

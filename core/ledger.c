@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-_Static_assert(sizeof(gf_ledger_header) < (1 << 20), "ledger grew past 1 MiB");
+_Static_assert(sizeof(gf_ledger_header) < (2 << 20), "ledger grew past 2 MiB");
 _Static_assert(GF_LEDGER_SLOTS * 1LL < GF_LEDGER_LOCK_BASE, "lock bytes overlap");
 
 static int slot_lock(int fd, int slot, short type, int cmd)
@@ -184,15 +184,34 @@ static bool slot_drain(gf_ledger_header *hdr, int slot)
         atomic_fetch_sub(&hdr->devices[d].used, b);
         atomic_fetch_add(&hdr->devices[d].reclaimed, b);
     }
+    for (int d = 0; d < GF_LEDGER_DEVICES; d++) {
+        uint64_t b = atomic_exchange(&s->borrowed[d], 0);
+        if (b)
+            atomic_fetch_sub(&hdr->devices[d].lent, b); /* a dead borrower's loan ends */
+    }
+    atomic_store(&s->loan_seq, 0);
     atomic_store(&s->pid, 0);
     return had;
 }
 
+static void raise_high(gf_ledger_header *hdr, uint32_t slot)
+{
+    uint32_t high = atomic_load(&hdr->slot_high);
+    while (slot + 1 > high && !atomic_compare_exchange_weak(&hdr->slot_high, &high, slot + 1))
+        ;
+}
+
+int gf_ledger_slot_high(const gf_ledger *lg)
+{
+    uint32_t h = atomic_load(&((gf_ledger *)lg)->hdr->slot_high);
+    return h > GF_LEDGER_SLOTS ? GF_LEDGER_SLOTS : (int)h;
+}
+
+/* Lowest free slot first, so the slots in use stay packed at the front and
+ * scans (reclaim, status, the agent) touch only those pages. */
 int gf_ledger_claim_slot(gf_ledger *lg, gf_error *err)
 {
-    uint32_t start = atomic_fetch_add(&lg->hdr->slot_hint, 1);
-    for (uint32_t k = 0; k < GF_LEDGER_SLOTS; k++) {
-        int slot = (int)((start + k) % GF_LEDGER_SLOTS);
+    for (int slot = 0; slot < GF_LEDGER_SLOTS; slot++) {
         if (slot_lock(lg->fd, slot, F_WRLCK, F_OFD_SETLK) < 0) {
             if (errno == EAGAIN || errno == EACCES)
                 continue;
@@ -201,6 +220,7 @@ int gf_ledger_claim_slot(gf_ledger *lg, gf_error *err)
         if (slot_drain(lg->hdr, slot))
             atomic_fetch_add(&lg->hdr->dead_reclaims, 1);
         atomic_store(&lg->hdr->slots[slot].pid, (int32_t)getpid());
+        raise_high(lg->hdr, (uint32_t)slot);
         lg->slot = slot;
         return 0;
     }
@@ -252,6 +272,33 @@ void gf_ledger_release(gf_ledger *lg, int dev, uint64_t bytes)
     atomic_fetch_sub_explicit(&lg->hdr->devices[dev].used, bytes, memory_order_release);
 }
 
+uint64_t gf_ledger_burst_cap(const gf_ledger *lg, int dev, uint64_t limit)
+{
+    const gf_ledger_device *d = &lg->hdr->devices[dev];
+    uint64_t cap = d->request + atomic_load_explicit(&d->lent, memory_order_acquire);
+    if (cap < d->request) /* overflow */
+        cap = UINT64_MAX;
+    return cap < limit ? cap : limit;
+}
+
+void gf_ledger_lend(gf_ledger *lg, int slot, int dev, uint64_t bytes, uint64_t seq)
+{
+    gf_ledger_slot *s = &lg->hdr->slots[slot];
+    atomic_fetch_add(&s->borrowed[dev], bytes);
+    atomic_store(&s->loan_seq, seq);
+    atomic_fetch_add_explicit(&lg->hdr->devices[dev].lent, bytes, memory_order_release);
+}
+
+void gf_ledger_unlend(gf_ledger *lg, int slot, int dev, uint64_t bytes)
+{
+    gf_ledger_slot *s = &lg->hdr->slots[slot];
+    uint64_t had = atomic_load(&s->borrowed[dev]);
+    if (bytes > had)
+        bytes = had;
+    atomic_fetch_sub(&s->borrowed[dev], bytes);
+    atomic_fetch_sub_explicit(&lg->hdr->devices[dev].lent, bytes, memory_order_release);
+}
+
 void gf_ledger_note_denied(gf_ledger *lg, int dev)
 {
     atomic_fetch_add_explicit(&lg->hdr->devices[dev].denied, 1, memory_order_relaxed);
@@ -275,7 +322,8 @@ static bool slot_has_bytes(const gf_ledger_slot *s)
 int gf_ledger_reclaim_dead(gf_ledger *lg)
 {
     int n = 0;
-    for (int slot = 0; slot < GF_LEDGER_SLOTS; slot++) {
+    int high = gf_ledger_slot_high(lg);
+    for (int slot = 0; slot < high; slot++) {
         if (slot == lg->slot || !slot_has_bytes(&lg->hdr->slots[slot]))
             continue;
         if (slot_lock(lg->fd, slot, F_WRLCK, F_OFD_SETLK) < 0)

@@ -24,7 +24,7 @@
 #include "error.h"
 
 #define GF_LEDGER_MAGIC 0x31434152465047ULL /* "GPFRAC1" */
-#define GF_LEDGER_VERSION 1
+#define GF_LEDGER_VERSION 2
 #define GF_LEDGER_DEVICES 16
 #define GF_LEDGER_SLOTS 4096
 #define GF_LEDGER_LOCK_BASE (1LL << 40) /* slot i is locked at byte LOCK_BASE + i */
@@ -41,13 +41,17 @@ typedef struct gf_ledger_device {
     _Atomic uint64_t peak;
     _Atomic uint64_t denied;       /* allocations refused over the limit */
     _Atomic uint64_t reclaimed;    /* bytes returned from dead processes */
-    char pad2[64];
+    _Atomic uint64_t lent;         /* burst memory on loan from the agent */
+    _Atomic uint64_t evictions;    /* processes terminated to take a loan back */
+    char pad2[48];
 } gf_ledger_device;
 
 typedef struct gf_ledger_slot {
     _Atomic int32_t pid;           /* 0: never used or cleared */
     uint32_t pad;
+    _Atomic uint64_t loan_seq;     /* the agent's number of this process's newest loan */
     _Atomic uint64_t used[GF_LEDGER_DEVICES];
+    _Atomic uint64_t borrowed[GF_LEDGER_DEVICES]; /* loans this process holds */
 } gf_ledger_slot;
 
 typedef struct gf_ledger_header {
@@ -58,7 +62,7 @@ typedef struct gf_ledger_header {
     uint32_t header_size;
     char name[GF_NAME_MAX];
     int64_t created_unix;
-    _Atomic uint32_t slot_hint;
+    _Atomic uint32_t slot_high;    /* slots at or above this were never claimed */
     uint32_t pad;
     _Atomic uint64_t dead_reclaims; /* processes whose usage was returned */
     char pad2[64];
@@ -99,7 +103,19 @@ void gf_ledger_release(gf_ledger *lg, int dev, uint64_t bytes);
 /* Counts an allocation refused over the limit. */
 void gf_ledger_note_denied(gf_ledger *lg, int dev);
 
-/* Returns every dead process's bytes. Returns how many slots were reclaimed. */
+/* The most the fraction may hold on dev now: its limit when nothing lends,
+ * else request + what the agent lent (never above the limit). */
+uint64_t gf_ledger_burst_cap(const gf_ledger *lg, int dev, uint64_t limit);
+
+/* Agent side: records a loan of bytes to the process in slot (numbered seq),
+ * or its return. */
+void gf_ledger_lend(gf_ledger *lg, int slot, int dev, uint64_t bytes, uint64_t seq);
+void gf_ledger_unlend(gf_ledger *lg, int slot, int dev, uint64_t bytes);
+
+/* Slots at or above the returned index were never claimed. */
+int gf_ledger_slot_high(const gf_ledger *lg);
+
+/* Returns every dead process's bytes (and loans). Returns how many slots were reclaimed. */
 int gf_ledger_reclaim_dead(gf_ledger *lg);
 
 /* Is the slot's owner alive (holds its lock)? */

@@ -234,6 +234,56 @@ static void test_threads_never_pass_limit(void **state)
     assert_int_equal(f->lg.hdr->devices[d].used, 0);
 }
 
+static void test_burst_cap_and_loans(void **state)
+{
+    fixture *f = *state;
+    gf_error err;
+    int d = gf_ledger_device_index(&f->lg, "GPU-burst", 40 * MiB, 100 * MiB, &err);
+    assert_true(d >= 0);
+    assert_int_equal(gf_ledger_burst_cap(&f->lg, d, 100 * MiB), 40 * MiB);
+    gf_ledger_lend(&f->lg, f->lg.slot, d, 30 * MiB, 7);
+    assert_int_equal(gf_ledger_burst_cap(&f->lg, d, 100 * MiB), 70 * MiB);
+    gf_ledger_lend(&f->lg, f->lg.slot, d, 90 * MiB, 8);
+    assert_int_equal(gf_ledger_burst_cap(&f->lg, d, 100 * MiB), 100 * MiB); /* never above */
+    assert_int_equal(f->lg.hdr->slots[f->lg.slot].loan_seq, 8);
+    gf_ledger_unlend(&f->lg, f->lg.slot, d, 500 * MiB); /* at most what it holds */
+    assert_int_equal(f->lg.hdr->devices[d].lent, 0);
+    assert_int_equal(f->lg.hdr->slots[f->lg.slot].borrowed[d], 0);
+}
+
+/* A borrower that dies gives its loan back with its memory. */
+static void test_dead_borrower_returns_loan(void **state)
+{
+    fixture *f = *state;
+    gf_error err;
+    int d = gf_ledger_device_index(&f->lg, "GPU-burst", 40 * MiB, 100 * MiB, &err);
+    int pipefd[2];
+    char c;
+    assert_int_equal(pipe(pipefd), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        gf_ledger child;
+        if (gf_ledger_open(f->path, &child, &err) || gf_ledger_claim_slot(&child, &err))
+            _exit(1);
+        gf_ledger_lend(&child, child.slot, d, 50 * MiB, 1);
+        if (!gf_ledger_reserve(&child, d, 80 * MiB, gf_ledger_burst_cap(&child, d, 100 * MiB)) ||
+            write(pipefd[1], "x", 1) != 1)
+            _exit(1);
+        pause();
+        _exit(0);
+    }
+    assert_int_equal(read(pipefd[0], &c, 1), 1);
+    assert_int_equal(f->lg.hdr->devices[d].lent, 50 * MiB);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    assert_int_equal(gf_ledger_reclaim_dead(&f->lg), 1);
+    assert_int_equal(f->lg.hdr->devices[d].lent, 0);
+    assert_int_equal(f->lg.hdr->devices[d].used, 0);
+    assert_true(gf_ledger_slot_high(&f->lg) >= 2);
+    close(pipefd[0]);
+    close(pipefd[1]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -246,6 +296,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fork_gets_its_own_slot, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rejects_foreign_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_threads_never_pass_limit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_burst_cap_and_loans, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dead_borrower_returns_loan, setup, teardown),
     };
     return cmocka_run_group_tests_name("ledger", tests, NULL, NULL);
 }
