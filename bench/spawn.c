@@ -185,24 +185,29 @@ int bench_kv(const bench_child *c, const char *key, char *buf, size_t len)
     return -1;
 }
 
-int bench_kv_u64(const bench_child *c, const char *key, uint64_t *out, gf_error *err)
+/* key= read as a whole number into *u, or (u NULL) as a double into *d, from
+ * at most len - 1 characters of the value */
+static int kv_number(const bench_child *c, const char *key, size_t len, uint64_t *u, double *d,
+                     gf_error *err)
 {
-    char buf[32], *end;
-    if (bench_kv(c, key, buf, sizeof(buf)) < 0)
+    char buf[64], *end;
+    if (bench_kv(c, key, buf, len) < 0)
         return gf_error_set(err, GF_ENOTFOUND, "a worker did not print %s=", key);
-    *out = strtoull(buf, &end, 10);
+    if (u)
+        *u = strtoull(buf, &end, 10);
+    else
+        *d = strtod(buf, &end);
     if (end == buf || *end)
         return gf_error_set(err, GF_EINVAL, "a worker printed %s=%s, not a number", key, buf);
     return 0;
 }
 
+int bench_kv_u64(const bench_child *c, const char *key, uint64_t *out, gf_error *err)
+{
+    return kv_number(c, key, 32, out, NULL, err);
+}
+
 int bench_kv_double(const bench_child *c, const char *key, double *out, gf_error *err)
 {
-    char buf[64], *end;
-    if (bench_kv(c, key, buf, sizeof(buf)) < 0)
-        return gf_error_set(err, GF_ENOTFOUND, "a worker did not print %s=", key);
-    *out = strtod(buf, &end);
-    if (end == buf || *end)
-        return gf_error_set(err, GF_EINVAL, "a worker printed %s=%s, not a number", key, buf);
-    return 0;
+    return kv_number(c, key, 64, NULL, out, err);
 }

@@ -74,26 +74,50 @@ static int setup(bench_cu *cu)
     return bench_cu_load(cu) < 0 || bench_cu_context(cu) < 0 ? -1 : 0;
 }
 
+/* a loop a timed kind runs n times over */
+typedef struct loop_spec {
+    int (*run)(bench_cu *cu, const struct loop_spec *s, long n);
+    size_t size;  /* pairs: bytes per allocation */
+    CUfunction f; /* launch: the kernel */
+} loop_spec;
+
+/* Best ns per iteration over runs runs of n, after a warm-up run of n/10+1.
+ * With run_key, each run is printed as run<r>_<run_key>=NS. */
+static int best_ns(bench_cu *cu, const loop_spec *s, long n, long runs, const char *run_key,
+                   double *best)
+{
+    if (s->run(cu, s, n / 10 + 1) < 0)
+        return -1;
+    for (long r = 0; r < runs; r++) {
+        uint64_t t0 = bench_now_ns();
+        if (s->run(cu, s, n) < 0)
+            return -1;
+        double ns = (double)(bench_now_ns() - t0) / (double)n;
+        if (run_key)
+            printf("run%ld_%s=%.1f\n", r, run_key, ns);
+        if (r == 0 || ns < *best)
+            *best = ns;
+    }
+    return 0;
+}
+
+static int pairs_run(bench_cu *cu, const loop_spec *s, long n)
+{
+    return pairs_loop(cu, n, s->size);
+}
+
 /* pairs N SIZE RUNS: best ns per alloc+free pair over RUNS runs. */
 static int kind_pairs(int argc, char **argv)
 {
     bench_cu cu = {0};
     long n = arg_long(argc, argv, 3, 200000);
-    size_t size = (size_t)arg_long(argc, argv, 4, (long)BENCH_PAIR_SIZE);
+    loop_spec s = {.run = pairs_run,
+                   .size = (size_t)arg_long(argc, argv, 4, (long)BENCH_PAIR_SIZE)};
     long runs = arg_long(argc, argv, 5, 5);
     double best = 0;
 
-    if (setup(&cu) < 0 || pairs_loop(&cu, n / 10 + 1, size) < 0) /* warm up */
+    if (setup(&cu) < 0 || best_ns(&cu, &s, n, runs, "ns_per_pair", &best) < 0)
         return 1;
-    for (long r = 0; r < runs; r++) {
-        uint64_t t0 = bench_now_ns();
-        if (pairs_loop(&cu, n, size) < 0)
-            return 1;
-        double ns = (double)(bench_now_ns() - t0) / (double)n;
-        printf("run%ld_ns_per_pair=%.1f\n", r, ns);
-        if (r == 0 || ns < best)
-            best = ns;
-    }
     printf("ns_per_pair=%.1f\n", best);
     return 0;
 }
@@ -174,6 +198,11 @@ static int launch_loop(bench_cu *cu, CUfunction f, long n)
     return r == CUDA_SUCCESS ? 0 : bench_cu_fail(cu, "cuCtxSynchronize", r);
 }
 
+static int launch_run(bench_cu *cu, const loop_spec *s, long n)
+{
+    return launch_loop(cu, s->f, n);
+}
+
 /* launch N RUNS SIM: best ns per cuLaunchKernel (+ one sync per run). */
 static int kind_launch(int argc, char **argv)
 {
@@ -193,16 +222,8 @@ static int kind_launch(int argc, char **argv)
         printf("skipped=needs a kernel: %s\n", why);
         return 0;
     }
-    if (launch_loop(&cu, f, n / 10 + 1) < 0)
+    if (best_ns(&cu, &(loop_spec){.run = launch_run, .f = f}, n, runs, NULL, &best) < 0)
         return 1;
-    for (long r = 0; r < runs; r++) {
-        uint64_t t0 = bench_now_ns();
-        if (launch_loop(&cu, f, n) < 0)
-            return 1;
-        double ns = (double)(bench_now_ns() - t0) / (double)n;
-        if (r == 0 || ns < best)
-            best = ns;
-    }
     printf("ns_per_call=%.1f\n", best);
     return 0;
 }

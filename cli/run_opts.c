@@ -31,38 +31,37 @@ static const char run_help[] =
     "\n"
     "Example: gpufrac run --memory 8Gi --limit 12Gi -- python train.py\n";
 
-enum { OPT_MEMORY = 256, OPT_LIMIT, OPT_DEVICES, OPT_MODE, OPT_COMPUTE, OPT_NAME, OPT_STATE };
+/* the flags that take a value: X(flag, run_opts field) */
+#define RUN_FLAGS(X)                                                                           \
+    X("memory", memory)                                                                        \
+    X("limit", limit)                                                                          \
+    X("devices", devices)                                                                      \
+    X("mode", mode)                                                                            \
+    X("compute", compute)                                                                      \
+    X("name", name)                                                                            \
+    X("state-dir", state_dir)
 
+#define OPT_ENUM(flag, field) OPT_##field,
+enum { OPT_BASE = 255, RUN_FLAGS(OPT_ENUM) };
+#undef OPT_ENUM
+
+#define OPT_LONG(flag, field) {flag, required_argument, NULL, OPT_##field},
 static const struct option run_longopts[] = {
-    {"memory", required_argument, NULL, OPT_MEMORY},
-    {"limit", required_argument, NULL, OPT_LIMIT},
-    {"devices", required_argument, NULL, OPT_DEVICES},
-    {"mode", required_argument, NULL, OPT_MODE},
-    {"compute", required_argument, NULL, OPT_COMPUTE},
-    {"name", required_argument, NULL, OPT_NAME},
-    {"state-dir", required_argument, NULL, OPT_STATE},
+    RUN_FLAGS(OPT_LONG)
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
+#undef OPT_LONG
 
 static const char **slot_of(run_opts *o, int c)
 {
+#define OPT_SLOT(flag, field)                                                                  \
+    case OPT_##field:                                                                          \
+        return &o->field;
     switch (c) {
-    case OPT_MEMORY:
-        return &o->memory;
-    case OPT_LIMIT:
-        return &o->limit;
-    case OPT_DEVICES:
-        return &o->devices;
-    case OPT_MODE:
-        return &o->mode;
-    case OPT_COMPUTE:
-        return &o->compute;
-    case OPT_NAME:
-        return &o->name;
-    case OPT_STATE:
-        return &o->state_dir;
+        RUN_FLAGS(OPT_SLOT)
     }
+#undef OPT_SLOT
     return NULL;
 }
 
