@@ -11,10 +11,10 @@
 
 #define LINE_VALUE_MAX GF_PATH_MAX
 
-enum { K_VERSION, K_NAME, K_LEDGER, K_MODE, K_COMPUTE, K_DEVICE, K_COUNT };
+enum { K_VERSION, K_NAME, K_LEDGER, K_MODE, K_COMPUTE, K_AGENT, K_DEVICE, K_COUNT };
 
-static const char *const config_keys[K_COUNT] = {"version", "name", "ledger",
-                                                 "mode",    "compute_percent", "device"};
+static const char *const config_keys[K_COUNT] = {
+    "version", "name", "ledger", "mode", "compute_percent", "agent", "device"};
 
 int gf_name_valid(const char *name)
 {
@@ -126,6 +126,13 @@ static int parse_value(int key, const char *v, gf_fraction_config *cfg, unsigned
                                 line, gf_quote(v, q, sizeof(q)));
         strcpy(cfg->ledger, v);
         return 0;
+    case K_AGENT:
+        if (v[0] != '/' || strlen(v) >= GF_PATH_MAX)
+            return gf_error_set(err, GF_EINVAL,
+                                "config line %u: key \"agent\": \"%s\" is not an absolute path",
+                                line, gf_quote(v, q, sizeof(q)));
+        strcpy(cfg->agent, v);
+        return 0;
     case K_MODE:
         snprintf(what, sizeof(what), "config line %u: key \"mode\"", line);
         return gf_mode_parse(v, what, &cfg->mode, err);
@@ -168,7 +175,7 @@ static int parse_line(const char *p, size_t n, gf_fraction_config *cfg, unsigned
         value[klen < sizeof(value) ? klen : sizeof(value) - 1] = '\0';
         return gf_error_set(err, GF_EINVAL,
                             "config line %u: unknown key \"%s\" (expected version, name, ledger, "
-                            "mode, compute_percent or device)",
+                            "mode, compute_percent, agent or device)",
                             line, gf_quote(value, q, sizeof(q)));
     }
     if (key != K_DEVICE && (*seen & (1u << key)))
@@ -227,6 +234,12 @@ int gf_config_format(const gf_fraction_config *cfg, char *buf, size_t len)
     if (n < 0 || (size_t)n >= len)
         return -1;
     used = (size_t)n;
+    if (cfg->agent[0]) {
+        n = snprintf(buf + used, len - used, "agent=%s\n", cfg->agent);
+        if (n < 0 || (size_t)n >= len - used)
+            return -1;
+        used += (size_t)n;
+    }
     for (i = 0; i < cfg->n_devices && i < GF_CONFIG_DEVICES_MAX; i++) {
         const gf_config_device *d = &cfg->devices[i];
 

@@ -7,6 +7,7 @@
  *   ledger=/run/gpufrac/fractions/demo-a/ledger
  *   mode=time-slicing
  *   compute_percent=100
+ *   agent=/run/gpufrac/agent.sock                (optional: where to borrow burst memory)
  *   device=GPU-6b7f...,6442450944,6442450944     (uuid or *, request bytes, limit bytes)
  *
  * One key per line, no spaces around '=', '#' comments, unknown keys refused. */
@@ -38,6 +39,7 @@ typedef struct gf_fraction_config {
     char ledger[GF_PATH_MAX]; /* absolute path */
     gf_mode mode;
     int compute_percent;      /* 1..100 */
+    char agent[GF_PATH_MAX];  /* the agent's socket, "" = no agent (no burst) */
     size_t n_devices;         /* >= 1 */
     gf_config_device devices[GF_CONFIG_DEVICES_MAX];
 } gf_fraction_config;
