@@ -110,38 +110,55 @@ static void test_device_table_full(void **state)
     assert_non_null(strstr(err.msg, "GPU-extra"));
 }
 
-/* A child claims a slot, reserves, and dies without releasing. */
-static void test_dead_process_reclaimed(void **state)
+/* Forks a child that runs body on device d (nonzero: it exits 1), reports
+ * in and waits to be killed; returns its pid once it has reported. */
+static pid_t child_holding(fixture *f, int d, int (*body)(fixture *f, int d))
 {
-    fixture *f = *state;
-    int d = device(f, 100 * MiB);
     int pipefd[2];
     char c;
     assert_int_equal(pipe(pipefd), 0);
     pid_t pid = fork();
     if (pid == 0) {
-        gf_ledger child;
-        gf_error err;
-        if (gf_ledger_open(f->path, &child, &err) || gf_ledger_claim_slot(&child, &err) ||
-            !gf_ledger_reserve(&child, d, 70 * MiB, UINT64_MAX))
-            _exit(1);
-        if (write(pipefd[1], "x", 1) != 1)
+        if (body(f, d) != 0 || write(pipefd[1], "x", 1) != 1)
             _exit(1);
         pause();
         _exit(0);
     }
     assert_int_equal(read(pipefd[0], &c, 1), 1);
+    close(pipefd[0]);
+    close(pipefd[1]);
+    return pid;
+}
+
+static void kill_child(pid_t pid)
+{
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+/* child body: its own slot, 70 MiB reserved */
+static int reserve_70(fixture *f, int d)
+{
+    gf_ledger child;
+    gf_error err;
+    return gf_ledger_open(f->path, &child, &err) || gf_ledger_claim_slot(&child, &err) ||
+           !gf_ledger_reserve(&child, d, 70 * MiB, UINT64_MAX);
+}
+
+/* A child claims a slot, reserves, and dies without releasing. */
+static void test_dead_process_reclaimed(void **state)
+{
+    fixture *f = *state;
+    int d = device(f, 100 * MiB);
+    pid_t pid = child_holding(f, d, reserve_70);
     assert_int_equal(f->lg.hdr->devices[d].used, 70 * MiB);
     assert_false(gf_ledger_reserve(&f->lg, d, 40 * MiB, UINT64_MAX));
     assert_int_equal(gf_ledger_reclaim_dead(&f->lg), 0); /* still alive: untouched */
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
+    kill_child(pid);
     assert_int_equal(gf_ledger_reclaim_dead(&f->lg), 1);
     assert_int_equal(f->lg.hdr->devices[d].used, 0);
     assert_int_equal(f->lg.hdr->devices[d].reclaimed, 70 * MiB);
     assert_true(gf_ledger_reserve(&f->lg, d, 100 * MiB, UINT64_MAX));
-    close(pipefd[0]);
-    close(pipefd[1]);
 }
 
 static void test_slot_liveness_seen_from_outside(void **state)
@@ -251,37 +268,30 @@ static void test_burst_cap_and_loans(void **state)
     assert_int_equal(f->lg.hdr->slots[f->lg.slot].borrowed[d], 0);
 }
 
+/* child body: its own slot, lent 50 MiB, 80 MiB reserved under the burst cap */
+static int borrow_80(fixture *f, int d)
+{
+    gf_ledger child;
+    gf_error err;
+    if (gf_ledger_open(f->path, &child, &err) || gf_ledger_claim_slot(&child, &err))
+        return 1;
+    gf_ledger_lend(&child, child.slot, d, 50 * MiB, 1);
+    return !gf_ledger_reserve(&child, d, 80 * MiB, gf_ledger_burst_cap(&child, d, 100 * MiB));
+}
+
 /* A borrower that dies gives its loan back with its memory. */
 static void test_dead_borrower_returns_loan(void **state)
 {
     fixture *f = *state;
     gf_error err;
     int d = gf_ledger_device_index(&f->lg, "GPU-burst", 40 * MiB, 100 * MiB, &err);
-    int pipefd[2];
-    char c;
-    assert_int_equal(pipe(pipefd), 0);
-    pid_t pid = fork();
-    if (pid == 0) {
-        gf_ledger child;
-        if (gf_ledger_open(f->path, &child, &err) || gf_ledger_claim_slot(&child, &err))
-            _exit(1);
-        gf_ledger_lend(&child, child.slot, d, 50 * MiB, 1);
-        if (!gf_ledger_reserve(&child, d, 80 * MiB, gf_ledger_burst_cap(&child, d, 100 * MiB)) ||
-            write(pipefd[1], "x", 1) != 1)
-            _exit(1);
-        pause();
-        _exit(0);
-    }
-    assert_int_equal(read(pipefd[0], &c, 1), 1);
+    pid_t pid = child_holding(f, d, borrow_80);
     assert_int_equal(f->lg.hdr->devices[d].lent, 50 * MiB);
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
+    kill_child(pid);
     assert_int_equal(gf_ledger_reclaim_dead(&f->lg), 1);
     assert_int_equal(f->lg.hdr->devices[d].lent, 0);
     assert_int_equal(f->lg.hdr->devices[d].used, 0);
     assert_true(gf_ledger_slot_high(&f->lg) >= 2);
-    close(pipefd[0]);
-    close(pipefd[1]);
 }
 
 int main(void)

@@ -163,12 +163,15 @@ static void test_long_inputs(void **state)
     assert_msg_has(err.msg, "...\"");
 }
 
+/* a byte count and how it is written */
+typedef struct bytes_text {
+    uint64_t bytes;
+    const char *text;
+} bytes_text;
+
 static void test_format(void **state)
 {
-    static const struct {
-        uint64_t bytes;
-        const char *text;
-    } cases[] = {
+    static const bytes_text cases[] = {
         {0, "0"},
         {1, "1"},
         {1000, "1000"},
@@ -217,10 +220,7 @@ static void test_format_round_trip(void **state)
 
 static void test_human(void **state)
 {
-    static const struct {
-        uint64_t bytes;
-        const char *text;
-    } cases[] = {
+    static const bytes_text cases[] = {
         {0, "0 B"},
         {1023, "1023 B"},
         {1024, "1.00 KiB"},
