@@ -234,18 +234,24 @@ NV_API nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index)
     return NVML_SUCCESS;
 }
 
+/* device i's total, used (at most total) and free (avail) bytes */
+static void mem_counts(int i, unsigned long long *total, unsigned long long *used,
+                       unsigned long long *avail)
+{
+    uint64_t u = gs_used(i);
+    *total = gs.dev[i].size;
+    *used = u > *total ? *total : u;
+    *avail = *total - *used;
+}
+
 NV_API nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
 {
     int i;
-    uint64_t used;
     GS_FAILPOINT("nvmlDeviceGetMemoryInfo");
     DEV(device, i);
     if (!memory)
         return NVML_ERROR_INVALID_ARGUMENT;
-    used = gs_used(i);
-    memory->total = gs.dev[i].size;
-    memory->used = used > memory->total ? memory->total : used;
-    memory->free = memory->total - memory->used;
+    mem_counts(i, &memory->total, &memory->used, &memory->free);
     return NVML_SUCCESS;
 }
 
@@ -253,18 +259,14 @@ NV_API nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
 NV_API nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
 {
     int i;
-    uint64_t used;
     GS_FAILPOINT("nvmlDeviceGetMemoryInfo_v2");
     DEV(device, i);
     if (!memory)
         return NVML_ERROR_INVALID_ARGUMENT;
     if (memory->version != nvmlMemory_v2)
         return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-    used = gs_used(i);
-    memory->total = gs.dev[i].size;
+    mem_counts(i, &memory->total, &memory->used, &memory->free);
     memory->reserved = 0;
-    memory->used = used > memory->total ? memory->total : used;
-    memory->free = memory->total - memory->used;
     return NVML_SUCCESS;
 }
 
