@@ -1,6 +1,7 @@
 #include <stdio.h>
 
 #include "cli.h"
+#include "admit.h"
 #include "fraction.h"
 #include "run.h"
 
@@ -13,19 +14,26 @@ int gf_cmd_run(int argc, char **argv)
     run_opts o;
     run_plan p;
     bool done;
-    int rc;
+    int rc, lock;
 
     if ((rc = run_parse(argc, argv, &o, &done)) != 0 || done)
         return rc;
     if ((rc = run_plan_make(&o, &p, &err)) != 0)
         return gf_cli_fail("run", rc, &err);
+    if (!gf_agent_present(p.state, p.cfg.agent, sizeof(p.cfg.agent)))
+        p.cfg.agent[0] = '\0';
     if (gf_fraction_path(dir, sizeof(dir), p.state, p.cfg.name, NULL, &err) < 0 ||
         run_env_apply(&p, dir, &err) < 0)
         return gf_cli_fail("run", GF_EXIT_FAIL, &err);
     run_plan_notices(&p);
     gf_fraction_gc(p.state);
-    if (gf_fraction_create(&f, p.state, &p.cfg, &err) < 0)
+    if ((lock = gf_state_lock(p.state, &err)) < 0)
         return gf_cli_fail("run", GF_EXIT_FAIL, &err);
+    if (gf_admit_check(&p, &err) < 0 || gf_fraction_create(&f, p.state, &p.cfg, &err) < 0) {
+        gf_state_unlock(lock);
+        return gf_cli_fail("run", GF_EXIT_FAIL, &err);
+    }
+    gf_state_unlock(lock);
     if (gf_ledger_open(p.cfg.ledger, &lg, &err) < 0) {
         gf_fraction_remove(&f);
         return gf_cli_fail("run", GF_EXIT_FAIL, &err);

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "admit.h"
 #include "cli.h"
 #include "quantity.h"
 #include "run.h"
@@ -15,7 +16,7 @@ void run_plan_notices(const run_plan *p)
     const gf_config_device *d = &p->cfg.devices[0];
     char req[32], lim[32];
 
-    for (size_t i = 0; i < p->cfg.n_devices; i++)
+    for (size_t i = 0; i < p->cfg.n_devices && !p->cfg.agent[0]; i++)
         if (p->cfg.devices[i].limit > p->cfg.devices[i].request) {
             d = &p->cfg.devices[i];
             gf_bytes_human(d->request, req, sizeof(req));
@@ -23,11 +24,12 @@ void run_plan_notices(const run_plan *p)
             fprintf(stderr,
                     "gpufrac run: note: the fraction may use up to --limit (%s) but only "
                     "--memory (%s) is its own; lending burst memory safely needs the node "
-                    "agent gpufracd, which this version does not have yet\n",
+                    "agent gpufracd, which is not running for this state directory, so the "
+                    "limit is a hard cap\n",
                     lim, req);
             break;
         }
-    if (p->cfg.mode == GF_MODE_SM_SHARING)
+    if (p->cfg.mode == GF_MODE_SM_SHARING && !p->cfg.agent[0])
         fprintf(stderr,
                 "gpufrac run: note: --mode sm-sharing needs an NVIDIA MPS control daemon "
                 "already running for these GPUs (gpufracd will manage MPS itself)\n");
@@ -109,6 +111,29 @@ static int set_devices(const run_plan *p, gf_error *err)
     return 0;
 }
 
+/* sm-sharing with the agent: it runs the GPU's MPS daemon; the client needs
+ * only the pipe directory (one daemon per GPU, so one GPU per fraction). */
+static int set_mps_pipe(const run_plan *p, gf_error *err)
+{
+    gf_msg req, reply;
+    const char *pipe;
+
+    if (p->cfg.mode != GF_MODE_SM_SHARING || !p->cfg.agent[0])
+        return 0;
+    if (p->gpus.n != 1)
+        return gf_error_set(err, GF_EINVAL,
+                            "--mode sm-sharing: a fraction can use MPS on one GPU only (%zu "
+                            "chosen); pick one with --devices",
+                            p->gpus.n);
+    gf_msg_init(&req, "mps");
+    gf_msg_add(&req, "dev", p->gpus.gpus[0].uuid);
+    if (gf_agent_request(p->cfg.agent, &req, &reply, err) < 0)
+        return -1;
+    if (!(pipe = gf_msg_get(&reply, "pipe")) || setenv("CUDA_MPS_PIPE_DIRECTORY", pipe, 1) < 0)
+        return gf_error_set(err, GF_ESTATE, "gpufracd gave no MPS pipe directory");
+    return 0;
+}
+
 int run_env_apply(const run_plan *p, const char *fraction_dir, gf_error *err)
 {
     char shim[PATH_MAX], config[GF_PATH_MAX + 16];
@@ -118,5 +143,7 @@ int run_env_apply(const run_plan *p, const char *fraction_dir, gf_error *err)
     snprintf(config, sizeof(config), "%s/config", fraction_dir);
     if (setenv("GPUFRAC_CONFIG", config, 1) < 0)
         return gf_error_sys(err, "setting GPUFRAC_CONFIG");
+    if (set_mps_pipe(p, err) < 0)
+        return -1;
     return set_devices(p, err);
 }

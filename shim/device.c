@@ -30,6 +30,7 @@ static void ordinal_fill(gf_ordinal *o, CUdevice ordinal)
         return;
     }
     gf_uuid_format(&u, uuid, sizeof(uuid));
+    snprintf(o->uuid, sizeof(o->uuid), "%s", uuid);
     cd = gf_config_find_device(&gf_state.cfg, uuid);
     if (!cd) {
         gf_log(GF_LOG_WARN, "device %d (%s) is not part of fraction %s: it gets no memory",
@@ -81,18 +82,31 @@ GF_HIDDEN int gf_current_ordinal_slow(void)
     return d;
 }
 
+static bool reserve(const gf_ordinal *o, uint64_t bytes)
+{
+    /* with an agent, past the request only what it lent; without one the
+     * limit is the hard cap */
+    uint64_t cap = gf_state.cfg.agent[0]
+                       ? gf_ledger_burst_cap(&gf_state.ledger, o->dev, o->limit)
+                       : o->limit;
+    return gf_ledger_reserve(&gf_state.ledger, o->dev, bytes, cap);
+}
+
 GF_HIDDEN bool gf_admit(const gf_ordinal *o, uint64_t bytes)
 {
     if (o->dev < 0)
         return bytes == 0;
-    if (gf_ledger_reserve(&gf_state.ledger, o->dev, bytes, o->limit))
+    if (reserve(o, bytes))
         return true;
     /* before refusing: memory of dead processes and idle pool reservations */
     gf_ledger_reclaim_dead(&gf_state.ledger);
     gf_pools_reconcile(-1);
     gf_graphs_reconcile(-1);
-    if (gf_ledger_reserve(&gf_state.ledger, o->dev, bytes, o->limit))
+    if (reserve(o, bytes))
         return true;
+    while (gf_agent_borrow(o, bytes)) /* burst: each loan raises the cap */
+        if (reserve(o, bytes))
+            return true;
     gf_ledger_note_denied(&gf_state.ledger, o->dev);
     gf_log(GF_LOG_INFO, "refused %llu bytes: fraction %s uses %llu of %llu",
            (unsigned long long)bytes, gf_state.cfg.name, (unsigned long long)gf_used(o),
@@ -102,8 +116,22 @@ GF_HIDDEN bool gf_admit(const gf_ordinal *o, uint64_t bytes)
 
 GF_HIDDEN void gf_unadmit(const gf_ordinal *o, uint64_t bytes)
 {
-    if (o->dev >= 0 && bytes)
-        gf_ledger_release(&gf_state.ledger, o->dev, bytes);
+    if (o->dev < 0 || !bytes)
+        return;
+    gf_ledger_release(&gf_state.ledger, o->dev, bytes);
+    if (gf_state.cfg.agent[0])
+        gf_agent_maybe_return(o);
+}
+
+/* The driver refused memory the fraction is guaranteed (within its
+ * request): borrowers hold it. Has the agent take loans back. */
+GF_HIDDEN bool gf_reclaim_for(const gf_ordinal *o)
+{
+    if (!gf_state.cfg.agent[0] || o->dev < 0)
+        return false;
+    if (gf_used(o) > gf_state.ledger.hdr->devices[o->dev].request)
+        return false; /* this allocation reaches into burst: no claim on others */
+    return gf_agent_reclaim(o, 1);
 }
 
 GF_HIDDEN uint64_t gf_used(const gf_ordinal *o)

@@ -101,6 +101,7 @@ static void child_after_fork(void)
     if (!gf_state.active)
         return;
     gf_tables_after_fork();
+    gf_agent_after_fork();
     if (gf_ledger_after_fork(&gf_state.ledger, gf_state.cfg.ledger, &err) < 0) {
         gf_log(GF_LOG_ERROR, "%s: allocations in this process will fail", err.msg);
         gf_state.active = false;

@@ -54,6 +54,7 @@ typedef struct gf_ordinal {
     _Atomic int state; /* 0 unknown, 1 ready */
     int dev;           /* ledger device index; -1: not part of the fraction */
     uint64_t limit;    /* effective: min(config, environment) */
+    char uuid[GF_UUID_MAX];
 } gf_ordinal;
 
 typedef struct gf_shim {
@@ -118,6 +119,7 @@ GF_HIDDEN void gf_uuid_format(const CUuuid *u, char *buf, size_t len);
  * dead processes' and idle pools' memory and tries once more. */
 GF_HIDDEN bool gf_admit(const gf_ordinal *o, uint64_t bytes);
 GF_HIDDEN void gf_unadmit(const gf_ordinal *o, uint64_t bytes);
+GF_HIDDEN bool gf_reclaim_for(const gf_ordinal *o);
 GF_HIDDEN uint64_t gf_used(const gf_ordinal *o);
 
 /* Stream-ordered pools and graph pools: charge what the driver reserved. */
@@ -131,6 +133,12 @@ GF_HIDDEN void *gf_hook_for_name(const char *name);
 GF_HIDDEN void *gf_hook_for_version(const char *base, int version, cuuint64_t flags);
 
 GF_HIDDEN void gf_tables_after_fork(void);
+
+/* agent.c: burst loans and reclaim through gpufracd (off the fast path). */
+GF_HIDDEN bool gf_agent_borrow(const gf_ordinal *o, uint64_t bytes);
+GF_HIDDEN bool gf_agent_reclaim(const gf_ordinal *o, uint64_t bytes);
+GF_HIDDEN void gf_agent_maybe_return(const gf_ordinal *o);
+GF_HIDDEN void gf_agent_after_fork(void);
 GF_HIDDEN void gf_pools_after_fork(void);
 GF_HIDDEN void gf_graphs_after_fork(void);
 GF_HIDDEN void gf_objects_after_fork(void);

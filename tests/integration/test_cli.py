@@ -23,7 +23,7 @@ class CliTestCase(SimTestCase):
 
     def fractions(self):
         d = os.path.join(self.state, "fractions")
-        return sorted(n for n in os.listdir(d)) if os.path.isdir(d) else []
+        return sorted(n for n in os.listdir(d) if not n.startswith(".")) if os.path.isdir(d) else []
 
     def status(self):
         r = self.run_cli("status", "--json")
@@ -152,6 +152,32 @@ class RunTest(CliTestCase):
         self.assertEqual(st[0]["processes"], 0)
         p.send_signal(signal.SIGINT)
         p.communicate(timeout=30)
+
+    def hold_fraction(self, *flags):
+        p = subprocess.Popen([GPUFRAC, "run", *flags, "--", PROBE, "alloc", "1Mi", "hold", "60"],
+                             env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+        self.procs.append(p)
+        self.wait_for(lambda: [f for f in self.status() if f.get("used", 0) > 0], "a holder")
+        return p
+
+    def test_guarantees_never_oversubscribe_a_gpu(self):
+        self.hold_fraction("--memory", "3Gi", "--name", "big")
+        marker = os.path.join(self.tmp, "started")
+        r = self.run_cli("run", "--memory", "2Gi", "--", "touch", marker)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("1.00 GiB not guaranteed", r.stderr)
+        self.assertIn("2.00 GiB", r.stderr)
+        self.assertFalse(os.path.exists(marker))
+        r = self.run_cli("run", "--memory", "1Gi", "--", "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_modes_never_share_a_gpu(self):
+        self.hold_fraction("--memory", "1Gi", "--name", "ts")
+        r = self.run_cli("run", "--memory", "1Gi", "--mode", "sm-sharing", "--", "true")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn('time-slicing fraction "ts"', r.stderr)
+        self.assertIn("cannot share", r.stderr)
 
     def test_help_and_version(self):
         for args in (["--help"], ["run", "--help"], ["status", "--help"], ["demo", "--help"]):

@@ -1,0 +1,142 @@
+#include "admit.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "quantity.h"
+
+int gf_state_lock(const char *state, gf_error *err)
+{
+    char path[GF_PATH_MAX + 32];
+    int fd;
+
+    snprintf(path, sizeof(path), "%s/fractions/.lock", state);
+    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return gf_error_sys(err, "opening %s", path);
+    if (flock(fd, LOCK_EX) < 0) {
+        gf_error_sys(err, "locking %s", path);
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+void gf_state_unlock(int fd)
+{
+    if (fd >= 0)
+        close(fd);
+}
+
+/* Checks one existing fraction's config against the plan, adding its
+ * requests to sums[] (per planned GPU). */
+static int check_one(const run_plan *p, const gf_fraction_config *other, uint64_t *sums,
+                     gf_error *err)
+{
+    for (size_t i = 0; i < p->gpus.n; i++) {
+        const gf_gpu *g = &p->gpus.gpus[i];
+        const gf_config_device *d = gf_config_find_device(other, g->uuid);
+        if (!d)
+            continue;
+        if (other->mode != p->cfg.mode)
+            return gf_error_set(err, GF_ESTATE,
+                                "GPU %u (%s) runs %s fraction \"%s\"; a %s fraction cannot share "
+                                "it (choose other --devices or --mode %s)",
+                                g->index, g->uuid, gf_mode_name(other->mode), other->name,
+                                gf_mode_name(p->cfg.mode), gf_mode_name(other->mode));
+        sums[i] += d->request;
+    }
+    return 0;
+}
+
+int gf_admit_check(const run_plan *p, gf_error *err)
+{
+    char dir[GF_PATH_MAX + 16], path[GF_PATH_MAX + 300];
+    uint64_t sums[GF_GPUS_MAX] = {0};
+    struct dirent *de;
+    DIR *d;
+    int rc = 0;
+
+    snprintf(dir, sizeof(dir), "%s/fractions", p->state);
+    if (!(d = opendir(dir)))
+        return errno == ENOENT ? 0 : gf_error_sys(err, "reading %s", dir);
+    while (rc == 0 && (de = readdir(d))) {
+        gf_fraction_config other;
+        gf_error ignored;
+        if (de->d_name[0] == '.' || strcmp(de->d_name, p->cfg.name) == 0)
+            continue;
+        snprintf(path, sizeof(path), "%s/%s/config", dir, de->d_name);
+        if (gf_config_load(path, &other, &ignored) == 0)
+            rc = check_one(p, &other, sums, err);
+    }
+    closedir(d);
+    for (size_t i = 0; rc == 0 && i < p->gpus.n; i++) {
+        const gf_gpu *g = &p->gpus.gpus[i];
+        uint64_t want = p->cfg.devices[i].request;
+        if (sums[i] + want <= g->total)
+            continue;
+        char h1[32], h2[32], h3[32];
+        gf_bytes_human(g->total > sums[i] ? g->total - sums[i] : 0, h1, sizeof(h1));
+        gf_bytes_human(want, h2, sizeof(h2));
+        gf_bytes_human(sums[i], h3, sizeof(h3));
+        rc = gf_error_set(err, GF_ESTATE,
+                          "GPU %u (%s) has %s not guaranteed to other fractions (they hold %s); "
+                          "--memory asks %s",
+                          g->index, g->uuid, h1, h3, h2);
+    }
+    return rc;
+}
+
+static int agent_connect(const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int fd;
+    if (strlen(path) >= sizeof(sa.sun_path))
+        return -1;
+    strcpy(sa.sun_path, path);
+    fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+int gf_agent_request(const char *path, const gf_msg *req, gf_msg *reply, gf_error *err)
+{
+    char buf[GF_PROTO_MAX];
+    int len = gf_msg_encode(req, buf, sizeof(buf)), fd = agent_connect(path), rc = -1;
+    ssize_t n;
+
+    if (fd < 0)
+        return gf_error_sys(err, "connecting to gpufracd at %s", path);
+    if (len < 0 || send(fd, buf, (size_t)len, MSG_NOSIGNAL) != len ||
+        (n = recv(fd, buf, sizeof(buf), 0)) <= 0) {
+        gf_error_sys(err, "talking to gpufracd at %s", path);
+    } else if (gf_msg_decode(buf, (size_t)n, reply, err) == 0) {
+        rc = 0;
+        if (strcmp(reply->verb, "ok") != 0) {
+            const char *m = gf_msg_get(reply, "msg");
+            rc = gf_error_set(err, GF_ESTATE, "gpufracd: %s", m ? m : "refused");
+        }
+    }
+    close(fd);
+    return rc;
+}
+
+bool gf_agent_present(const char *state, char *path, size_t len)
+{
+    gf_msg req, reply;
+    gf_error err;
+
+    snprintf(path, len, "%s/agent.sock", state);
+    gf_msg_init(&req, "ping");
+    return gf_agent_request(path, &req, &reply, &err) == 0;
+}

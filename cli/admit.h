@@ -1,0 +1,25 @@
+/* What a new fraction must not break: on each GPU the requests of all
+ * fractions fit in the device (a guarantee is real), and time-slicing and
+ * sm-sharing fractions never share a GPU. Checked and installed under one
+ * lock on the state directory, so two runs cannot both pass. Also the
+ * agent: whether gpufracd serves this state directory. */
+#ifndef GPUFRAC_CLI_ADMIT_H
+#define GPUFRAC_CLI_ADMIT_H
+
+#include "error.h"
+#include "proto.h"
+#include "run.h"
+
+/* Takes the state directory's lock; returns its descriptor. */
+int gf_state_lock(const char *state, gf_error *err);
+void gf_state_unlock(int fd);
+
+/* Fails (GF_ESTATE) naming the GPU, the figures and the fraction in the way. */
+int gf_admit_check(const run_plan *p, gf_error *err);
+
+/* Fills `path` with <state>/agent.sock when an agent answers there. */
+bool gf_agent_present(const char *state, char *path, size_t len);
+/* One request to the agent at path; a refusal is an error with its message. */
+int gf_agent_request(const char *path, const gf_msg *req, gf_msg *reply, gf_error *err);
+
+#endif
