@@ -1,0 +1,151 @@
+/* The metrics endpoint: libmicrohttpd with its own polling thread, so a slow
+ * scraper never stalls the agent's loop (it only waits for a->lock while
+ * the page is rendered). One endpoint per process. */
+#include <microhttpd.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "agent.h"
+
+#define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
+
+static struct MHD_Daemon *daemon_;
+
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned int status, const char *type,
+                             char *body, size_t len, enum MHD_ResponseMemoryMode mode)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, body, mode);
+    enum MHD_Result rc;
+
+    if (!r) {
+        if (mode == MHD_RESPMEM_MUST_FREE)
+            free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+    rc = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return rc;
+}
+
+static enum MHD_Result text(struct MHD_Connection *c, unsigned int status, const char *msg)
+{
+    return reply(c, status, "text/plain; charset=utf-8", (char *)(uintptr_t)msg, strlen(msg),
+                 MHD_RESPMEM_PERSISTENT);
+}
+
+static enum MHD_Result metrics(struct MHD_Connection *c, gf_agent *a)
+{
+    gf_error err;
+    char *body;
+    size_t len;
+
+    if (gf_metrics_render(a, &body, &len, &err) < 0)
+        return text(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "rendering metrics failed\n");
+    return reply(c, MHD_HTTP_OK, CONTENT_TYPE, body, len, MHD_RESPMEM_MUST_FREE);
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
+                              const char *method, const char *version, const char *upload,
+                              size_t *upload_size, void **ctx)
+{
+    bool get = strcmp(method, MHD_HTTP_METHOD_GET) == 0 || strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
+
+    (void)version;
+    (void)upload;
+    (void)upload_size;
+    (void)ctx;
+    if (!get) /* answered before any body is read; MHD then closes the connection */
+        return text(c, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed\n");
+    if (strcmp(url, "/metrics") == 0)
+        return metrics(c, cls);
+    if (strcmp(url, "/healthz") == 0)
+        return text(c, MHD_HTTP_OK, "ok\n");
+    return text(c, MHD_HTTP_NOT_FOUND, "not found; try /metrics\n");
+}
+
+/* "host:port", "[v6]:port" or ":port" (loopback) into host and port. */
+static int split(const char *listen, char *host, size_t hlen, char *port, size_t plen,
+                 gf_error *err)
+{
+    const char *colon = strrchr(listen, ':');
+    const char *h = listen;
+    size_t n;
+
+    if (!colon || !colon[1] || strspn(colon + 1, "0123456789") != strlen(colon + 1))
+        return gf_error_set(err, GF_EINVAL,
+                            "metrics address \"%s\" is not HOST:PORT (e.g. 127.0.0.1:9464)",
+                            listen);
+    n = (size_t)(colon - listen);
+    if (n >= 2 && h[0] == '[' && h[n - 1] == ']') {
+        h++;
+        n -= 2;
+    }
+    if (n == 0) {
+        h = "127.0.0.1";
+        n = strlen(h);
+    }
+    if (n >= hlen || strlen(colon + 1) >= plen)
+        return gf_error_set(err, GF_EINVAL, "metrics address \"%s\" is too long", listen);
+    memcpy(host, h, n);
+    host[n] = '\0';
+    memcpy(port, colon + 1, strlen(colon + 1) + 1);
+    return 0;
+}
+
+static int resolve(const char *listen, struct addrinfo **ai, char *host, size_t hlen,
+                   gf_error *err)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    char port[16];
+    int rc;
+
+    if (split(listen, host, hlen, port, sizeof(port), err) < 0)
+        return -1;
+    if ((rc = getaddrinfo(host, port, &hints, ai)) != 0)
+        return gf_error_set(err, GF_EINVAL, "metrics address \"%s\": %s", listen,
+                            gai_strerror(rc));
+    return 0;
+}
+
+int gf_metrics_start(gf_agent *a, gf_error *err)
+{
+    struct addrinfo *ai = NULL;
+    const union MHD_DaemonInfo *info;
+    char host[128];
+    unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO;
+
+    if (daemon_)
+        return gf_error_set(err, GF_ESTATE, "the metrics endpoint is already running");
+    if (resolve(a->metrics_listen, &ai, host, sizeof(host), err) < 0)
+        return -1;
+    if (ai->ai_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    daemon_ = MHD_start_daemon(flags, 0, NULL, NULL, handle, a, MHD_OPTION_SOCK_ADDR,
+                               ai->ai_addr, MHD_OPTION_CONNECTION_TIMEOUT, 10U,
+                               MHD_OPTION_CONNECTION_LIMIT, 64U, MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!daemon_)
+        return gf_error_set(err, GF_ESYS,
+                            "cannot serve metrics on %s (address in use or not this host's?)",
+                            a->metrics_listen);
+    info = MHD_get_daemon_info(daemon_, MHD_DAEMON_INFO_BIND_PORT);
+    if (info && info->port)
+        snprintf(a->metrics_listen, sizeof(a->metrics_listen), strchr(host, ':') ? "[%s]:%u" : "%s:%u",
+                 host, (unsigned)info->port);
+    return 0;
+}
+
+void gf_metrics_stop(gf_agent *a)
+{
+    (void)a;
+    if (daemon_)
+        MHD_stop_daemon(daemon_);
+    daemon_ = NULL;
+}

@@ -1,0 +1,376 @@
+/* gpufracd metrics: the page of a synthetic agent (real ledgers) parsed by
+ * Prometheus' own parser (tests/agent/check_metrics.py) with the values
+ * cross-checked, label escaping, the HTTP endpoint, and the render time of
+ * 1000 fractions (printed, not asserted). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent.h"
+
+#define MiB (1024ULL * 1024ULL)
+#define GiB (1024ULL * MiB)
+#define NASTY_POD "we\"ird\\pod\nname"
+
+void gf_agent_event(gf_agent *a, const char *fmt, ...)
+{
+    (void)a;
+    (void)fmt;
+}
+
+typedef struct fixture {
+    char dir[64];
+    gf_agent a;
+    FILE *expected;
+    char expected_path[128];
+} fixture;
+
+static gf_gpu *add_gpu(gf_agent *a, const char *uuid, uint64_t total)
+{
+    gf_gpu *g = &a->gpus[a->n_gpus];
+    *g = (gf_gpu){.index = a->n_gpus, .total = total};
+    snprintf(g->uuid, sizeof(g->uuid), "%s", uuid);
+    snprintf(g->name, sizeof(g->name), "gpusim");
+    a->n_gpus++;
+    return g;
+}
+
+static gf_afraction *add_fraction(fixture *fx, const char *name, const char *uuid,
+                                  uint64_t request, uint64_t limit)
+{
+    gf_agent *a = &fx->a;
+    gf_afraction *f = &a->fractions[a->n_fractions++];
+    gf_error err;
+
+    memset(f, 0, sizeof(*f));
+    snprintf(f->cfg.name, sizeof(f->cfg.name), "%s", name);
+    snprintf(f->cfg.ledger, sizeof(f->cfg.ledger), "%s/%s.ledger", fx->dir, name);
+    f->cfg.n_devices = 1;
+    snprintf(f->cfg.devices[0].uuid, sizeof(f->cfg.devices[0].uuid), "%s", uuid);
+    f->cfg.devices[0].request = request;
+    f->cfg.devices[0].limit = limit;
+    assert_int_equal(gf_ledger_create(f->cfg.ledger, name, 0600, &err), 0);
+    assert_int_equal(gf_ledger_open(f->cfg.ledger, &f->ledger, &err), 0);
+    return f;
+}
+
+static gf_ledger_device *ledger_dev(gf_afraction *f, const char *uuid)
+{
+    gf_error err;
+    int d = gf_ledger_device_index(&f->ledger, uuid, f->cfg.devices[0].request,
+                                   f->cfg.devices[0].limit, &err);
+    assert_true(d >= 0);
+    return &f->ledger.hdr->devices[d];
+}
+
+static int setup(void **state)
+{
+    fixture *fx = calloc(1, sizeof(*fx));
+    snprintf(fx->dir, sizeof(fx->dir), "/tmp/gf-metrics-XXXXXX");
+    assert_non_null(mkdtemp(fx->dir));
+    fx->a.fractions = calloc(GF_AGENT_FRACTIONS_MAX, sizeof(gf_afraction));
+    pthread_mutex_init(&fx->a.lock, NULL);
+    snprintf(fx->expected_path, sizeof(fx->expected_path), "%s/expected", fx->dir);
+    fx->expected = fopen(fx->expected_path, "w");
+    assert_non_null(fx->expected);
+    *state = fx;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *fx = *state;
+    char cmd[128];
+    for (int i = 0; i < fx->a.n_fractions; i++)
+        gf_ledger_close(&fx->a.fractions[i].ledger);
+    if (fx->expected)
+        fclose(fx->expected);
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", fx->dir);
+    assert_int_equal(system(cmd), 0);
+    free(fx->a.fractions);
+    pthread_mutex_destroy(&fx->a.lock);
+    free(fx);
+    return 0;
+}
+
+/* One expected sample; labels as alternating name, value, NULL-terminated. */
+static void expect(fixture *fx, const char *name, uint64_t value, ...)
+{
+    va_list ap;
+    const char *k;
+    bool first = true;
+
+    fprintf(fx->expected, "%s %llu ", name, (unsigned long long)value);
+    va_start(ap, value);
+    while ((k = va_arg(ap, const char *))) {
+        const char *v = va_arg(ap, const char *);
+        fprintf(fx->expected, "%s%s=", first ? "" : "&", k);
+        for (; *v; v++)
+            fprintf(fx->expected, "%%%02X", (unsigned char)*v);
+        first = false;
+    }
+    va_end(ap);
+    fputc('\n', fx->expected);
+}
+
+#define FLABELS(g, u, ns, pod, ctr, fr) "gpu", g, "UUID", u, "namespace", ns, "pod", pod, \
+                                       "container", ctr, "fraction", fr
+
+/* The interpreter that has prometheus_client: $GF_PYTHON, Debian's, PATH's. */
+static const char *python(void)
+{
+    static const char *cands[] = {NULL, "/usr/bin/python3", "python3"};
+    char cmd[256];
+
+    cands[0] = getenv("GF_PYTHON");
+    for (size_t i = 0; i < sizeof(cands) / sizeof(cands[0]); i++) {
+        if (!cands[i])
+            continue;
+        snprintf(cmd, sizeof(cmd), "%s -c 'import prometheus_client' 2>/dev/null", cands[i]);
+        if (system(cmd) == 0)
+            return cands[i];
+    }
+    return NULL;
+}
+
+static void check_page(fixture *fx, const char *page, size_t len)
+{
+    char path[128], cmd[1024];
+    const char *src = getenv("GPUFRAC_SOURCE");
+    const char *py = python();
+    FILE *fp;
+
+    if (!py) {
+        print_message("python3 with prometheus_client not found (apt-get install "
+                      "python3-prometheus-client)\n");
+        skip();
+    }
+    snprintf(path, sizeof(path), "%s/page", fx->dir);
+    assert_non_null(fp = fopen(path, "w"));
+    assert_int_equal(fwrite(page, 1, len, fp), len);
+    fclose(fp);
+    fflush(fx->expected);
+    snprintf(cmd, sizeof(cmd), "%s %s/tests/agent/check_metrics.py %s %s", py, src ? src : ".",
+             path, fx->expected_path);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void populate(fixture *fx)
+{
+    gf_agent *a = &fx->a;
+    gf_gpu *g0 = add_gpu(a, "GPU-aaaa", 16 * GiB), *g1 = add_gpu(a, "GPU-bbbb", 80 * GiB);
+    gf_afraction *f;
+    gf_ledger_device *ld;
+
+    g0->used = 3 * GiB;
+    g0->guaranteed = 1 * GiB + 2 * GiB;
+    g0->lent = 256 * MiB;
+    g1->used = 5 * GiB;
+    g1->mps_running = true;
+    g1->mps_restarts = 4;
+
+    f = add_fraction(fx, "alpha", "GPU-aaaa", 1 * GiB, 2 * GiB);
+    snprintf(f->ns, sizeof(f->ns), "team-a");
+    snprintf(f->pod, sizeof(f->pod), NASTY_POD);
+    snprintf(f->container, sizeof(f->container), "main");
+    ld = ledger_dev(f, "GPU-aaaa");
+    atomic_store(&ld->used, 512 * MiB);
+    atomic_store(&ld->lent, 256 * MiB);
+    atomic_store(&ld->denied, 3);
+    atomic_store(&ld->evictions, 1);
+    f->driver_used[0] = 700 * MiB;
+    f->watchdog_kills = 2;
+
+    f = add_fraction(fx, "beta", "*", 2 * GiB, 4 * GiB); /* both GPUs; only GPU 1 used */
+    ld = ledger_dev(f, "GPU-bbbb");
+    atomic_store(&ld->used, 1 * GiB);
+    f->driver_used[0] = 1 * GiB + 64 * MiB;
+
+    add_fraction(fx, "gamma", "GPU-zzzz", 1 * GiB, 1 * GiB); /* its GPU is not on this node */
+    a->requests_total = 42;
+    a->requests_bad = 5;
+}
+
+static void expect_all(fixture *fx)
+{
+#define A FLABELS("0", "GPU-aaaa", "team-a", NASTY_POD, "main", "alpha")
+#define B0 FLABELS("0", "GPU-aaaa", "", "", "", "beta")
+#define B1 FLABELS("1", "GPU-bbbb", "", "", "", "beta")
+    expect(fx, "gpufrac_fraction_memory_request_bytes", 1 * GiB, A, NULL);
+    expect(fx, "gpufrac_fraction_memory_limit_bytes", 2 * GiB, A, NULL);
+    expect(fx, "gpufrac_fraction_memory_used_bytes", 512 * MiB, A, "source", "accounted", NULL);
+    expect(fx, "gpufrac_fraction_memory_used_bytes", 700 * MiB, A, "source", "driver", NULL);
+    expect(fx, "gpufrac_fraction_memory_burst_bytes", 256 * MiB, A, NULL);
+    expect(fx, "gpufrac_fraction_alloc_denied_total", 3, A, NULL);
+    expect(fx, "gpufrac_fraction_evictions_total", 1, A, NULL);
+    expect(fx, "gpufrac_fraction_watchdog_kills_total", 2, "namespace", "team-a", "pod", NASTY_POD,
+           "container", "main", "fraction", "alpha", NULL);
+    expect(fx, "gpufrac_fraction_memory_limit_bytes", 4 * GiB, B0, NULL);
+    expect(fx, "gpufrac_fraction_memory_limit_bytes", 4 * GiB, B1, NULL);
+    expect(fx, "gpufrac_fraction_memory_used_bytes", 0, B0, "source", "accounted", NULL);
+    expect(fx, "gpufrac_fraction_memory_used_bytes", 1 * GiB, B1, "source", "accounted", NULL);
+    expect(fx, "gpufrac_fraction_memory_used_bytes", 1 * GiB + 64 * MiB, B1, "source", "driver",
+           NULL);
+    expect(fx, "gpufrac_fraction_watchdog_kills_total", 0, "namespace", "", "pod", "",
+           "container", "", "fraction", "gamma", NULL);
+    expect(fx, "gpufrac_gpu_memory_total_bytes", 16 * GiB, "gpu", "0", "UUID", "GPU-aaaa", NULL);
+    expect(fx, "gpufrac_gpu_memory_total_bytes", 80 * GiB, "gpu", "1", "UUID", "GPU-bbbb", NULL);
+    expect(fx, "gpufrac_gpu_memory_guaranteed_bytes", 3 * GiB, "gpu", "0", "UUID", "GPU-aaaa",
+           NULL);
+    expect(fx, "gpufrac_gpu_memory_used_bytes", 5 * GiB, "gpu", "1", "UUID", "GPU-bbbb", NULL);
+    expect(fx, "gpufrac_gpu_memory_lent_bytes", 256 * MiB, "gpu", "0", "UUID", "GPU-aaaa", NULL);
+    expect(fx, "gpufrac_gpu_mps_server_up", 1, "gpu", "1", "UUID", "GPU-bbbb", NULL);
+    expect(fx, "gpufrac_gpu_mps_server_up", 0, "gpu", "0", "UUID", "GPU-aaaa", NULL);
+    expect(fx, "gpufrac_gpu_mps_faults_total", 4, "gpu", "1", "UUID", "GPU-bbbb", NULL);
+    expect(fx, "gpufrac_agent_fractions", 3, NULL);
+    expect(fx, "gpufrac_agent_requests_total", 42, NULL);
+    expect(fx, "gpufrac_agent_bad_requests_total", 5, NULL);
+#undef A
+#undef B0
+#undef B1
+}
+
+static void test_page_parses_with_values(void **state)
+{
+    fixture *fx = *state;
+    gf_error err;
+    char *page;
+    size_t len;
+
+    populate(fx);
+    expect_all(fx);
+    assert_int_equal(gf_metrics_render(&fx->a, &page, &len, &err), 0);
+    assert_int_equal(strlen(page), len);
+    /* the escaped form, byte for byte */
+    assert_non_null(strstr(page, "pod=\"we\\\"ird\\\\pod\\nname\""));
+    assert_null(strstr(page, "GPU-zzzz"));
+    check_page(fx, page, len);
+    free(page);
+}
+
+static void test_empty_agent(void **state)
+{
+    fixture *fx = *state;
+    gf_error err;
+    char *page;
+    size_t len;
+
+    expect(fx, "gpufrac_agent_fractions", 0, NULL);
+    assert_int_equal(gf_metrics_render(&fx->a, &page, &len, &err), 0);
+    check_page(fx, page, len);
+    free(page);
+}
+
+/* One HTTP/1.0 exchange; returns the status and copies the response. */
+static int http(int port, const char *request, char *resp, size_t cap)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    size_t got = 0;
+    ssize_t n;
+    int fd = socket(AF_INET, SOCK_STREAM, 0), status = -1;
+
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(write(fd, request, strlen(request)), (ssize_t)strlen(request));
+    while (got < cap - 1 && (n = read(fd, resp + got, cap - 1 - got)) > 0)
+        got += (size_t)n;
+    resp[got] = '\0';
+    close(fd);
+    sscanf(resp, "HTTP/1.%*d %d", &status);
+    return status;
+}
+
+static void test_http_endpoint(void **state)
+{
+    fixture *fx = *state;
+    static char resp[1 << 20];
+    gf_error err;
+    const char *port;
+
+    populate(fx);
+    snprintf(fx->a.metrics_listen, sizeof(fx->a.metrics_listen), "127.0.0.1:0");
+    assert_int_equal(gf_metrics_start(&fx->a, &err), 0);
+    port = strrchr(fx->a.metrics_listen, ':') + 1;
+    assert_true(atoi(port) > 0);
+    assert_int_equal(http(atoi(port), "GET /metrics HTTP/1.0\r\n\r\n", resp, sizeof(resp)), 200);
+    assert_non_null(strstr(resp, "Content-Type: text/plain; version=0.0.4; charset=utf-8"));
+    assert_non_null(strstr(resp, "\r\n\r\n# HELP gpufrac_fraction_memory_request_bytes "));
+    assert_non_null(strstr(resp, "gpufrac_agent_requests_total 42\n"));
+    assert_int_equal(http(atoi(port), "GET /healthz HTTP/1.0\r\n\r\n", resp, sizeof(resp)), 200);
+    assert_non_null(strstr(resp, "\r\n\r\nok"));
+    assert_int_equal(http(atoi(port), "GET /nope HTTP/1.0\r\n\r\n", resp, sizeof(resp)), 404);
+    assert_int_equal(http(atoi(port), "POST /metrics HTTP/1.0\r\nContent-Length: 3\r\n\r\nabc",
+                          resp, sizeof(resp)),
+                     405);
+    gf_metrics_stop(&fx->a);
+    /* a bad address is refused with the address in the message */
+    snprintf(fx->a.metrics_listen, sizeof(fx->a.metrics_listen), "localhost");
+    assert_int_equal(gf_metrics_start(&fx->a, &err), -1);
+    assert_non_null(strstr(err.msg, "HOST:PORT"));
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void test_render_1000_fractions(void **state)
+{
+    fixture *fx = *state;
+    double best = 1e9, total = 0;
+    char name[32], uuid[32];
+    size_t len = 0;
+    gf_error err;
+    const int runs = 20;
+
+    for (int g = 0; g < 8; g++) {
+        snprintf(uuid, sizeof(uuid), "GPU-%04d", g);
+        add_gpu(&fx->a, uuid, 80 * GiB);
+    }
+    for (int i = 0; i < 1000; i++) {
+        snprintf(name, sizeof(name), "frac-%04d", i);
+        snprintf(uuid, sizeof(uuid), "GPU-%04d", i % 8);
+        gf_afraction *f = add_fraction(fx, name, uuid, 1 * GiB, 2 * GiB);
+        snprintf(f->ns, sizeof(f->ns), "namespace-%d", i % 10);
+        snprintf(f->pod, sizeof(f->pod), "pod-%04d-7d9f8b6c5-xk2lp", i);
+        snprintf(f->container, sizeof(f->container), "worker");
+        atomic_store(&ledger_dev(f, uuid)->used, (uint64_t)i * MiB);
+    }
+    for (int r = 0; r < runs; r++) {
+        char *page;
+        double t0 = now_ms();
+        assert_int_equal(gf_metrics_render(&fx->a, &page, &len, &err), 0);
+        double dt = now_ms() - t0;
+        best = dt < best ? dt : best;
+        total += dt;
+        if (r == runs - 1)
+            check_page(fx, page, len);
+        free(page);
+    }
+    printf("# render of 1000 fractions on 8 GPUs: best %.2f ms, mean %.2f ms, %zu bytes\n", best,
+           total / runs, len);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_page_parses_with_values, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_empty_agent, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_http_endpoint, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_render_1000_fractions, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
