@@ -16,6 +16,7 @@ enum {
 
 int gf_cmd_run(int argc, char **argv);
 int gf_cmd_status(int argc, char **argv);
+int gf_cmd_top(int argc, char **argv);
 int gf_cmd_demo(int argc, char **argv);
 
 /* Prints "gpufrac <cmd>: <message>" on stderr and returns code. */

@@ -18,6 +18,7 @@ static const char main_help[] =
     "Commands:\n"
     "  run      run a command inside a GPU fraction (gpufrac run --memory 8Gi -- CMD)\n"
     "  status   list the fractions running on this host\n"
+    "  top      the same, redrawn every second\n"
     "  demo     show what a fraction does, on a simulated GPU when there is no real one\n"
     "\n"
     "Flags:\n"
@@ -65,6 +66,7 @@ static const struct {
 } commands[] = {
     {"run", gf_cmd_run},
     {"status", gf_cmd_status},
+    {"top", gf_cmd_top},
     {"demo", gf_cmd_demo},
 };
 
@@ -94,7 +96,7 @@ int main(int argc, char **argv)
         if (strcmp(cmd, commands[i].name) == 0)
             return commands[i].fn(argc - 1, argv + 1);
     fprintf(stderr,
-            "gpufrac: unknown %s \"%s\"; commands: run, status, demo\n"
+            "gpufrac: unknown %s \"%s\"; commands: run, status, top, demo\n"
             "Try 'gpufrac --help'.\n",
             cmd[0] == '-' ? "flag" : "command", cmd);
     return GF_EXIT_USAGE;

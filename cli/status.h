@@ -13,7 +13,7 @@
 
 typedef struct status_device {
     char uuid[GF_UUID_MAX];
-    uint64_t request, limit, used, peak, denied;
+    uint64_t request, limit, used, peak, denied, lent, evictions;
 } status_device;
 
 typedef struct status_fraction {
@@ -27,7 +27,7 @@ typedef struct status_fraction {
     int compute_percent;
     size_t n_devices;
     status_device devices[GF_CONFIG_DEVICES_MAX];
-    uint64_t used, denied;
+    uint64_t used, denied, lent, evictions;
     size_t n_pids; /* may exceed STATUS_PIDS_MAX */
     pid_t pids[STATUS_PIDS_MAX];
 } status_fraction;

@@ -17,9 +17,13 @@ static void read_ledger(status_fraction *f, gf_ledger *lg)
             d->used = atomic_load(&ld->used);
             d->peak = atomic_load(&ld->peak);
             d->denied = atomic_load(&ld->denied);
+            d->lent = atomic_load(&ld->lent);
+            d->evictions = atomic_load(&ld->evictions);
         }
         f->used += d->used;
         f->denied += d->denied;
+        f->lent += d->lent;
+        f->evictions += d->evictions;
     }
 }
 

@@ -5,10 +5,11 @@
 
 static json_t *device_json(const status_device *d)
 {
-    return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}", "uuid", d->uuid, "request",
+    return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "uuid", d->uuid, "request",
                      (json_int_t)d->request, "limit", (json_int_t)d->limit, "used",
                      (json_int_t)d->used, "peak", (json_int_t)d->peak, "denied",
-                     (json_int_t)d->denied);
+                     (json_int_t)d->denied, "burst", (json_int_t)d->lent, "evictions",
+                     (json_int_t)d->evictions);
 }
 
 /* The per-device amount when every device has the same, else null. */
@@ -47,6 +48,8 @@ static json_t *fraction_json(const status_fraction *f)
     json_object_set_new(o, "limit", f->n_devices ? common(f, true) : json_null());
     json_object_set_new(o, "used", json_integer((json_int_t)f->used));
     json_object_set_new(o, "denied", json_integer((json_int_t)f->denied));
+    json_object_set_new(o, "burst", json_integer((json_int_t)f->lent));
+    json_object_set_new(o, "evictions", json_integer((json_int_t)f->evictions));
     json_object_set_new(o, "processes", json_integer((json_int_t)f->n_pids));
     json_object_set_new(o, "pids", pids);
     json_object_set_new(o, "devices", devs);

@@ -5,13 +5,14 @@
 #include "quantity.h"
 #include "status.h"
 
-enum { COL_NAME, COL_STATE, COL_MODE, COL_DEVICES, COL_REQUEST, COL_LIMIT, COL_USED, COL_DENIED,
-       COL_PIDS, N_COLS };
+enum { COL_NAME, COL_STATE, COL_MODE, COL_DEVICES, COL_REQUEST, COL_LIMIT, COL_USED, COL_BURST,
+       COL_DENIED, COL_EVICTED, COL_PIDS, N_COLS };
 
-static const char *const headings[N_COLS] = {"NAME", "STATE",  "MODE",   "DEVICES", "REQUEST",
-                                             "LIMIT", "USED",  "DENIED", "PIDS"};
+static const char *const headings[N_COLS] = {
+    "NAME", "STATE", "MODE", "DEVICES", "REQUEST", "LIMIT", "USED", "BURST", "DENIED", "EVICTED",
+    "PIDS"};
 static const int right_aligned[N_COLS] = {[COL_REQUEST] = 1, [COL_LIMIT] = 1, [COL_USED] = 1,
-                                          [COL_DENIED] = 1};
+                                          [COL_BURST] = 1,   [COL_DENIED] = 1, [COL_EVICTED] = 1};
 
 typedef char cell[160];
 
@@ -65,7 +66,9 @@ static void fill_row(const status_fraction *f, cell *row)
     sizes(f, 0, row[COL_REQUEST], sizeof(cell));
     sizes(f, 1, row[COL_LIMIT], sizeof(cell));
     gf_bytes_human(f->used, row[COL_USED], sizeof(cell));
+    gf_bytes_human(f->lent, row[COL_BURST], sizeof(cell));
     snprintf(row[COL_DENIED], sizeof(cell), "%llu", (unsigned long long)f->denied);
+    snprintf(row[COL_EVICTED], sizeof(cell), "%llu", (unsigned long long)f->evictions);
     row[COL_PIDS][0] = '\0';
     for (size_t i = 0; i < f->n_pids && i < TABLE_PIDS; i++) {
         snprintf(item, sizeof(item), "%d", (int)f->pids[i]);
