@@ -56,6 +56,7 @@ typedef struct gf_agent {
     char socket_path[GF_PATH_MAX];
     char metrics_listen[128];   /* "127.0.0.1:9400", "" = off */
     int watchdog_period_ms;     /* default 500 */
+    uint64_t watchdog_ctx_allowance; /* bytes per process over the limit; 0 = GF_WATCHDOG_CTX_ALLOWANCE */
     char mps_control[GF_PATH_MAX]; /* nvidia-cuda-mps-control to run */
     gf_gpu gpus[GF_AGENT_GPUS_MAX];
     int n_gpus;
@@ -91,7 +92,13 @@ int gf_return_loan(gf_agent *a, gf_afraction *f, int slot, int dev, uint64_t byt
 int gf_reclaim(gf_agent *a, const char *uuid, uint64_t bytes, int *evicted, gf_error *err);
 
 /* watchdog.c: compares NVML per-process memory with each fraction's limit;
- * terminates a process of a fraction whose true usage passes its limit. */
+ * terminates a process of a fraction whose true usage passes its limit.
+ * The driver counts each process's context (hundreds of MiB) that the shim
+ * does not charge, so a fraction is over when its driver figure on a GPU
+ * passes limit + SLACK + allowance x its processes there. Call with a->lock
+ * held (it writes driver_used and watchdog_kills, which metrics read). */
+#define GF_WATCHDOG_SLACK 0ULL
+#define GF_WATCHDOG_CTX_ALLOWANCE (512ULL << 20)
 int gf_watchdog_tick(gf_agent *a, gf_error *err);
 
 /* mps.c: one MPS control daemon per GPU in sm-sharing use. */

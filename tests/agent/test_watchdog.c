@@ -1,0 +1,366 @@
+/* gpufracd watchdog over gpusim: a process that allocates without the shim
+ * (shimprobe, no LD_PRELOAD) under a fraction's supervisor is killed once
+ * the driver's figure passes the limit; one within its limit, and one that
+ * belongs to no fraction, are left alone; a process that bypassed the shim
+ * is chosen before a larger one that holds a ledger slot. Needs
+ * GPUFRAC_BUILD (the build tree: tests/shimprobe, lib/gpusim). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent.h"
+
+#define MiB (1024ULL * 1024ULL)
+#define GPUSIM_CTX (64 * MiB) /* gpusim's default context overhead */
+
+static char last_event[1024];
+static int n_events;
+
+void gf_agent_event(gf_agent *a, const char *fmt, ...)
+{
+    va_list ap;
+    (void)a;
+    va_start(ap, fmt);
+    vsnprintf(last_event, sizeof(last_event), fmt, ap);
+    va_end(ap);
+    n_events++;
+}
+
+static char build[1024], probe[1100], dir[64];
+static gf_agent agent;
+
+typedef struct sup {
+    pid_t sup;   /* the fake supervisor */
+    pid_t child; /* its shimprobe */
+} sup;
+
+/* A shimprobe that allocates and holds; keep_fd >= 0 survives the exec. */
+static pid_t spawn_probe(const char *size, int keep_fd)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (keep_fd >= 0)
+            fcntl(keep_fd, F_SETFD, 0);
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        execl(probe, "shimprobe", "alloc", size, "hold", "60", (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* A supervisor process whose child is the probe; the supervisor waits. */
+static sup spawn_supervised(const char *size)
+{
+    int p[2];
+    sup s;
+
+    assert_int_equal(pipe(p), 0);
+    s.sup = fork();
+    assert_true(s.sup >= 0);
+    if (s.sup == 0) {
+        pid_t c = spawn_probe(size, -1);
+        if (write(p[1], &c, sizeof(c)) != sizeof(c))
+            _exit(1);
+        waitpid(c, NULL, 0);
+        pause(); /* stays, as `gpufrac run` does */
+        _exit(0);
+    }
+    assert_int_equal(read(p[0], &s.child, sizeof(s.child)), (ssize_t)sizeof(s.child));
+    close(p[0]);
+    close(p[1]);
+    return s;
+}
+
+static bool probe_holds(pid_t pid, uint64_t at_least)
+{
+    gf_proc_mem procs[256];
+    gf_error err;
+    int n = gf_agent_nvml_procs(&agent, 0, procs, 256, &err);
+    assert_true(n >= 0);
+    for (int i = 0; i < n; i++)
+        if (procs[i].pid == pid && procs[i].used >= at_least)
+            return true;
+    return false;
+}
+
+static void wait_holding(pid_t pid, uint64_t at_least)
+{
+    for (int i = 0; i < 500 && !probe_holds(pid, at_least); i++)
+        usleep(10000);
+    assert_true(probe_holds(pid, at_least));
+}
+
+static bool alive(pid_t pid)
+{
+    return waitpid(pid, NULL, WNOHANG) == 0;
+}
+
+/* The child of another process: reaped by that one; alive until it is a zombie. */
+static bool running(pid_t pid)
+{
+    char path[64], text[256], *p;
+    FILE *fp;
+    bool run = false;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    if (!(fp = fopen(path, "r")))
+        return false;
+    if (fgets(text, sizeof(text), fp) && (p = strrchr(text, ')')))
+        run = p[2] != 'Z' && p[2] != 'X';
+    fclose(fp);
+    return run;
+}
+
+static void stop(pid_t pid)
+{
+    if (pid > 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+}
+
+static void stop_sup(sup s)
+{
+    kill(s.child, SIGKILL);
+    stop(s.sup);
+}
+
+static gf_afraction *add_fraction(const char *name, uint64_t limit, pid_t supervisor)
+{
+    gf_afraction *f = &agent.fractions[agent.n_fractions++];
+    gf_error err;
+
+    memset(f, 0, sizeof(*f));
+    snprintf(f->cfg.name, sizeof(f->cfg.name), "%s", name);
+    snprintf(f->cfg.ledger, sizeof(f->cfg.ledger), "%s/%s.ledger", dir, name);
+    f->cfg.n_devices = 1;
+    snprintf(f->cfg.devices[0].uuid, sizeof(f->cfg.devices[0].uuid), "%s", agent.gpus[0].uuid);
+    f->cfg.devices[0].request = f->cfg.devices[0].limit = limit;
+    f->supervisor = supervisor;
+    assert_int_equal(gf_ledger_create(f->cfg.ledger, name, 0600, &err), 0);
+    assert_int_equal(gf_ledger_open(f->cfg.ledger, &f->ledger, &err), 0);
+    return f;
+}
+
+static int setup(void **state)
+{
+    gf_error err;
+
+    (void)state;
+    snprintf(dir, sizeof(dir), "/tmp/gf-watchdog-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    memset(&agent, 0, sizeof(agent));
+    pthread_mutex_init(&agent.lock, NULL);
+    agent.fractions = calloc(GF_AGENT_FRACTIONS_MAX, sizeof(gf_afraction));
+    assert_int_equal(gf_agent_nvml_init(&agent, &err), 0);
+    assert_int_equal(agent.n_gpus, 1);
+    n_events = 0;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    char cmd[128];
+
+    (void)state;
+    for (int i = 0; i < agent.n_fractions; i++)
+        gf_ledger_close(&agent.fractions[i].ledger);
+    free(agent.fractions);
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+    return 0;
+}
+
+static void test_bypass_over_limit_is_killed(void **state)
+{
+    sup rogue = spawn_supervised("600Mi"), good = spawn_supervised("600Mi");
+    pid_t stranger = spawn_probe("600Mi", -1);
+    gf_afraction *fr, *fg;
+    gf_error err;
+    char want[256];
+
+    (void)state;
+    fr = add_fraction("rogue", 256 * MiB, rogue.sup);
+    fg = add_fraction("good", 1024 * MiB, good.sup);
+    agent.watchdog_ctx_allowance = GPUSIM_CTX;
+    wait_holding(rogue.child, 600 * MiB);
+    wait_holding(good.child, 600 * MiB);
+    wait_holding(stranger, 600 * MiB);
+
+    assert_int_equal(gf_watchdog_tick(&agent, &err), 0);
+    assert_int_equal(fr->watchdog_kills, 1);
+    assert_int_equal(fg->watchdog_kills, 0);
+    assert_int_equal(fg->driver_used[0], 600 * MiB + GPUSIM_CTX);
+    assert_int_equal(fr->driver_used[0], 600 * MiB + GPUSIM_CTX);
+    snprintf(want, sizeof(want),
+             "watchdog: killed pid %d of fraction rogue: driver reports %llu bytes on %s, "
+             "limit %llu",
+             (int)rogue.child, 600 * MiB + GPUSIM_CTX, agent.gpus[0].uuid, 256 * MiB);
+    assert_string_equal(last_event, want);
+    for (int i = 0; i < 500 && running(rogue.child); i++)
+        usleep(10000);
+    assert_false(running(rogue.child));
+    assert_true(running(good.child));
+    assert_true(alive(stranger));
+    assert_true(alive(rogue.sup)); /* the supervisor itself is never the one */
+
+    /* the next tick finds nothing over: the killed process's memory is gone */
+    assert_int_equal(gf_watchdog_tick(&agent, &err), 0);
+    assert_int_equal(fr->watchdog_kills, 1);
+    assert_int_equal(fr->driver_used[0], 0);
+    assert_int_equal(n_events, 1);
+
+    stop_sup(rogue);
+    stop_sup(good);
+    stop(stranger);
+}
+
+static void test_context_allowance_default(void **state)
+{
+    sup s = spawn_supervised("600Mi");
+    gf_afraction *f;
+    gf_error err;
+
+    (void)state;
+    /* 600Mi + 64Mi of context is within 256Mi + the default 512Mi allowance */
+    f = add_fraction("ctx", 256 * MiB, s.sup);
+    wait_holding(s.child, 600 * MiB);
+    assert_int_equal(gf_watchdog_tick(&agent, &err), 0);
+    assert_int_equal(f->watchdog_kills, 0);
+    assert_true(running(s.child));
+    agent.watchdog_ctx_allowance = GPUSIM_CTX;
+    assert_int_equal(gf_watchdog_tick(&agent, &err), 0);
+    assert_int_equal(f->watchdog_kills, 1);
+    stop_sup(s);
+}
+
+/* Two processes over together: the one without a ledger slot goes first,
+ * although the slotted one is larger; one kill per tick. */
+static void test_bypasser_before_largest(void **state)
+{
+    gf_afraction *f;
+    gf_ledger lg;
+    gf_error err;
+    pid_t slotted, bypass;
+    sup s;
+
+    (void)state;
+    s = spawn_supervised("300Mi");
+    f = add_fraction("mixed", 512 * MiB, s.sup);
+    assert_int_equal(gf_ledger_open(f->cfg.ledger, &lg, &err), 0);
+    slotted = fork();
+    assert_true(slotted >= 0);
+    if (slotted == 0) { /* claim a slot, keep its lock across exec */
+        if (gf_ledger_claim_slot(&lg, &err) < 0)
+            _exit(1);
+        fcntl(lg.fd, F_SETFD, 0);
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        execl(probe, "shimprobe", "alloc", "700Mi", "hold", "60", (char *)NULL);
+        _exit(127);
+    }
+    gf_ledger_close(&lg);
+    bypass = s.child;
+    agent.watchdog_ctx_allowance = GPUSIM_CTX;
+    wait_holding(slotted, 700 * MiB);
+    wait_holding(bypass, 300 * MiB);
+
+    assert_int_equal(gf_watchdog_tick(&agent, &err), 0);
+    assert_int_equal(f->watchdog_kills, 1);
+    for (int i = 0; i < 500 && running(bypass); i++)
+        usleep(10000);
+    assert_false(running(bypass));
+    assert_true(alive(slotted));
+    /* still over (700Mi + 64Mi > 512Mi + 64Mi): the slotted one goes next tick */
+    assert_int_equal(gf_watchdog_tick(&agent, &err), 0);
+    assert_int_equal(f->watchdog_kills, 2);
+    waitpid(slotted, NULL, 0);
+    stop_sup(s);
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* The cost of a tick with nothing to do but attribute (printed, not asserted). */
+static void test_tick_cost(void **state)
+{
+    char name[32];
+    gf_error err;
+    pid_t stranger = spawn_probe("64Mi", -1);
+    double t0, best = 1e9;
+
+    (void)state;
+    for (int i = 0; i < 200; i++) {
+        snprintf(name, sizeof(name), "idle-%03d", i);
+        add_fraction(name, 1024 * MiB, 0);
+    }
+    wait_holding(stranger, 64 * MiB);
+    for (int r = 0; r < 10; r++) {
+        t0 = now_ms();
+        assert_int_equal(gf_watchdog_tick(&agent, &err), 0);
+        best = now_ms() - t0 < best ? now_ms() - t0 : best;
+    }
+    printf("# watchdog tick, 200 fractions, 1 process: %.3f ms\n", best);
+    stop(stranger);
+}
+
+/* NVML is found through the library path, which only counts at exec. */
+static void ensure_library_path(char **argv)
+{
+    const char *lp = getenv("LD_LIBRARY_PATH");
+    char want[1200], both[4096];
+
+    snprintf(want, sizeof(want), "%s/lib/gpusim", build);
+    if (lp && strstr(lp, want))
+        return;
+    snprintf(both, sizeof(both), "%s%s%s", want, lp ? ":" : "", lp ? lp : "");
+    setenv("LD_LIBRARY_PATH", both, 1);
+    execv("/proc/self/exe", argv);
+}
+
+int main(int argc, char **argv)
+{
+    const char *b = getenv("GPUFRAC_BUILD");
+    char gpusim[64];
+    int rc;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_bypass_over_limit_is_killed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_context_allowance_default, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bypasser_before_largest, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tick_cost, setup, teardown),
+    };
+
+    (void)argc;
+    if (!b) {
+        fprintf(stderr, "test_watchdog: set GPUFRAC_BUILD to the build tree\n");
+        return 77;
+    }
+    snprintf(build, sizeof(build), "%s", b);
+    snprintf(probe, sizeof(probe), "%s/tests/shimprobe", build);
+    ensure_library_path(argv);
+    /* one simulated GPU for the whole run: this process's NVML maps it once */
+    snprintf(gpusim, sizeof(gpusim), "/tmp/gf-watchdog-gpusim-%d", (int)getpid());
+    setenv("GPUSIM_STATE", gpusim, 1);
+    setenv("GPUSIM_DEVICES", "16Gi", 1);
+    unsetenv("LD_PRELOAD");
+    rc = cmocka_run_group_tests(tests, NULL, NULL);
+    unlink(gpusim);
+    return rc;
+}
