@@ -164,9 +164,9 @@ static int setup(void **state)
     assert_non_null(mkdtemp(dir));
     memset(&agent, 0, sizeof(agent));
     pthread_mutex_init(&agent.lock, NULL);
-    agent.fractions = calloc(GF_AGENT_FRACTIONS_MAX, sizeof(gf_afraction));
     assert_int_equal(gf_agent_nvml_init(&agent, &err), 0);
     assert_int_equal(agent.n_gpus, 1);
+    agent.fractions = calloc(GF_AGENT_FRACTIONS_MAX, sizeof(gf_afraction));
     n_events = 0;
     return 0;
 }
@@ -339,6 +339,7 @@ int main(int argc, char **argv)
 {
     const char *b = getenv("GPUFRAC_BUILD");
     char gpusim[64];
+    gf_error err;
     int rc;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_bypass_over_limit_is_killed, setup, teardown),
@@ -360,6 +361,10 @@ int main(int argc, char **argv)
     setenv("GPUSIM_STATE", gpusim, 1);
     setenv("GPUSIM_DEVICES", "16Gi", 1);
     unsetenv("LD_PRELOAD");
+    if (gf_agent_nvml_init(&agent, &err) < 0) {
+        fprintf(stderr, "test_watchdog: gpusim is not built in %s: %s\n", build, err.msg);
+        return 1;
+    }
     rc = cmocka_run_group_tests(tests, NULL, NULL);
     unlink(gpusim);
     return rc;
