@@ -64,6 +64,7 @@ typedef struct gf_agent {
     int n_fractions;
     uint64_t loan_seq;         /* newest loan number handed out */
     uint64_t requests_total, requests_bad;
+    uint64_t evictions_total, watchdog_kills_total; /* kept in <state>/counters */
     int log_fd;
 } gf_agent;
 
@@ -111,6 +112,10 @@ int gf_mps_stop_idle(gf_agent *a, gf_error *err);        /* stop daemons of GPUs
 int gf_metrics_render(gf_agent *a, char **out, size_t *len, gf_error *err);
 int gf_metrics_start(gf_agent *a, gf_error *err); /* HTTP server on metrics_listen */
 void gf_metrics_stop(gf_agent *a);
+
+/* counters.c: the agent-wide counters survive restarts in <state>/counters. */
+void gf_counters_load(gf_agent *a);
+void gf_counters_save(gf_agent *a);
 
 /* events: one line per reclaim/eviction/kill in the log and events.log. */
 void gf_agent_event(gf_agent *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

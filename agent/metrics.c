@@ -247,7 +247,7 @@ static void fraction_metrics(render *r)
            "more memory than the fraction's limit.");
     for (int i = 0; i < r->a->n_fractions; i++)
         sample(r, "gpufrac_fraction_watchdog_kills_total", r->flabels[i], r->flabels_len[i], NULL,
-               r->a->fractions[i].watchdog_kills);
+               atomic_load(&r->a->fractions[i].ledger.hdr->watchdog_kills));
 }
 
 typedef enum gval { GV_TOTAL, GV_GUARANTEED, GV_USED, GV_LENT, GV_MPS_UP, GV_MPS_FAULTS } gval;
@@ -315,6 +315,13 @@ static void agent_metrics(render *r)
                  "Requests the agent answered on its socket.", r->a->requests_total);
     agent_metric(r, "gpufrac_agent_bad_requests_total", "counter",
                  "Requests the agent refused as malformed or not allowed.", r->a->requests_bad);
+    agent_metric(r, "gpufrac_agent_evictions_total", "counter",
+                 "Borrowing processes terminated to give guaranteed memory back, all fractions "
+                 "(also those gone).",
+                 r->a->evictions_total);
+    agent_metric(r, "gpufrac_agent_watchdog_kills_total", "counter",
+                 "Processes the watchdog terminated, all fractions (also those gone).",
+                 r->a->watchdog_kills_total);
 }
 
 static int render_locked(render *r)

@@ -65,7 +65,8 @@ typedef struct gf_ledger_header {
     _Atomic uint32_t slot_high;    /* slots at or above this were never claimed */
     uint32_t pad;
     _Atomic uint64_t dead_reclaims; /* processes whose usage was returned */
-    char pad2[64];
+    _Atomic uint64_t watchdog_kills; /* processes the agent's watchdog terminated */
+    char pad2[56];
     gf_ledger_device devices[GF_LEDGER_DEVICES];
     gf_ledger_slot slots[GF_LEDGER_SLOTS];
 } gf_ledger_header;

@@ -191,6 +191,7 @@ static void populate(fixture *fx)
     atomic_store(&ld->evictions, 1);
     f->driver_used[0] = 700 * MiB;
     f->watchdog_kills = 2;
+    atomic_store(&f->ledger.hdr->watchdog_kills, 2);
 
     f = add_fraction(fx, "beta", "*", 2 * GiB, 4 * GiB); /* both GPUs; only GPU 1 used */
     ld = ledger_dev(f, "GPU-bbbb");

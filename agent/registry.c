@@ -1,0 +1,162 @@
+/* The registry is the state directory: every <state>/fractions/<name> with a
+ * config and a ledger is a fraction. A scan opens new ones, closes gone ones
+ * and recomputes what each GPU has guaranteed and lent. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent.h"
+
+static gf_afraction *by_dir(gf_agent *a, const char *dir)
+{
+    for (int i = 0; i < a->n_fractions; i++)
+        if (strcmp(a->fractions[i].dir, dir) == 0)
+            return &a->fractions[i];
+    return NULL;
+}
+
+static pid_t read_supervisor(const char *dir)
+{
+    char path[GF_PATH_MAX + 16];
+    long pid = 0;
+    FILE *fp;
+
+    snprintf(path, sizeof(path), "%s/supervisor", dir);
+    fp = fopen(path, "re");
+    if (!fp)
+        return 0;
+    if (fscanf(fp, "%ld", &pid) != 1)
+        pid = 0;
+    fclose(fp);
+    return (pid_t)pid;
+}
+
+static int open_fraction(gf_agent *a, const char *dir, gf_error *err)
+{
+    char path[GF_PATH_MAX + 32];
+    gf_afraction *f;
+
+    if (a->n_fractions == GF_AGENT_FRACTIONS_MAX)
+        return gf_error_set(err, GF_ENOSPACE, "more than %d fractions: %s is not watched",
+                            GF_AGENT_FRACTIONS_MAX, dir);
+    if (strlen(dir) + sizeof("/config") > sizeof(f->dir))
+        return gf_error_set(err, GF_EINVAL, "path too long: %s", dir);
+    f = &a->fractions[a->n_fractions];
+    memset(f, 0, sizeof(*f));
+    f->ledger.fd = -1;
+    memcpy(f->dir, dir, strlen(dir) + 1);
+    snprintf(path, sizeof(path), "%s/config", f->dir);
+    if (gf_config_load(path, &f->cfg, err) < 0 ||
+        gf_ledger_open(f->cfg.ledger, &f->ledger, err) < 0)
+        return -1;
+    f->supervisor = read_supervisor(dir);
+    f->seen = true;
+    a->n_fractions++;
+    return 0;
+}
+
+static void close_unseen(gf_agent *a)
+{
+    for (int i = 0; i < a->n_fractions;) {
+        if (a->fractions[i].seen) {
+            i++;
+            continue;
+        }
+        gf_ledger_close(&a->fractions[i].ledger);
+        a->fractions[i] = a->fractions[--a->n_fractions];
+    }
+}
+
+/* Which of the fraction's config devices is GPU g (exact UUID, else "*"). */
+static const gf_config_device *device_on(const gf_afraction *f, const gf_gpu *g)
+{
+    return gf_config_find_device(&f->cfg, g->uuid);
+}
+
+static void gpu_sums(gf_agent *a)
+{
+    for (int g = 0; g < a->n_gpus; g++) {
+        gf_gpu *gpu = &a->gpus[g];
+        gpu->guaranteed = gpu->lent = 0;
+        gpu->n_fractions = 0;
+        for (int i = 0; i < a->n_fractions; i++) {
+            gf_afraction *f = &a->fractions[i];
+            const gf_config_device *cd = device_on(f, gpu);
+            gf_error err;
+            if (!cd)
+                continue;
+            gpu->n_fractions++;
+            gpu->mode = f->cfg.mode;
+            gpu->guaranteed += cd->request;
+            int d = gf_ledger_device_index(&f->ledger, gpu->uuid, cd->request, cd->limit, &err);
+            if (d >= 0)
+                gpu->lent += atomic_load(&f->ledger.hdr->devices[d].lent);
+        }
+    }
+}
+
+int gf_registry_scan(gf_agent *a, gf_error *err)
+{
+    char dir[GF_PATH_MAX + 16], path[GF_PATH_MAX + 300];
+    struct dirent *de;
+    DIR *d;
+
+    snprintf(dir, sizeof(dir), "%s/fractions", a->state_dir);
+    for (int i = 0; i < a->n_fractions; i++)
+        a->fractions[i].seen = false;
+    d = opendir(dir);
+    if (!d && errno != ENOENT)
+        return gf_error_sys(err, "reading %s", dir);
+    while (d && (de = readdir(d))) {
+        gf_afraction *f;
+        gf_error ferr;
+        if (de->d_name[0] == '.')
+            continue; /* ".", "..", and fractions being made or removed */
+        snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+        if ((f = by_dir(a, path))) {
+            f->seen = true;
+            if (!f->supervisor)
+                f->supervisor = read_supervisor(path);
+        } else if (open_fraction(a, path, &ferr) < 0 && ferr.code != GF_ESYS) {
+            gf_agent_event(a, "ignoring %s: %s", path, ferr.msg);
+        }
+    }
+    if (d)
+        closedir(d);
+    close_unseen(a);
+    gpu_sums(a);
+    return 0;
+}
+
+gf_afraction *gf_registry_find_pid(gf_agent *a, pid_t pid, int *slot)
+{
+    for (int i = 0; i < a->n_fractions; i++) {
+        gf_ledger *lg = &a->fractions[i].ledger;
+        for (int s = 0, high = gf_ledger_slot_high(lg); s < high; s++) {
+            if (atomic_load(&lg->hdr->slots[s].pid) != pid || !gf_ledger_slot_live(lg, s))
+                continue;
+            if (slot)
+                *slot = s;
+            return &a->fractions[i];
+        }
+    }
+    return NULL;
+}
+
+gf_afraction *gf_registry_find_name(gf_agent *a, const char *name)
+{
+    for (int i = 0; i < a->n_fractions; i++)
+        if (strcmp(a->fractions[i].cfg.name, name) == 0)
+            return &a->fractions[i];
+    return NULL;
+}
+
+int gf_gpu_index(const gf_agent *a, const char *uuid)
+{
+    for (int g = 0; g < a->n_gpus; g++)
+        if (strcmp(a->gpus[g].uuid, uuid) == 0)
+            return g;
+    return -1;
+}

@@ -1,0 +1,181 @@
+/* The agent's socket: one request per datagram (core/proto.h). Callers are
+ * who the kernel says they are (SO_PEERCRED), never who they claim to be: a
+ * process borrows only for the fraction whose ledger slot it holds. Bad
+ * requests get an error reply; nothing a client sends can stop the loop. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "proto.h"
+#include "server.h"
+
+int gf_server_listen(gf_agent *a, gf_error *err)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int fd;
+
+    if (strlen(a->socket_path) >= sizeof(sa.sun_path))
+        return gf_error_set(err, GF_EINVAL, "--socket: \"%s\" is longer than %zu bytes",
+                            a->socket_path, sizeof(sa.sun_path) - 1);
+    strcpy(sa.sun_path, a->socket_path);
+    fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return gf_error_sys(err, "creating the agent socket");
+    unlink(a->socket_path); /* a stale one from a killed agent */
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 128) < 0) {
+        gf_error_sys(err, "listening on %s", a->socket_path);
+        close(fd);
+        return -1;
+    }
+    /* every process may ask; what it may do is decided per request from
+     * its credentials */
+    chmod(a->socket_path, 0666);
+    return fd;
+}
+
+static void reply_error(gf_msg *out, const char *msg)
+{
+    gf_msg_init(out, "error");
+    gf_msg_add(out, "msg", msg);
+}
+
+static int gpu_of(gf_agent *a, const gf_msg *in, gf_msg *out)
+{
+    const char *dev = gf_msg_get(in, "dev");
+    int g = dev ? gf_gpu_index(a, dev) : -1;
+    if (g < 0) {
+        char m[GF_PROTO_VAL_MAX];
+        snprintf(m, sizeof(m), "dev=%s is not a GPU of this node", dev ? dev : "(missing)");
+        reply_error(out, m);
+    }
+    return g;
+}
+
+static void do_borrow(gf_agent *a, const gf_msg *in, gf_msg *out, pid_t peer, bool give_back)
+{
+    gf_error err;
+    uint64_t bytes, granted = 0;
+    int slot, g;
+    gf_afraction *f;
+
+    if ((g = gpu_of(a, in, out)) < 0)
+        return;
+    if (gf_msg_get_u64(in, "bytes", &bytes, &err) < 0)
+        return reply_error(out, err.msg);
+    gf_registry_scan(a, &err);
+    f = gf_registry_find_pid(a, peer, &slot);
+    if (!f) {
+        char m[128];
+        snprintf(m, sizeof(m), "pid %d holds no slot in any fraction", (int)peer);
+        return reply_error(out, m);
+    }
+    if (give_back) {
+        gf_return_loan(a, f, slot, g, bytes);
+        gf_msg_init(out, "ok");
+        return;
+    }
+    if (gf_lend(a, f, slot, g, bytes, &granted, &err) < 0)
+        return reply_error(out, err.msg);
+    gf_msg_init(out, "ok");
+    gf_msg_add_u64(out, "granted", granted);
+}
+
+static void do_reclaim(gf_agent *a, const gf_msg *in, gf_msg *out, pid_t peer)
+{
+    gf_error err;
+    uint64_t bytes;
+    int g, evicted;
+
+    if ((g = gpu_of(a, in, out)) < 0)
+        return;
+    if (gf_msg_get_u64(in, "bytes", &bytes, &err) < 0)
+        return reply_error(out, err.msg);
+    gf_registry_scan(a, &err);
+    if (!gf_registry_find_pid(a, peer, NULL))
+        return reply_error(out, "only a process of a fraction may ask to reclaim");
+    if (gf_reclaim(a, a->gpus[g].uuid, bytes, &evicted, &err) < 0)
+        return reply_error(out, err.msg);
+    gf_msg_init(out, "ok");
+    gf_msg_add_u64(out, "evicted", (uint64_t)evicted);
+}
+
+static void do_mps(gf_agent *a, const gf_msg *in, gf_msg *out)
+{
+    char pipe[GF_PATH_MAX];
+    gf_error err;
+    int g;
+
+    if ((g = gpu_of(a, in, out)) < 0)
+        return;
+    if (gf_mps_ensure(a, g, pipe, sizeof(pipe), &err) < 0)
+        return reply_error(out, err.msg);
+    gf_msg_init(out, "ok");
+    gf_msg_add(out, "pipe", pipe);
+}
+
+static void dispatch(gf_agent *a, const gf_msg *in, gf_msg *out, const struct ucred *cr)
+{
+    if (strcmp(in->verb, "ping") == 0) {
+        gf_msg_init(out, "ok");
+        gf_msg_add(out, "agent", "gpufracd");
+        gf_msg_add_u64(out, "fractions", (uint64_t)a->n_fractions);
+    } else if (strcmp(in->verb, "borrow") == 0 || strcmp(in->verb, "return") == 0) {
+        do_borrow(a, in, out, cr->pid, in->verb[0] == 'r');
+    } else if (strcmp(in->verb, "reclaim") == 0) {
+        do_reclaim(a, in, out, cr->pid);
+    } else if (strcmp(in->verb, "mps") == 0) {
+        do_mps(a, in, out);
+    } else {
+        char m[96];
+        snprintf(m, sizeof(m), "unknown verb %s (expected ping, borrow, return, reclaim or mps)",
+                 in->verb);
+        reply_error(out, m);
+    }
+}
+
+/* Serves one datagram from a connected client. Returns -1 when the client
+ * went away (the caller closes it). */
+int gf_server_serve(gf_agent *a, int fd)
+{
+    char buf[GF_PROTO_MAX + 1], reply[GF_PROTO_MAX];
+    struct ucred cr;
+    socklen_t crlen = sizeof(cr);
+    gf_msg in, out;
+    gf_error err;
+    ssize_t n;
+    int len;
+
+    n = recv(fd, buf, sizeof(buf), MSG_TRUNC | MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+        return -1;
+    if (n < 0)
+        return 0;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) < 0)
+        return -1;
+    pthread_mutex_lock(&a->lock);
+    a->requests_total++;
+    if ((size_t)n > GF_PROTO_MAX) {
+        a->requests_bad++;
+        reply_error(&out, "request longer than 4096 bytes");
+    } else if (gf_msg_decode(buf, (size_t)n, &in, &err) < 0) {
+        a->requests_bad++;
+        reply_error(&out, err.msg);
+    } else {
+        dispatch(a, &in, &out, &cr);
+    }
+    pthread_mutex_unlock(&a->lock);
+    len = gf_msg_encode(&out, reply, sizeof(reply));
+    if (len < 0)
+        len = snprintf(reply, sizeof(reply), GF_PROTO_MAGIC " error msg=reply too long");
+    /* never block on a client that does not read its replies */
+    if (send(fd, reply, (size_t)len, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno != EAGAIN)
+        return -1;
+    return 0;
+}

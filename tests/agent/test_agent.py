@@ -1,0 +1,295 @@
+"""gpufracd driven for real over gpusim: burst grant and refusal, reclaim,
+the watchdog, restart with state intact, metrics through a real Prometheus
+parser, sm-sharing against the MPS stand-in, malformed socket messages."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import unittest
+import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
+from harness import BUILD, GPUFRAC, PROBE, Gi, Mi, SimTestCase, kv  # noqa: E402
+
+from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+
+AGENT = os.path.join(BUILD, "bin", "gpufracd")
+FAKE_MPS = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "fakes",
+                                        "nvidia-cuda-mps-control"))
+
+
+class AgentTestCase(SimTestCase):
+    devices = "4Gi"
+
+    def setUp(self):
+        super().setUp()
+        self.state = os.path.join(self.tmp, "state")
+        self.env["GPUFRAC_STATE_DIR"] = self.state
+        self.agent = None
+        self.start_agent()
+
+    def tearDown(self):
+        self.stop_agent()
+        super().tearDown()
+
+    def start_agent(self):
+        self.agent_log = open(os.path.join(self.tmp, "agent.log"), "a")
+        self.agent = subprocess.Popen(
+            [AGENT, "--state-dir", self.state, "--metrics-listen", "127.0.0.1:0",
+             "--watchdog-period-ms", "100", "--mps-control", FAKE_MPS],
+            env=self.env, stdout=self.agent_log, stderr=subprocess.STDOUT)
+        self.sock = os.path.join(self.state, "agent.sock")
+        self.starts = getattr(self, "starts", 0) + 1
+        self.wait_for(lambda: self.ready_lines() == self.starts, "the agent to be ready")
+
+    def ready_lines(self):
+        with open(os.path.join(self.tmp, "agent.log")) as f:
+            return sum(1 for ln in f if "ready:" in ln)
+
+    def stop_agent(self, sig=signal.SIGTERM):
+        if self.agent and self.agent.poll() is None:
+            self.agent.send_signal(sig)
+            self.agent.wait(timeout=30)
+        if self.agent:
+            self.agent_log.close()
+        self.agent = None
+
+    def metrics_port(self):
+        with open(os.path.join(self.tmp, "agent.log")) as f:
+            lines = [ln for ln in f if "ready:" in ln]
+        if not lines:
+            return None
+        return lines[-1].rsplit("127.0.0.1:", 1)[1].split()[0]
+
+    def metrics(self):
+        url = "http://127.0.0.1:%s/metrics" % self.metrics_port()
+        with urllib.request.urlopen(url, timeout=10) as r:
+            self.assertIn("version=0.0.4", r.headers["Content-Type"])
+            text = r.read().decode()
+        out = {}
+        for fam in text_string_to_metric_families(text):
+            for s in fam.samples:
+                out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+        return out
+
+    def sample(self, m, name, **labels):
+        for (n, lb), v in m.items():
+            d = dict(lb)
+            if n == name and all(d.get(k) == str(val) for k, val in labels.items()):
+                return v
+        return None
+
+    def wait_for(self, pred, what, seconds=20):
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            v = pred()
+            if v:
+                return v
+            time.sleep(0.05)
+        self.fail("gave up waiting for " + what)
+
+    def status(self):
+        r = subprocess.run([GPUFRAC, "status", "--json"], env=self.env, capture_output=True,
+                           text=True, check=True)
+        return {f["name"]: f for f in json.loads(r.stdout)}
+
+    def run_bg(self, name, *flags_and_steps, env=None):
+        i = flags_and_steps.index("--")
+        flags, steps = flags_and_steps[:i], flags_and_steps[i + 1:]
+        out = open(os.path.join(self.tmp, name + ".out"), "w")
+        p = subprocess.Popen([GPUFRAC, "run", "--name", name, *flags, "--", *steps],
+                             env=env or self.env, stdout=out, stderr=subprocess.STDOUT)
+        self.procs.append(p)
+        return p
+
+    def output(self, name):
+        with open(os.path.join(self.tmp, name + ".out")) as f:
+            return f.read()
+
+    def run_fg(self, *args, env=None):
+        return subprocess.run([GPUFRAC, "run", *args], env=env or self.env,
+                              capture_output=True, text=True, timeout=120)
+
+    def events(self):
+        p = os.path.join(self.state, "events.log")
+        return open(p).read() if os.path.exists(p) else ""
+
+    def ask(self, payload):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        s.settimeout(10)
+        s.connect(self.sock)
+        s.send(payload)
+        reply = s.recv(8192)
+        s.close()
+        return reply.decode()
+
+
+class BurstTest(AgentTestCase):
+    def test_burst_granted_from_unguaranteed_memory(self):
+        r = self.run_fg("--memory", "1Gi", "--limit", "3Gi", "--", PROBE, "alloc", "2Gi",
+                        "info", "freeall")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = kv(r.stdout)
+        self.assertIn("alloc=ok", r.stdout)
+        self.assertEqual(int(out["total"]), 3 * Gi)
+        self.assertNotIn("hard cap", r.stderr, "the agent is running: no notice")
+
+    def test_burst_refused_when_others_are_guaranteed_it(self):
+        self.run_bg("owner", "--memory", "2560Mi", "--", PROBE, "alloc", "1Mi", "hold", "60")
+        self.wait_for(lambda: self.status().get("owner", {}).get("used"), "the owner")
+        # 4Gi - 2.5Gi guaranteed to owner - 1Gi own request: 512Mi may be lent
+        r = self.run_fg("--memory", "1Gi", "--limit", "3Gi", "--", PROBE, "alloc", "1600Mi",
+                        "alloc", "300Mi", "freeall")
+        lines = [ln for ln in r.stdout.splitlines() if ln.startswith("alloc=")]
+        self.assertEqual(lines, ["alloc=CUDA_ERROR_OUT_OF_MEMORY", "alloc=ok"], r.stdout)
+
+    def test_reclaim_terminates_the_borrower_and_the_owner_allocates(self):
+        self.run_bg("borrower", "--memory", "1Gi", "--limit", "3Gi", "--", PROBE, "alloc",
+                    "2560Mi", "hold", "60")
+        st = self.wait_for(lambda: self.status().get("borrower", {}).get("burst"), "a loan")
+        self.assertEqual(st, 1536 * Mi)
+        r = self.run_fg("--name", "owner", "--memory", "2Gi", "--", PROBE, "alloc", "1900Mi",
+                        "freeall")
+        self.assertIn("alloc=ok", r.stdout, r.stderr)
+        self.assertIn("reclaim: terminated pid", self.events())
+        self.assertIn("fraction borrower", self.events())
+        self.wait_for(lambda: "borrower" not in self.status(), "the borrower's run to end")
+        m = self.metrics()
+        self.assertEqual(self.sample(m, "gpufrac_agent_evictions_total"), 1.0)
+
+
+class WatchdogTest(AgentTestCase):
+    def test_process_bypassing_the_shim_is_terminated(self):
+        # inside the fraction, but without the preload: only the driver sees it
+        # 2Gi is past 512Mi plus the watchdog's allowance for contexts
+        self.run_bg("leaky", "--memory", "512Mi", "--", "env", "-u", "LD_PRELOAD", PROBE,
+                    "alloc", "2Gi", "hold", "60")
+        self.wait_for(lambda: "watchdog: killed pid" in self.events(), "the watchdog")
+        self.assertIn("fraction leaky", self.events())
+        self.wait_for(lambda: "leaky" not in self.status(), "the leaky run to end")
+
+    def test_process_within_its_limit_is_left_alone(self):
+        p = self.run_bg("fine", "--memory", "1Gi", "--", "env", "-u", "LD_PRELOAD", PROBE,
+                        "alloc", "256Mi", "hold", "3")
+        p.wait(timeout=30)
+        self.assertEqual(p.returncode, 0, self.output("fine"))
+        self.assertNotIn("watchdog", self.events())
+
+
+class RestartTest(AgentTestCase):
+    def test_sigkill_and_restart_mid_burst_keeps_state(self):
+        self.run_bg("b", "--memory", "1Gi", "--limit", "3Gi", "--", PROBE, "alloc", "2Gi",
+                    "hold", "60")
+        self.wait_for(lambda: self.status().get("b", {}).get("burst"), "a loan")
+        before = self.status()["b"]
+        self.stop_agent(signal.SIGKILL)
+        self.start_agent()
+        after = self.status()["b"]
+        self.assertEqual(after["burst"], before["burst"])
+        self.assertEqual(after["used"], before["used"])
+        m = self.metrics()
+        self.assertEqual(self.sample(m, "gpufrac_fraction_memory_burst_bytes", fraction="b"),
+                         float(before["burst"]))
+        self.assertEqual(self.sample(m, "gpufrac_gpu_memory_lent_bytes", gpu=0),
+                         float(before["burst"]))
+        # the workload kept running, and a new borrower still gets a loan
+        r = self.run_fg("--memory", "256Mi", "--limit", "512Mi", "--", PROBE, "alloc", "400Mi",
+                        "freeall")
+        self.assertIn("alloc=ok", r.stdout, r.stderr)
+
+
+class MetricsTest(AgentTestCase):
+    def test_values_cross_checked(self):
+        self.run_bg("m", "--memory", "1Gi", "--limit", "2Gi", "--", PROBE, "alloc", "1536Mi",
+                    "alloc", "1Gi", "hold", "60")
+        self.wait_for(lambda: self.status().get("m", {}).get("denied"), "a refusal")
+        st = self.status()["m"]
+        m = self.wait_for(
+            lambda: (lambda mm: mm if self.sample(mm, "gpufrac_fraction_memory_used_bytes",
+                                                  fraction="m", source="driver") else None)(
+                self.metrics()), "a driver sample")
+        f = dict(fraction="m", gpu=0)
+        self.assertEqual(self.sample(m, "gpufrac_fraction_memory_request_bytes", **f), Gi)
+        self.assertEqual(self.sample(m, "gpufrac_fraction_memory_limit_bytes", **f), 2 * Gi)
+        self.assertEqual(self.sample(m, "gpufrac_fraction_memory_used_bytes", source="accounted",
+                                     **f), float(st["used"]))
+        self.assertGreaterEqual(self.sample(m, "gpufrac_fraction_memory_used_bytes",
+                                            source="driver", **f), 1536 * Mi)
+        self.assertEqual(self.sample(m, "gpufrac_fraction_memory_burst_bytes", **f),
+                         float(st["burst"]))
+        self.assertEqual(self.sample(m, "gpufrac_fraction_alloc_denied_total", **f), 1.0)
+        self.assertEqual(self.sample(m, "gpufrac_gpu_memory_total_bytes", gpu=0), 4 * Gi)
+        self.assertEqual(self.sample(m, "gpufrac_gpu_memory_guaranteed_bytes", gpu=0), Gi)
+
+
+class MpsTest(AgentTestCase):
+    def test_sm_sharing_gets_the_agents_mps_daemon(self):
+        r = self.run_fg("--memory", "1Gi", "--mode", "sm-sharing", "--compute", "0.25", "--",
+                        "sh", "-c", "echo pipe=$CUDA_MPS_PIPE_DIRECTORY; "
+                        "echo pct=$CUDA_MPS_ACTIVE_THREAD_PERCENTAGE; "
+                        "echo pinned=$CUDA_MPS_PINNED_DEVICE_MEM_LIMIT")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = kv(r.stdout)
+        self.assertTrue(out["pipe"].startswith(os.path.join(self.state, "mps")), out)
+        self.assertEqual(out["pct"], "25")
+        self.assertEqual(out["pinned"], "0=1024M")
+        self.assertTrue(os.path.exists(os.path.join(out["pipe"], "control")))
+        # nothing uses MPS any more: the agent stops the daemon
+        self.wait_for(lambda: not os.path.exists(os.path.join(out["pipe"], "control")),
+                      "the idle daemon to stop")
+        log = open(os.path.join(out["pipe"], "commands.log")).read()
+        self.assertIn("quit", log)
+
+    def test_modes_never_share_a_gpu(self):
+        self.run_bg("ts", "--memory", "1Gi", "--", PROBE, "alloc", "1Mi", "hold", "60")
+        self.wait_for(lambda: self.status().get("ts", {}).get("used"), "a time-slicing holder")
+        r = self.run_fg("--memory", "1Gi", "--mode", "sm-sharing", "--", "true")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("cannot share", r.stderr)
+
+
+class SocketTest(AgentTestCase):
+    def test_malformed_requests_get_an_error_and_the_agent_lives(self):
+        cases = [b"", b"hello", b"gpufrac/2 ping", b"gpufrac/1", b"gpufrac/1 borrow dev",
+                 b"gpufrac/1 borrow dev=x bytes=-1", b"gpufrac/1 ping \x00\x01",
+                 b"gpufrac/1 " + b"a" * 5000, b"gpufrac/1 frobnicate",
+                 b"gpufrac/1 borrow dev=GPU-none bytes=1"]
+        for payload in cases:
+            with self.subTest(payload=payload[:40]):
+                if payload == b"":
+                    continue  # an empty datagram is a hang-up on SEQPACKET
+                reply = self.ask(payload)
+                self.assertTrue(reply.startswith("gpufrac/1 error msg="), reply)
+        self.assertTrue(self.ask(b"gpufrac/1 ping").startswith("gpufrac/1 ok"))
+        # borrowing for a fraction one does not belong to is refused
+        reply = self.ask(b"gpufrac/1 borrow dev=%s bytes=1048576" % self.gpu_uuid().encode())
+        self.assertIn("holds no slot", reply)
+        m = self.metrics()
+        self.assertGreaterEqual(self.sample(m, "gpufrac_agent_bad_requests_total"), 5)
+        self.assertIsNone(self.agent.poll())
+
+    def test_a_client_that_never_reads_does_not_block_the_agent(self):
+        hogs = []
+        for _ in range(20):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            s.connect(self.sock)
+            for _ in range(50):
+                try:
+                    s.send(b"gpufrac/1 ping", socket.MSG_DONTWAIT)
+                except BlockingIOError:
+                    break
+            hogs.append(s)
+        self.assertTrue(self.ask(b"gpufrac/1 ping").startswith("gpufrac/1 ok"))
+        for s in hogs:
+            s.close()
+
+    def gpu_uuid(self):
+        r = subprocess.run([PROBE, "uuid"], env=self.env, capture_output=True, text=True)
+        return kv(r.stdout)["uuid"]
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
