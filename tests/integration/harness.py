@@ -52,7 +52,12 @@ class SimTestCase(unittest.TestCase):
     def tearDown(self):
         for p in self.procs:
             if p.poll() is None:
-                p.kill()
+                # TERM first: gpufrac run forwards it to the whole fraction
+                p.terminate()
+                try:
+                    p.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
             p.communicate()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
