@@ -120,6 +120,34 @@ static void do_mps(gf_agent *a, const gf_msg *in, gf_msg *out)
     gf_msg_add(out, "pipe", pipe);
 }
 
+/* Before a fraction stops: MPS terminates its clients (sm-sharing). Only its
+ * supervisor or root may ask. */
+static void do_release(gf_agent *a, const gf_msg *in, gf_msg *out, const struct ucred *cr)
+{
+    const char *name = gf_msg_get(in, "name");
+    pid_t pids[256];
+    gf_afraction *f;
+    gf_error err;
+    int n = 0;
+
+    gf_registry_scan(a, &err);
+    if (!name || !(f = gf_registry_find_name(a, name)))
+        return reply_error(out, "name= names no fraction of this node");
+    if (cr->uid != 0 && cr->pid != f->supervisor)
+        return reply_error(out, "only the fraction's supervisor or root may release it");
+    for (int s = 0, high = gf_ledger_slot_high(&f->ledger); s < high && n < 256; s++)
+        if (atomic_load(&f->ledger.hdr->slots[s].pid) && gf_ledger_slot_live(&f->ledger, s))
+            pids[n++] = atomic_load(&f->ledger.hdr->slots[s].pid);
+    for (int g = 0; g < a->n_gpus && f->cfg.mode == GF_MODE_SM_SHARING && n; g++)
+        if (gf_config_find_device(&f->cfg, a->gpus[g].uuid) &&
+            gf_mps_terminate_clients(a, g, pids, n, &err) < 0)
+            return reply_error(out, err.msg);
+    if (n && f->cfg.mode == GF_MODE_SM_SHARING)
+        gf_agent_event(a, "release: MPS terminated %d client(s) of fraction %s", n, name);
+    gf_msg_init(out, "ok");
+    gf_msg_add_u64(out, "clients", (uint64_t)n);
+}
+
 static void dispatch(gf_agent *a, const gf_msg *in, gf_msg *out, const struct ucred *cr)
 {
     if (strcmp(in->verb, "ping") == 0) {
@@ -132,9 +160,11 @@ static void dispatch(gf_agent *a, const gf_msg *in, gf_msg *out, const struct uc
         do_reclaim(a, in, out, cr->pid);
     } else if (strcmp(in->verb, "mps") == 0) {
         do_mps(a, in, out);
+    } else if (strcmp(in->verb, "release") == 0) {
+        do_release(a, in, out, cr);
     } else {
         char m[96];
-        snprintf(m, sizeof(m), "unknown verb %s (expected ping, borrow, return, reclaim or mps)",
+        snprintf(m, sizeof(m), "unknown verb %s (expected ping, borrow, return, reclaim, mps or release)",
                  in->verb);
         reply_error(out, m);
     }

@@ -5,6 +5,20 @@
 #include "fraction.h"
 #include "run.h"
 
+/* Before an sm-sharing fraction is stopped, the agent has MPS terminate its
+ * clients: a client killed mid-work can wedge the server for every tenant. */
+static void release_mps(void *arg)
+{
+    const run_plan *p = arg;
+    gf_msg req, reply;
+    gf_error err;
+
+    gf_msg_init(&req, "release");
+    gf_msg_add(&req, "name", p->cfg.name);
+    if (gf_agent_request(p->cfg.agent, &req, &reply, &err) < 0)
+        fprintf(stderr, "gpufrac run: %s\n", err.msg);
+}
+
 int gf_cmd_run(int argc, char **argv)
 {
     char dir[GF_PATH_MAX];
@@ -31,13 +45,23 @@ int gf_cmd_run(int argc, char **argv)
         return gf_cli_fail("run", GF_EXIT_FAIL, &err);
     if (gf_admit_check(&p, &err) < 0 || gf_fraction_create(&f, p.state, &p.cfg, &err) < 0) {
         gf_state_unlock(lock);
+    if (run_env_mps(&p, &err) < 0) {
+        gf_fraction_remove(&f);
+        return gf_cli_fail("run", GF_EXIT_FAIL, &err);
+    }
         return gf_cli_fail("run", GF_EXIT_FAIL, &err);
     }
     gf_state_unlock(lock);
+    if (run_env_mps(&p, &err) < 0) {
+        gf_fraction_remove(&f);
+        return gf_cli_fail("run", GF_EXIT_FAIL, &err);
+    }
     if (gf_ledger_open(p.cfg.ledger, &lg, &err) < 0) {
         gf_fraction_remove(&f);
         return gf_cli_fail("run", GF_EXIT_FAIL, &err);
     }
+    if (p.cfg.mode == GF_MODE_SM_SHARING && p.cfg.agent[0])
+        run_supervise_on_stop(release_mps, &p);
     rc = run_supervise(o.cmd, &lg);
     gf_ledger_close(&lg);
     gf_fraction_remove(&f);

@@ -32,6 +32,11 @@ int run_parse(int argc, char **argv, run_opts *o, bool *done);
  * exit code (usage: 2, other: 1) with the message in err. */
 int run_plan_make(const run_opts *o, run_plan *p, gf_error *err);
 
+/* sm-sharing with gpufracd: asks it for the GPU's MPS daemon and sets
+ * CUDA_MPS_PIPE_DIRECTORY. Call once the fraction exists, so the agent never
+ * sees a daemon without its fraction. */
+int run_env_mps(const run_plan *p, gf_error *err);
+
 /* Prints the honest notices (burst without the agent, MPS). */
 void run_plan_notices(const run_plan *p);
 
@@ -41,5 +46,8 @@ int run_env_apply(const run_plan *p, const char *fraction_dir, gf_error *err);
 /* Forks and execs cmd as a subreaper, forwards signals, reaps every
  * descendant and returns its memory through lg. Returns the exit code. */
 int run_supervise(char **cmd, gf_ledger *lg);
+
+/* fn runs once, before the first stop signal is passed on to the fraction. */
+void run_supervise_on_stop(void (*fn)(void *), void *arg);
 
 #endif

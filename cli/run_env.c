@@ -113,7 +113,7 @@ static int set_devices(const run_plan *p, gf_error *err)
 
 /* sm-sharing with the agent: it runs the GPU's MPS daemon; the client needs
  * only the pipe directory (one daemon per GPU, so one GPU per fraction). */
-static int set_mps_pipe(const run_plan *p, gf_error *err)
+int run_env_mps(const run_plan *p, gf_error *err)
 {
     gf_msg req, reply;
     const char *pipe;
@@ -143,7 +143,5 @@ int run_env_apply(const run_plan *p, const char *fraction_dir, gf_error *err)
     snprintf(config, sizeof(config), "%s/config", fraction_dir);
     if (setenv("GPUFRAC_CONFIG", config, 1) < 0)
         return gf_error_sys(err, "setting GPUFRAC_CONFIG");
-    if (set_mps_pipe(p, err) < 0)
-        return -1;
     return set_devices(p, err);
 }

@@ -118,6 +118,15 @@ static void note_left_behind(char **cmd, int sig)
  * no SIGCHLD tells us it died, so its memory is returned on a short tick. */
 static const struct timespec reclaim_tick = {0, 250 * 1000 * 1000};
 
+static void (*before_stop)(void *);
+static void *before_stop_arg;
+
+void run_supervise_on_stop(void (*fn)(void *), void *arg)
+{
+    before_stop = fn;
+    before_stop_arg = arg;
+}
+
 /* A stop signal forwarded to COMMAND is meant for the whole fraction: once
  * COMMAND is gone, what it left running gets it too. */
 static int wait_all(char **cmd, pid_t child, gf_ledger *lg, const sigset_t *set)
@@ -133,6 +142,8 @@ static int wait_all(char **cmd, pid_t child, gf_ledger *lg, const sigset_t *set)
             continue; /* the tick, or EINTR from a stop/continue */
         }
         if (sig != SIGCHLD) {
+            if (!last_sig && before_stop)
+                before_stop(before_stop_arg); /* e.g. MPS lets its clients go first */
             forward(&si, child, child_done);
             last_sig = sig;
             continue;

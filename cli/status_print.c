@@ -93,7 +93,38 @@ static void print_row(cell *row, const int *width)
     }
 }
 
+enum { RECENT_EVENTS = 5 };
+
+/* The agent's last few events (reclaims, watchdog kills, MPS faults): they
+ * often concern fractions that are gone by now. */
+static void print_events(const char *state)
+{
+    char path[GF_PATH_MAX + 16], lines[RECENT_EVENTS][512];
+    int n = 0;
+    FILE *fp;
+
+    snprintf(path, sizeof(path), "%s/events.log", state);
+    if (!(fp = fopen(path, "re")))
+        return;
+    while (fgets(lines[n % RECENT_EVENTS], sizeof(lines[0]), fp))
+        n++;
+    fclose(fp);
+    if (n == 0)
+        return;
+    printf("\nRecent agent events (%s):\n", path);
+    for (int i = n > RECENT_EVENTS ? n - RECENT_EVENTS : 0; i < n; i++)
+        printf("  %s", lines[i % RECENT_EVENTS]);
+}
+
+static void print_fractions(const status_fraction *f, size_t n, const char *state);
+
 void status_print_table(const status_fraction *f, size_t n, const char *state)
+{
+    print_fractions(f, n, state);
+    print_events(state);
+}
+
+static void print_fractions(const status_fraction *f, size_t n, const char *state)
 {
     int width[N_COLS];
     cell head[N_COLS];

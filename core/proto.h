@@ -4,7 +4,7 @@
  *   gpufrac/1 <verb> key=value key=value ...
  *
  * Verbs (requests): ping | borrow dev=<uuid> bytes=<n> | return dev=<uuid> bytes=<n>
- *   | reclaim dev=<uuid> bytes=<n> | mps dev=<uuid> | status
+ *   | reclaim dev=<uuid> bytes=<n> | mps dev=<uuid> | release name=<fraction>
  * Replies: "gpufrac/1 ok key=value ..." or "gpufrac/1 error msg=<text>" where a
  * value may contain spaces only as the last pair `msg=` (rest of the line).
  * Keys are [a-z_]+, values have no spaces (except msg), no control bytes. */

@@ -243,6 +243,44 @@ class MpsTest(AgentTestCase):
         log = open(os.path.join(out["pipe"], "commands.log")).read()
         self.assertIn("quit", log)
 
+    def start_sm_fraction(self, name):
+        p = self.run_bg(name, "--memory", "1Gi", "--mode", "sm-sharing", "--compute", "0.5",
+                        "--", PROBE, "alloc", "1Mi", "hold", "60")
+        self.wait_for(lambda: self.status().get(name, {}).get("processes"), "the client")
+        pid = self.status()[name]["pids"][0]
+        pipe = self.wait_for(lambda: [os.path.join(self.state, "mps", d) for d in
+                                      os.listdir(os.path.join(self.state, "mps"))], "a pipe")[0]
+        return p, pid, pipe
+
+    def test_release_lets_mps_terminate_the_clients_first(self):
+        p, pid, pipe = self.start_sm_fraction("sm")
+        subprocess.run([FAKE_MPS], input="start_server -uid %d\n" % os.getuid(), text=True,
+                       env=dict(self.env, CUDA_MPS_PIPE_DIRECTORY=pipe), capture_output=True)
+        with open(os.path.join(pipe, "clients"), "w") as f:
+            f.write("%d\n" % pid)
+        p.send_signal(signal.SIGINT)
+        p.wait(timeout=30)
+        log = open(os.path.join(pipe, "commands.log")).read()
+        self.assertRegex(log, r"terminate_client \d+ %d" % pid)
+        self.assertIn("release: MPS terminated 1 client(s) of fraction sm", self.events())
+
+    def test_mps_server_fault_is_reported_and_recovered(self):
+        _, _, pipe = self.start_sm_fraction("sm")
+        starts = open(os.path.join(pipe, "commands.log")).read().count("start pid=")
+        subprocess.run([FAKE_MPS], input="start_server -uid %d\n" % os.getuid(), text=True,
+                       env=dict(self.env, CUDA_MPS_PIPE_DIRECTORY=pipe), capture_output=True)
+        open(os.path.join(pipe, "fault"), "w").close()
+        self.wait_for(lambda: "fault" in self.events().lower(), "the fault to be reported")
+        self.wait_for(lambda: open(os.path.join(pipe, "commands.log")).read().count(
+            "start pid=") > starts, "the daemon to be restarted")
+        m = self.wait_for(lambda: (lambda mm: mm if self.sample(
+            mm, "gpufrac_gpu_mps_faults_total", gpu=0) else None)(self.metrics()), "the metric")
+        self.assertEqual(self.sample(m, "gpufrac_gpu_mps_faults_total", gpu=0), 1.0)
+        table = subprocess.run([GPUFRAC, "status"], env=self.env, capture_output=True,
+                               text=True).stdout
+        self.assertIn("Recent agent events", table)
+        self.assertIn("FAULT", table.upper())
+
     def test_modes_never_share_a_gpu(self):
         self.run_bg("ts", "--memory", "1Gi", "--", PROBE, "alloc", "1Mi", "hold", "60")
         self.wait_for(lambda: self.status().get("ts", {}).get("used"), "a time-slicing holder")
