@@ -106,7 +106,19 @@ static void do_reclaim(gf_agent *a, const gf_msg *in, gf_msg *out, pid_t peer)
     gf_msg_add_u64(out, "evicted", (uint64_t)evicted);
 }
 
-static void do_mps(gf_agent *a, const gf_msg *in, gf_msg *out)
+/* Is pid the supervisor of an sm-sharing fraction on GPU g? */
+static bool supervises_sm(gf_agent *a, pid_t pid, int g)
+{
+    for (int i = 0; i < a->n_fractions; i++) {
+        const gf_afraction *f = &a->fractions[i];
+        if (f->supervisor == pid && f->cfg.mode == GF_MODE_SM_SHARING &&
+            gf_config_find_device(&f->cfg, a->gpus[g].uuid))
+            return true;
+    }
+    return false;
+}
+
+static void do_mps(gf_agent *a, const gf_msg *in, gf_msg *out, const struct ucred *cr)
 {
     char pipe[GF_PATH_MAX];
     gf_error err;
@@ -114,6 +126,10 @@ static void do_mps(gf_agent *a, const gf_msg *in, gf_msg *out)
 
     if ((g = gpu_of(a, in, out)) < 0)
         return;
+    gf_registry_scan(a, &err);
+    if (cr->uid != 0 && !supervises_sm(a, cr->pid, g))
+        return reply_error(out, "only root or the supervisor of an sm-sharing fraction on this "
+                                "GPU may ask for its MPS daemon");
     if (gf_mps_ensure(a, g, pipe, sizeof(pipe), &err) < 0)
         return reply_error(out, err.msg);
     gf_msg_init(out, "ok");
@@ -159,7 +175,7 @@ static void dispatch(gf_agent *a, const gf_msg *in, gf_msg *out, const struct uc
     } else if (strcmp(in->verb, "reclaim") == 0) {
         do_reclaim(a, in, out, cr->pid);
     } else if (strcmp(in->verb, "mps") == 0) {
-        do_mps(a, in, out);
+        do_mps(a, in, out, cr);
     } else if (strcmp(in->verb, "release") == 0) {
         do_release(a, in, out, cr);
     } else {

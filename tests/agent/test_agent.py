@@ -305,6 +305,16 @@ class SocketTest(AgentTestCase):
         # borrowing for a fraction one does not belong to is refused
         reply = self.ask(b"gpufrac/1 borrow dev=%s bytes=1048576" % self.gpu_uuid().encode())
         self.assertIn("holds no slot", reply)
+        # root may ask for any GPU's MPS daemon; anyone else only for its fraction
+        req = "gpufrac/1 mps dev=%s" % self.gpu_uuid()
+        code = ("import socket,sys; s=socket.socket(socket.AF_UNIX,socket.SOCK_SEQPACKET); "
+                "s.connect(sys.argv[1]); s.send(sys.argv[2].encode()); print(s.recv(4096).decode())")
+        os.chmod(self.tmp, 0o755)
+        os.chmod(self.state, 0o755)
+        kw = {"user": 65534} if os.getuid() == 0 else {}
+        reply = subprocess.run([sys.executable, "-c", code, self.sock, req], capture_output=True,
+                               text=True, **kw).stdout
+        self.assertIn("only root or the supervisor", reply)
         m = self.metrics()
         self.assertGreaterEqual(self.sample(m, "gpufrac_agent_bad_requests_total"), 5)
         self.assertIsNone(self.agent.poll())

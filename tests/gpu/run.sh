@@ -190,6 +190,20 @@ bench() {
     fi
 }
 
+# extra SCRIPT NAME: a check script of its own (77 = skipped).
+extra() {
+    local script=$1 name=$2 log="$OUT_DIR/$2.log" rc
+    shift 2
+    echo "== $name" >&2
+    timeout --kill-after=15 1200 "$script" "$@" >"$log" 2>&1
+    rc=$?
+    case $rc in
+    0) record "$name" PASS "$(figures "$log")" ;;
+    77) record "$name" SKIP "$(tail -1 "$log")" ;;
+    *) record "$name" FAIL "exit $rc (log: $log)" ;;
+    esac
+}
+
 main() {
     environment
     echo "gpufrac GPU suite: build $BUILD, output $OUT_DIR" >&2
@@ -197,6 +211,8 @@ main() {
         torch_checks
         optional_checks
         status_check
+        extra "$HERE/mps_check.sh" mps "$OUT_DIR/mps"
+        extra "$HERE/agent_check.sh" agent "$BUILD" "$OUT_DIR/agent"
         bench
     fi
     {
