@@ -34,7 +34,7 @@ static CUresult alloc_admitted(void *dptr, size_t bytes, int kind, alloc_call ca
     if (!gf_admit(o, bytes))
         return CUDA_ERROR_OUT_OF_MEMORY;
     rc = call(dptr, bytes, flags);
-    if (rc == CUDA_ERROR_OUT_OF_MEMORY && gf_reclaim_for(o))
+    if (rc == CUDA_ERROR_OUT_OF_MEMORY && gf_reclaim_for(o, bytes))
         rc = call(dptr, bytes, flags); /* borrowers were made to give it back */
     if (rc != CUDA_SUCCESS) {
         gf_unadmit(o, bytes);

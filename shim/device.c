@@ -125,13 +125,13 @@ GF_HIDDEN void gf_unadmit(const gf_ordinal *o, uint64_t bytes)
 
 /* The driver refused memory the fraction is guaranteed (within its
  * request): borrowers hold it. Has the agent take loans back. */
-GF_HIDDEN bool gf_reclaim_for(const gf_ordinal *o)
+GF_HIDDEN bool gf_reclaim_for(const gf_ordinal *o, uint64_t bytes)
 {
     if (!gf_state.cfg.agent[0] || o->dev < 0)
         return false;
     if (gf_used(o) > gf_state.ledger.hdr->devices[o->dev].request)
         return false; /* this allocation reaches into burst: no claim on others */
-    return gf_agent_reclaim(o, 1);
+    return gf_agent_reclaim(o, bytes);
 }
 
 GF_HIDDEN uint64_t gf_used(const gf_ordinal *o)

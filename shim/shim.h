@@ -119,7 +119,7 @@ GF_HIDDEN void gf_uuid_format(const CUuuid *u, char *buf, size_t len);
  * dead processes' and idle pools' memory and tries once more. */
 GF_HIDDEN bool gf_admit(const gf_ordinal *o, uint64_t bytes);
 GF_HIDDEN void gf_unadmit(const gf_ordinal *o, uint64_t bytes);
-GF_HIDDEN bool gf_reclaim_for(const gf_ordinal *o);
+GF_HIDDEN bool gf_reclaim_for(const gf_ordinal *o, uint64_t bytes);
 GF_HIDDEN uint64_t gf_used(const gf_ordinal *o);
 
 /* Stream-ordered pools and graph pools: charge what the driver reserved. */
