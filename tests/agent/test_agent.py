@@ -82,14 +82,6 @@ class AgentTestCase(SimTestCase):
                 return v
         return None
 
-    def wait_for(self, pred, what, seconds=20):
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            v = pred()
-            if v:
-                return v
-            time.sleep(0.05)
-        self.fail("gave up waiting for " + what)
 
     def status(self):
         r = subprocess.run([GPUFRAC, "status", "--json"], env=self.env, capture_output=True,

@@ -6,6 +6,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
 import unittest
 
 BUILD = os.environ.get("GPUFRAC_BUILD") or os.path.join(
@@ -110,6 +111,17 @@ class SimTestCase(unittest.TestCase):
         r = subprocess.run([LEDGERTOOL, "dump", self.ledger], capture_output=True, text=True,
                            check=True)
         return {k: (int(v) if v.isdigit() else v) for k, v in kv(r.stdout).items()}
+
+    def wait_for(self, pred, what, seconds=20):
+        """Bounded wait for a state (not a timing assertion): returns pred's
+        first true value, fails the test after `seconds`."""
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            v = pred()
+            if v:
+                return v
+            time.sleep(0.05)
+        self.fail("gave up waiting for " + what)
 
     def kill(self, p, sig=signal.SIGKILL):
         p.send_signal(sig)

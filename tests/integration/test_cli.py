@@ -30,15 +30,6 @@ class CliTestCase(SimTestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         return json.loads(r.stdout)
 
-    def wait_for(self, pred, what, seconds=20):
-        """Bounded wait for a state (not a timing assertion)."""
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            v = pred()
-            if v:
-                return v
-            time.sleep(0.05)
-        self.fail("gave up waiting for " + what)
 
 
 class RunTest(CliTestCase):
