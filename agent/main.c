@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "admit.h"
 #include "agent.h"
 #include "log.h"
 #include "server.h"
@@ -170,6 +171,7 @@ static void tick(gf_agent *a)
     for (int g = 0; g < a->n_gpus; g++)
         if (a->gpus[g].mps_running && gf_mps_check(a, g, &err) < 0)
             gf_log_write(a->log_fd, GF_LOG_WARN, "gpufracd", "%s", err.msg);
+    gf_reconcile_containers(a);
     gf_mps_stop_idle(a, &err);
     pthread_mutex_unlock(&a->lock);
     (void)expirations;

@@ -33,6 +33,27 @@ static pid_t read_supervisor(const char *dir)
     return (pid_t)pid;
 }
 
+/* Kubernetes identity of a container fraction (written at admission). */
+static void read_identity(gf_afraction *f)
+{
+    char path[GF_PATH_MAX + 16], line[256];
+    FILE *fp;
+
+    snprintf(path, sizeof(path), "%s/identity", f->dir);
+    if (!(fp = fopen(path, "re")))
+        return;
+    while (fgets(line, sizeof(line), fp)) {
+        line[strcspn(line, "\n")] = '\0';
+        if (strncmp(line, "namespace=", 10) == 0)
+            snprintf(f->ns, sizeof(f->ns), "%.63s", line + 10);
+        else if (strncmp(line, "pod=", 4) == 0)
+            snprintf(f->pod, sizeof(f->pod), "%.127s", line + 4);
+        else if (strncmp(line, "container=", 10) == 0)
+            snprintf(f->container, sizeof(f->container), "%.63s", line + 10);
+    }
+    fclose(fp);
+}
+
 static int open_fraction(gf_agent *a, const char *dir, gf_error *err)
 {
     char path[GF_PATH_MAX + 32];
@@ -52,6 +73,7 @@ static int open_fraction(gf_agent *a, const char *dir, gf_error *err)
         gf_ledger_open(f->cfg.ledger, &f->ledger, err) < 0)
         return -1;
     f->supervisor = read_supervisor(dir);
+    read_identity(f);
     f->seen = true;
     a->n_fractions++;
     return 0;

@@ -12,6 +12,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "admit.h"
 #include "agent.h"
 #include "proto.h"
 #include "server.h"
@@ -40,7 +41,7 @@ int gf_server_listen(gf_agent *a, gf_error *err)
     return fd;
 }
 
-static void reply_error(gf_msg *out, const char *msg)
+void gf_reply_error(gf_msg *out, const char *msg)
 {
     gf_msg_init(out, "error");
     gf_msg_add(out, "msg", msg);
@@ -53,7 +54,7 @@ static int gpu_of(gf_agent *a, const gf_msg *in, gf_msg *out)
     if (g < 0) {
         char m[GF_PROTO_VAL_MAX];
         snprintf(m, sizeof(m), "dev=%s is not a GPU of this node", dev ? dev : "(missing)");
-        reply_error(out, m);
+        gf_reply_error(out, m);
     }
     return g;
 }
@@ -68,13 +69,13 @@ static void do_borrow(gf_agent *a, const gf_msg *in, gf_msg *out, pid_t peer, bo
     if ((g = gpu_of(a, in, out)) < 0)
         return;
     if (gf_msg_get_u64(in, "bytes", &bytes, &err) < 0)
-        return reply_error(out, err.msg);
+        return gf_reply_error(out, err.msg);
     gf_registry_scan(a, &err);
     f = gf_registry_find_pid(a, peer, &slot);
     if (!f) {
         char m[128];
         snprintf(m, sizeof(m), "pid %d holds no slot in any fraction", (int)peer);
-        return reply_error(out, m);
+        return gf_reply_error(out, m);
     }
     if (give_back) {
         gf_return_loan(a, f, slot, g, bytes);
@@ -82,7 +83,7 @@ static void do_borrow(gf_agent *a, const gf_msg *in, gf_msg *out, pid_t peer, bo
         return;
     }
     if (gf_lend(a, f, slot, g, bytes, &granted, &err) < 0)
-        return reply_error(out, err.msg);
+        return gf_reply_error(out, err.msg);
     gf_msg_init(out, "ok");
     gf_msg_add_u64(out, "granted", granted);
 }
@@ -96,12 +97,12 @@ static void do_reclaim(gf_agent *a, const gf_msg *in, gf_msg *out, pid_t peer)
     if ((g = gpu_of(a, in, out)) < 0)
         return;
     if (gf_msg_get_u64(in, "bytes", &bytes, &err) < 0)
-        return reply_error(out, err.msg);
+        return gf_reply_error(out, err.msg);
     gf_registry_scan(a, &err);
     if (!gf_registry_find_pid(a, peer, NULL))
-        return reply_error(out, "only a process of a fraction may ask to reclaim");
+        return gf_reply_error(out, "only a process of a fraction may ask to reclaim");
     if (gf_reclaim(a, a->gpus[g].uuid, bytes, &evicted, &err) < 0)
-        return reply_error(out, err.msg);
+        return gf_reply_error(out, err.msg);
     gf_msg_init(out, "ok");
     gf_msg_add_u64(out, "evicted", (uint64_t)evicted);
 }
@@ -128,10 +129,10 @@ static void do_mps(gf_agent *a, const gf_msg *in, gf_msg *out, const struct ucre
         return;
     gf_registry_scan(a, &err);
     if (cr->uid != 0 && !supervises_sm(a, cr->pid, g))
-        return reply_error(out, "only root or the supervisor of an sm-sharing fraction on this "
+        return gf_reply_error(out, "only root or the supervisor of an sm-sharing fraction on this "
                                 "GPU may ask for its MPS daemon");
     if (gf_mps_ensure(a, g, pipe, sizeof(pipe), &err) < 0)
-        return reply_error(out, err.msg);
+        return gf_reply_error(out, err.msg);
     gf_msg_init(out, "ok");
     gf_msg_add(out, "pipe", pipe);
 }
@@ -140,26 +141,33 @@ static void do_mps(gf_agent *a, const gf_msg *in, gf_msg *out, const struct ucre
  * supervisor or root may ask. */
 static void do_release(gf_agent *a, const gf_msg *in, gf_msg *out, const struct ucred *cr)
 {
-    const char *name = gf_msg_get(in, "name");
+    const char *name = gf_msg_get(in, "name"), *remove = gf_msg_get(in, "remove");
+    bool drop = remove && strcmp(remove, "1") == 0;
     pid_t pids[256];
     gf_afraction *f;
     gf_error err;
     int n = 0;
 
     gf_registry_scan(a, &err);
-    if (!name || !(f = gf_registry_find_name(a, name)))
-        return reply_error(out, "name= names no fraction of this node");
+    if (!name || !(f = gf_registry_find_name(a, name))) {
+        if (!drop)
+            return gf_reply_error(out, "name= names no fraction of this node");
+        gf_msg_init(out, "ok"); /* already gone: releasing twice is fine */
+        return;
+    }
     if (cr->uid != 0 && cr->pid != f->supervisor)
-        return reply_error(out, "only the fraction's supervisor or root may release it");
+        return gf_reply_error(out, "only the fraction's supervisor or root may release it");
     for (int s = 0, high = gf_ledger_slot_high(&f->ledger); s < high && n < 256; s++)
         if (atomic_load(&f->ledger.hdr->slots[s].pid) && gf_ledger_slot_live(&f->ledger, s))
             pids[n++] = atomic_load(&f->ledger.hdr->slots[s].pid);
     for (int g = 0; g < a->n_gpus && f->cfg.mode == GF_MODE_SM_SHARING && n; g++)
         if (gf_config_find_device(&f->cfg, a->gpus[g].uuid) &&
             gf_mps_terminate_clients(a, g, pids, n, &err) < 0)
-            return reply_error(out, err.msg);
+            return gf_reply_error(out, err.msg);
     if (n && f->cfg.mode == GF_MODE_SM_SHARING)
         gf_agent_event(a, "release: MPS terminated %d client(s) of fraction %s", n, name);
+    if (drop)
+        gf_release_fraction(a, f);
     gf_msg_init(out, "ok");
     gf_msg_add_u64(out, "clients", (uint64_t)n);
 }
@@ -178,11 +186,15 @@ static void dispatch(gf_agent *a, const gf_msg *in, gf_msg *out, const struct uc
         do_mps(a, in, out, cr);
     } else if (strcmp(in->verb, "release") == 0) {
         do_release(a, in, out, cr);
+    } else if (strcmp(in->verb, "admit") == 0) {
+        gf_admit_container(a, in, out, cr);
+    } else if (strcmp(in->verb, "attach") == 0) {
+        gf_attach_container(a, in, out, cr);
     } else {
-        char m[96];
-        snprintf(m, sizeof(m), "unknown verb %s (expected ping, borrow, return, reclaim, mps or release)",
+        char m[160];
+        snprintf(m, sizeof(m), "unknown verb %s (expected ping, borrow, return, reclaim, mps, release, admit or attach)",
                  in->verb);
-        reply_error(out, m);
+        gf_reply_error(out, m);
     }
 }
 
@@ -209,10 +221,10 @@ int gf_server_serve(gf_agent *a, int fd)
     a->requests_total++;
     if ((size_t)n > GF_PROTO_MAX) {
         a->requests_bad++;
-        reply_error(&out, "request longer than 4096 bytes");
+        gf_reply_error(&out, "request longer than 4096 bytes");
     } else if (gf_msg_decode(buf, (size_t)n, &in, &err) < 0) {
         a->requests_bad++;
-        reply_error(&out, err.msg);
+        gf_reply_error(&out, err.msg);
     } else {
         dispatch(a, &in, &out, &cr);
     }

@@ -281,6 +281,66 @@ class MpsTest(AgentTestCase):
         self.assertIn("cannot share", r.stderr)
 
 
+class ContainerTest(AgentTestCase):
+    """The verbs gpufrac-runtime uses (admit, attach, release) and the
+    reconciliation of containers whose poststop hook never ran."""
+
+    def admit(self, name, devices):
+        return self.ask(("gpufrac/1 admit name=%s ns=team pod=p1 container=main "
+                         "mode=time-slicing compute=100 devices=%s" % (name, devices)).encode())
+
+    def fractions(self):
+        d = os.path.join(self.state, "fractions")
+        return sorted(n for n in os.listdir(d) if not n.startswith("."))
+
+    def test_admit_attach_and_reconcile(self):
+        uuid = SocketTest.gpu_uuid(self)
+        reply = self.admit("k8s.abc.main", "%s/%d/%d" % (uuid, Gi, 2 * Gi))
+        self.assertTrue(reply.startswith("gpufrac/1 ok"), reply)
+        out = dict(kv.split("=", 1) for kv in reply.split()[2:])
+        self.assertEqual(out["config"], os.path.join(self.state, "fractions", "k8s.abc.main",
+                                                     "config"))
+        self.assertIn("agent=" + self.sock, open(out["config"]).read())
+        self.assertEqual(self.fractions(), ["k8s.abc.main"])
+        # admitting the same container again (a retried create) is fine
+        self.assertTrue(self.admit("k8s.abc.main", "%s/%d/%d" % (uuid, Gi, 2 * Gi))
+                        .startswith("gpufrac/1 ok"))
+        m = self.wait_for(lambda: (lambda mm: mm if self.sample(
+            mm, "gpufrac_fraction_memory_request_bytes", fraction="k8s.abc.main") else None)(
+            self.metrics()), "the fraction in metrics")
+        self.assertEqual(self.sample(m, "gpufrac_fraction_memory_request_bytes",
+                                     fraction="k8s.abc.main", namespace="team", pod="p1",
+                                     container="main"), Gi)
+        init = subprocess.Popen(["sleep", "30"])
+        self.procs.append(init)
+        self.assertTrue(self.ask(b"gpufrac/1 attach name=k8s.abc.main pid=%d" % init.pid)
+                        .startswith("gpufrac/1 ok"))
+        init.kill()
+        init.wait()
+        self.wait_for(lambda: self.fractions() == [], "the agent to reconcile")
+        self.assertIn("poststop hook never released it", self.events())
+
+    def test_admission_refusals_leave_nothing(self):
+        uuid = SocketTest.gpu_uuid(self)
+        for devices, words in (("%s/%d/%d" % (uuid, 5 * Gi, 5 * Gi), "not guaranteed"),
+                               ("GPU-nope/1/1", "not a GPU of this node"),
+                               ("%s/0/1" % uuid, "bad request"),
+                               ("%s/%d/%d" % (uuid, 2 * Gi, Gi), "bad limit")):
+            with self.subTest(devices=devices):
+                reply = self.admit("k8s.x.main", devices)
+                self.assertIn("error", reply)
+                self.assertIn(words, reply)
+                self.assertEqual(self.fractions(), [])
+
+    def test_release_removes_and_is_idempotent(self):
+        uuid = SocketTest.gpu_uuid(self)
+        self.admit("k8s.r.main", "%s/%d/%d" % (uuid, Gi, Gi))
+        for _ in range(2):
+            self.assertTrue(self.ask(b"gpufrac/1 release name=k8s.r.main remove=1")
+                            .startswith("gpufrac/1 ok"))
+        self.assertEqual(self.fractions(), [])
+
+
 class SocketTest(AgentTestCase):
     def test_malformed_requests_get_an_error_and_the_agent_lives(self):
         cases = [b"", b"hello", b"gpufrac/2 ping", b"gpufrac/1", b"gpufrac/1 borrow dev",
