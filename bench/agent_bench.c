@@ -1,0 +1,968 @@
+/* gpufracd-bench: what the node agent costs, measured in one run against a
+ * real gpufracd (see docs/benchmarks.md, "The agent"):
+ *
+ *   1. burst: borrow + return round trips on the agent socket, beside the
+ *      bare `ping` round trip (and again with many fractions registered);
+ *   2. /metrics with many fractions, beside /healthz and an empty agent;
+ *   3. the agent's VmRSS / VmHWM with many fractions, beside 0 fractions;
+ *   4. the watchdog's reaction: a process that bypasses the shim allocates
+ *      past its fraction's limit; time from its allocation to its death.
+ *
+ * Everything is timed here in C with CLOCK_MONOTONIC. On gpusim (no GPU, or
+ * --sim) the agent and the allocating children get gpusim's environment; on a
+ * GPU nothing is set. The allocating child is this executable again
+ * (`--hog BYTES SECONDS`), loading the driver with dlopen: shimprobe cannot
+ * serve there, it carries a run path to gpusim. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "config.h"
+#include "cu.h"
+#include "ledger.h"
+#include "proto.h"
+
+#define AB_SIM_DEVICES "16Gi"
+#define AB_PERIOD_MS 500
+#define AB_BORROW_BYTES (1ULL << 20)
+#define AB_WD_LIMIT (256ULL << 20)
+#define AB_WD_ALLOC (1ULL << 30) /* past 256 MiB + the watchdog's 512 MiB allowance */
+#define AB_MANY_REQUEST (4ULL << 20)
+#define AB_MANY_LIMIT (8ULL << 20)
+#define AB_HTTP_MAX (64 << 20)
+#define AB_RSS_TARGET_KIB (16 * 1024)
+
+typedef struct ab_opts {
+    bool quick, force_sim;
+    const char *build, *json;
+    long borrow_n, borrow_many_n;
+    int scrapes, fractions, wd_runs;
+} ab_opts;
+
+typedef struct ab_env {
+    bool sim;
+    char exe[GF_PATH_MAX], build[GF_PATH_MAX], agent_bin[GF_PATH_MAX], tmp[GF_PATH_MAX];
+} ab_env;
+
+typedef struct ab_agent {
+    pid_t pid;
+    int port;
+    char state[GF_PATH_MAX], sock[GF_PATH_MAX + 16], log[GF_PATH_MAX + 16];
+} ab_agent;
+
+static double ns_us(uint64_t ns) { return (double)ns / 1e3; }
+static double ns_ms(uint64_t ns) { return (double)ns / 1e6; }
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
+    }
+}
+
+/* ---- files -------------------------------------------------------------- */
+
+static int write_file(const char *path, const char *text, gf_error *err)
+{
+    FILE *fp = fopen(path, "we");
+    if (!fp)
+        return gf_error_sys(err, "creating %s", path);
+    if (fputs(text, fp) < 0 || fclose(fp) != 0)
+        return gf_error_sys(err, "writing %s", path);
+    return 0;
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    return flag == FTW_DP ? rmdir(path) : unlink(path);
+}
+
+/* A fraction as `gpufrac run` leaves it, made in a dot-directory (which the
+ * agent skips) and renamed into place, so the agent never sees half of one. */
+static int make_fraction(const char *state, const char *name, uint64_t request, uint64_t limit,
+                         const char *sock, pid_t supervisor, gf_error *err)
+{
+    char tmp[GF_PATH_MAX], dir[GF_PATH_MAX], path[GF_PATH_MAX + 16], text[GF_CONFIG_TEXT_MAX];
+    gf_fraction_config c = {.version = GF_CONFIG_VERSION, .mode = GF_MODE_TIME_SLICING,
+                            .compute_percent = 100, .n_devices = 1};
+
+    snprintf(tmp, sizeof(tmp), "%s/fractions/.%s", state, name);
+    snprintf(dir, sizeof(dir), "%s/fractions/%s", state, name);
+    snprintf(c.name, sizeof(c.name), "%s", name);
+    snprintf(c.ledger, sizeof(c.ledger), "%.1000s/ledger", dir);
+    snprintf(c.agent, sizeof(c.agent), "%s", sock);
+    c.devices[0] = (gf_config_device){.uuid = "*", .request = request, .limit = limit};
+    if (mkdir(tmp, 0755) < 0)
+        return gf_error_sys(err, "creating %s", tmp);
+    snprintf(path, sizeof(path), "%s/ledger", tmp);
+    if (gf_ledger_create(path, name, 0644, err) < 0 || gf_config_format(&c, text, sizeof(text)) < 0)
+        return gf_error_wrap(err, "fraction %s", name);
+    snprintf(path, sizeof(path), "%s/config", tmp);
+    if (write_file(path, text, err) < 0)
+        return -1;
+    snprintf(path, sizeof(path), "%s/supervisor", tmp);
+    snprintf(text, sizeof(text), "%d\n", (int)supervisor);
+    if (supervisor > 0 && write_file(path, text, err) < 0)
+        return -1;
+    if (rename(tmp, dir) < 0)
+        return gf_error_sys(err, "installing %s", dir);
+    return 0;
+}
+
+/* VmRSS:, VmHWM: ... of /proc/<pid>/status, in KiB. */
+static int proc_kib(pid_t pid, const char *field, uint64_t *kib, gf_error *err)
+{
+    char path[64], line[256];
+    size_t n = strlen(field);
+    FILE *fp;
+
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    if (!(fp = fopen(path, "re")))
+        return gf_error_sys(err, "reading %s", path);
+    *kib = 0;
+    bool found = false;
+    while (!found && fgets(line, sizeof(line), fp))
+        if (strncmp(line, field, n) == 0)
+            found = sscanf(line + n, " %llu", (unsigned long long *)kib) == 1;
+    fclose(fp);
+    return found ? 0 : gf_error_set(err, GF_ENOTFOUND, "%s has no %s", path, field);
+}
+
+/* ---- the agent ---------------------------------------------------------- */
+
+static int read_ready(ab_agent *ag, bool *ready)
+{
+    char text[8192];
+    int fd = open(ag->log, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, text, sizeof(text) - 1) : -1;
+    const char *m;
+
+    if (fd >= 0)
+        close(fd);
+    *ready = false;
+    if (n <= 0)
+        return 0;
+    text[n] = '\0';
+    if (!strstr(text, "ready:") || !(m = strstr(text, " metrics 127.0.0.1:")))
+        return 0;
+    ag->port = atoi(m + strlen(" metrics 127.0.0.1:"));
+    *ready = ag->port > 0;
+    return 0;
+}
+
+static void log_tail(const char *path, char *out, size_t len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, out, len - 1) : 0;
+    if (fd >= 0)
+        close(fd);
+    out[n > 0 ? n : 0] = '\0';
+}
+
+static void agent_child(const ab_env *e, const ab_agent *ag)
+{
+    int fd = open(ag->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
+        _exit(127);
+    execl(e->agent_bin, e->agent_bin, "--state-dir", ag->state, "--metrics-listen",
+          "127.0.0.1:0", "--watchdog-period-ms", "500", "--mps-control", "/bin/false",
+          (char *)NULL);
+    _exit(127);
+}
+
+static int agent_start(const ab_env *e, ab_agent *ag, const char *tag, gf_error *err)
+{
+    char tail[2048];
+    bool ready = false;
+    int st;
+
+    snprintf(ag->log, sizeof(ag->log), "%s/agent-%s.log", e->tmp, tag);
+    snprintf(ag->sock, sizeof(ag->sock), "%s/agent.sock", ag->state);
+    if ((ag->pid = fork()) < 0)
+        return gf_error_sys(err, "fork");
+    if (ag->pid == 0)
+        agent_child(e, ag);
+    for (int i = 0; i < 600 && !ready; i++) {
+        if (waitpid(ag->pid, &st, WNOHANG) == ag->pid) {
+            ag->pid = 0;
+            log_tail(ag->log, tail, sizeof(tail));
+            return gf_error_set(err, GF_ESTATE, "gpufracd exited at start:\n%s", tail);
+        }
+        read_ready(ag, &ready);
+        if (!ready)
+            sleep_ms(50);
+    }
+    return ready ? 0 : gf_error_set(err, GF_ESTATE, "gpufracd did not log ready in 30 s");
+}
+
+/* SIGTERM; how it ended goes to r (a clean stop is "exit 0"). */
+static void agent_stop(ab_agent *ag, const char *key, bench_results *r)
+{
+    char how[32];
+    int st = 0;
+
+    if (ag->pid <= 0)
+        return;
+    kill(ag->pid, SIGTERM);
+    waitpid(ag->pid, &st, 0);
+    ag->pid = 0;
+    if (WIFSIGNALED(st))
+        snprintf(how, sizeof(how), "signal %d", WTERMSIG(st));
+    else
+        snprintf(how, sizeof(how), "exit %d", WEXITSTATUS(st));
+    bench_put_str(r, key, how);
+}
+
+/* ---- HTTP (plain, over TCP) ---------------------------------------------- */
+
+static int http_connect(int port, gf_error *err)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct timeval tv = {10, 0};
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    if (fd < 0)
+        return gf_error_sys(err, "socket");
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        gf_error_sys(err, "connecting to 127.0.0.1:%d", port);
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* GET path until the server closes; *body points into *buf (caller frees). */
+static int http_get(int port, const char *path, char **buf, const char **body, size_t *body_len,
+                    gf_error *err)
+{
+    char req[256];
+    size_t len = 0, cap = 1 << 16;
+    int fd = http_connect(port, err), n;
+    ssize_t got = 1;
+
+    if (fd < 0)
+        return -1;
+    n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+                 path);
+    *buf = malloc(cap);
+    if (!*buf || write(fd, req, (size_t)n) != n) {
+        close(fd);
+        return gf_error_sys(err, "GET %s", path);
+    }
+    while (got > 0 && len + 1 < AB_HTTP_MAX) {
+        if (len + 1 == cap && !(*buf = realloc(*buf, cap *= 2)))
+            break;
+        got = *buf ? read(fd, *buf + len, cap - 1 - len) : -1;
+        len += got > 0 ? (size_t)got : 0;
+    }
+    close(fd);
+    if (!*buf || got < 0)
+        return gf_error_sys(err, "reading GET %s", path);
+    (*buf)[len] = '\0';
+    const char *sep = strstr(*buf, "\r\n\r\n");
+    if (strncmp(*buf, "HTTP/1.1 200", 12) != 0 || !sep)
+        return gf_error_set(err, GF_ESTATE, "GET %s: not a 200 reply: %.80s", path, *buf);
+    *body = sep + 4;
+    *body_len = len - (size_t)(*body - *buf);
+    return 0;
+}
+
+/* One timed GET; the page size goes to *size. */
+static int http_time(int port, const char *path, uint64_t *ns, size_t *size, gf_error *err)
+{
+    char *buf = NULL;
+    const char *body;
+    uint64_t t0 = bench_now_ns();
+    int rc = http_get(port, path, &buf, &body, size, err);
+
+    *ns = bench_now_ns() - t0;
+    free(buf);
+    return rc;
+}
+
+/* The value of an unlabelled sample `name <v>` on the page, or -1. */
+static long long page_value(const char *page, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = page; (p = strstr(p, name)); p += n)
+        if ((p == page || p[-1] == '\n') && p[n] == ' ')
+            return atoll(p + n + 1);
+    return -1;
+}
+
+static int wait_fractions(const ab_agent *ag, long want, gf_error *err)
+{
+    long long have = -1;
+
+    for (int i = 0; i < 600 && have != want; i++) {
+        char *buf = NULL;
+        const char *body;
+        size_t len;
+        if (http_get(ag->port, "/metrics", &buf, &body, &len, err) < 0) {
+            free(buf);
+            return -1;
+        }
+        have = page_value(body, "gpufrac_agent_fractions");
+        free(buf);
+        if (have != want)
+            sleep_ms(50);
+    }
+    if (have != want)
+        return gf_error_set(err, GF_ESTATE, "gpufracd reports %lld fractions, not %ld, after 30 s",
+                            have, want);
+    return 0;
+}
+
+/* GPU 0's UUID from the gpu="0" samples on the page. */
+static int gpu0_uuid(const ab_agent *ag, char *uuid, size_t len, gf_error *err)
+{
+    char *buf = NULL;
+    const char *body, *p;
+    size_t n;
+    int rc = http_get(ag->port, "/metrics", &buf, &body, &n, err);
+
+    if (rc == 0 && (p = strstr(body, "gpu=\"0\",UUID=\""))) {
+        p += strlen("gpu=\"0\",UUID=\"");
+        n = strcspn(p, "\"");
+        snprintf(uuid, len, "%.*s", (int)(n < len ? n : len - 1), p);
+    } else if (rc == 0) {
+        rc = gf_error_set(err, GF_ENOTFOUND, "/metrics names no GPU 0 (gpu=\"0\",UUID=...)");
+    }
+    free(buf);
+    return rc;
+}
+
+/* ---- figure helpers ----------------------------------------------------- */
+
+static void put_dist(bench_results *r, const char *prefix, const char *unit, uint64_t *v,
+                     size_t n)
+{
+    char key[48];
+    bool us = strcmp(unit, "us") == 0;
+
+    bench_sort_u64(v, n);
+    snprintf(key, sizeof(key), "%s_median_%s", prefix, unit);
+    bench_put_num(r, key, us ? 1 : 3, us ? ns_us(bench_quantile(v, n, 0.5))
+                                        : ns_ms(bench_quantile(v, n, 0.5)));
+    snprintf(key, sizeof(key), "%s_p99_%s", prefix, unit);
+    bench_put_num(r, key, us ? 1 : 3, us ? ns_us(bench_quantile(v, n, 0.99))
+                                        : ns_ms(bench_quantile(v, n, 0.99)));
+}
+
+static void put_verdict(bench_results *r, const char *key, bool met)
+{
+    bench_put_str(r, key, met ? "met" : "missed");
+}
+
+/* ---- 1. burst borrow round trip ----------------------------------------- */
+
+static int seq_connect(const char *path, gf_error *err)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+
+    if (strlen(path) >= sizeof(sa.sun_path)) {
+        if (fd >= 0)
+            close(fd);
+        return gf_error_set(err, GF_EINVAL, "socket path too long: %s", path);
+    }
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        gf_error_sys(err, "connecting to %s", path);
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static int encode(char *buf, size_t len, const char *verb, const char *uuid, uint64_t bytes)
+{
+    gf_msg m;
+    gf_msg_init(&m, verb);
+    if (uuid) {
+        gf_msg_add(&m, "dev", uuid);
+        gf_msg_add_u64(&m, "bytes", bytes);
+    }
+    return gf_msg_encode(&m, buf, len);
+}
+
+/* One request, its reply checked to be `ok`; the round trip in *ns. */
+static int ask(int fd, const char *req, int len, char *reply, size_t cap, uint64_t *ns,
+               gf_error *err)
+{
+    uint64_t t0 = bench_now_ns();
+    ssize_t n = send(fd, req, (size_t)len, 0) == len ? recv(fd, reply, cap - 1, 0) : -1;
+
+    *ns = bench_now_ns() - t0;
+    if (n <= 0)
+        return gf_error_sys(err, "the agent socket (%.*s)", len, req);
+    reply[n] = '\0';
+    if (strncmp(reply, GF_PROTO_MAGIC " ok", sizeof(GF_PROTO_MAGIC " ok") - 1) != 0)
+        return gf_error_set(err, GF_ESTATE, "%.*s: %s", len, req, reply);
+    return 0;
+}
+
+typedef struct ab_burst {
+    int fd, borrow_len, return_len, ping_len;
+    char borrow[256], ret[256], ping[64];
+    uint64_t *ping_ns, *borrow_ns, *return_ns;
+} ab_burst;
+
+/* The first loan must be the full 1 MiB: a refusal would time an error path. */
+static int check_grant(ab_burst *b, gf_error *err)
+{
+    char reply[GF_PROTO_MAX + 1], want[64];
+    uint64_t ns;
+
+    snprintf(want, sizeof(want), "granted=%llu", (unsigned long long)AB_BORROW_BYTES);
+    if (ask(b->fd, b->borrow, b->borrow_len, reply, sizeof(reply), &ns, err) < 0)
+        return -1;
+    if (!strstr(reply, want))
+        return gf_error_set(err, GF_ESTATE, "borrow: %s (wanted %s)", reply, want);
+    return ask(b->fd, b->ret, b->return_len, reply, sizeof(reply), &ns, err);
+}
+
+static int burst_loop(ab_burst *b, long n, gf_error *err)
+{
+    char reply[GF_PROTO_MAX + 1];
+    uint64_t ns;
+
+    for (long i = 0; i < n / 10 + 1; i++) /* warm-up */
+        if (ask(b->fd, b->ping, b->ping_len, reply, sizeof(reply), &ns, err) < 0)
+            return -1;
+    /* interleaved, so the baseline sees the same machine state as the figure */
+    for (long i = 0; i < n; i++)
+        if (ask(b->fd, b->ping, b->ping_len, reply, sizeof(reply), &b->ping_ns[i], err) < 0 ||
+            ask(b->fd, b->borrow, b->borrow_len, reply, sizeof(reply), &b->borrow_ns[i], err) < 0 ||
+            ask(b->fd, b->ret, b->return_len, reply, sizeof(reply), &b->return_ns[i], err) < 0)
+            return -1;
+    return 0;
+}
+
+static void burst_report(ab_burst *b, long n, const char *prefix, bench_results *r)
+{
+    char p[48];
+
+    snprintf(p, sizeof(p), "%s_n", prefix);
+    bench_put_u64(r, p, (uint64_t)n);
+    snprintf(p, sizeof(p), "%s_ping", prefix);
+    put_dist(r, p, "us", b->ping_ns, (size_t)n);
+    snprintf(p, sizeof(p), "%s_borrow", prefix);
+    put_dist(r, p, "us", b->borrow_ns, (size_t)n);
+    snprintf(p, sizeof(p), "%s_return", prefix);
+    put_dist(r, p, "us", b->return_ns, (size_t)n);
+}
+
+/* This process takes a slot in the fraction's ledger (as the shim would),
+ * then times n ping round trips and n borrow + return pairs. */
+static int measure_burst(const ab_agent *ag, const char *name, const char *uuid, long n,
+                         const char *prefix, bench_results *r, gf_error *err)
+{
+    char path[GF_PATH_MAX + 64];
+    ab_burst b = {.fd = -1};
+    gf_ledger lg = {.fd = -1, .slot = -1};
+    int rc = -1;
+
+    snprintf(path, sizeof(path), "%s/fractions/%s/ledger", ag->state, name);
+    b.ping_ns = calloc((size_t)n, sizeof(uint64_t));
+    b.borrow_ns = calloc((size_t)n, sizeof(uint64_t));
+    b.return_ns = calloc((size_t)n, sizeof(uint64_t));
+    b.ping_len = encode(b.ping, sizeof(b.ping), "ping", NULL, 0);
+    b.borrow_len = encode(b.borrow, sizeof(b.borrow), "borrow", uuid, AB_BORROW_BYTES);
+    b.return_len = encode(b.ret, sizeof(b.ret), "return", uuid, AB_BORROW_BYTES);
+    if (!b.ping_ns || !b.borrow_ns || !b.return_ns || b.borrow_len < 0 || b.return_len < 0)
+        gf_error_set(err, GF_ENOSPACE, "out of memory or a request too long");
+    else if (gf_ledger_open(path, &lg, err) == 0 && gf_ledger_claim_slot(&lg, err) == 0 &&
+             (b.fd = seq_connect(ag->sock, err)) >= 0 && check_grant(&b, err) == 0 &&
+             burst_loop(&b, n, err) == 0)
+        rc = 0;
+    if (rc == 0)
+        burst_report(&b, n, prefix, r);
+    if (b.fd >= 0)
+        close(b.fd);
+    if (lg.hdr)
+        gf_ledger_close(&lg);
+    free(b.ping_ns);
+    free(b.borrow_ns);
+    free(b.return_ns);
+    return rc;
+}
+
+/* ---- 2 + 3. /metrics and resident memory --------------------------------- */
+
+/* n GETs of /metrics, each after one of /healthz (the bare HTTP exchange). */
+static int measure_scrapes(const ab_agent *ag, int n, const char *prefix, bool healthz,
+                           bench_results *r, gf_error *err)
+{
+    uint64_t *m = calloc((size_t)n, sizeof(uint64_t)), *h = calloc((size_t)n, sizeof(uint64_t));
+    size_t size = 0, hsize;
+    char key[48];
+    int rc = m && h ? 0 : gf_error_set(err, GF_ENOSPACE, "out of memory");
+
+    for (int i = 0; rc == 0 && i < n; i++)
+        if (http_time(ag->port, "/healthz", &h[i], &hsize, err) < 0 ||
+            http_time(ag->port, "/metrics", &m[i], &size, err) < 0)
+            rc = -1;
+    if (rc == 0) {
+        snprintf(key, sizeof(key), "%s_scrapes", prefix);
+        bench_put_u64(r, key, (uint64_t)n);
+        put_dist(r, prefix, "ms", m, (size_t)n);
+        snprintf(key, sizeof(key), "%s_bytes", prefix);
+        bench_put_u64(r, key, size);
+        if (healthz)
+            put_dist(r, "healthz", "ms", h, (size_t)n);
+    }
+    free(m);
+    free(h);
+    return rc;
+}
+
+static int measure_rss(const ab_agent *ag, const char *suffix, bench_results *r, gf_error *err)
+{
+    static const char *const fields[][2] = {
+        {"VmRSS:", "rss_kib"}, {"VmHWM:", "hwm_kib"}, {"RssAnon:", "rss_anon_kib"},
+        {"RssFile:", "rss_file_kib"}, {"RssShmem:", "rss_shmem_kib"}};
+    char key[48];
+    uint64_t kib;
+
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+        if (proc_kib(ag->pid, fields[i][0], &kib, err) < 0)
+            return -1;
+        snprintf(key, sizeof(key), "agent_%s%s", fields[i][1], suffix);
+        bench_put_u64(r, key, kib);
+    }
+    return 0;
+}
+
+/* ---- 4. watchdog reaction ------------------------------------------------- */
+
+/* `--hog BYTES SECONDS`: allocates with the driver directly (no shim),
+ * prints alloc=ok|<error> and holding=<pid>, then holds. */
+static int hog_main(int argc, char **argv)
+{
+    bench_cu cu;
+    CUdeviceptr p;
+    CUresult rc;
+
+    if (argc < 4 || bench_cu_load(&cu) < 0 || bench_cu_context(&cu) < 0)
+        return 1;
+    rc = cu.cuMemAlloc_v2(&p, (size_t)strtoull(argv[2], NULL, 10));
+    if (rc != CUDA_SUCCESS) {
+        bench_cu_fail(&cu, "cuMemAlloc_v2", rc);
+        return 1;
+    }
+    printf("alloc=ok\nholding=%d\n", (int)getpid());
+    fflush(stdout);
+    sleep((unsigned)atoi(argv[3]));
+    return 0;
+}
+
+static pid_t hog_start(const ab_env *e, int *out_fd, gf_error *err)
+{
+    char bytes[32];
+    int p[2];
+    pid_t pid;
+
+    snprintf(bytes, sizeof(bytes), "%llu", (unsigned long long)AB_WD_ALLOC);
+    if (pipe2(p, O_CLOEXEC) < 0 || (pid = fork()) < 0)
+        return gf_error_sys(err, "starting the allocating process");
+    if (pid == 0) {
+        dup2(p[1], 1);
+        unsetenv("LD_PRELOAD"); /* it bypasses the shim: only the driver sees it */
+        execl(e->exe, e->exe, "--hog", bytes, "60", (char *)NULL);
+        _exit(127);
+    }
+    close(p[1]);
+    *out_fd = p[0];
+    return pid;
+}
+
+/* Reads the child's stdout until `holding=`; false on EOF or 30 s. */
+static bool hog_holding(int fd, bool *alloc_ok)
+{
+    char buf[512];
+    size_t len = 0;
+    struct pollfd pf = {.fd = fd, .events = POLLIN};
+
+    *alloc_ok = false;
+    while (len + 1 < sizeof(buf) && poll(&pf, 1, 30000) > 0) {
+        ssize_t n = read(fd, buf + len, sizeof(buf) - 1 - len);
+        if (n <= 0)
+            return false;
+        len += (size_t)n;
+        buf[len] = '\0';
+        *alloc_ok = strstr(buf, "alloc=ok\n") != NULL;
+        if (strstr(buf, "holding=") && strchr(strstr(buf, "holding="), '\n'))
+            return true;
+    }
+    return false;
+}
+
+/* Waits up to ms for pid to die; the wait in *ns, its status in *st. */
+static bool hog_wait(pid_t pid, uint64_t t0, long ms, uint64_t *ns, int *st)
+{
+    for (;;) {
+        pid_t w = waitpid(pid, st, WNOHANG);
+        *ns = bench_now_ns() - t0;
+        if (w == pid)
+            return true;
+        if (*ns > (uint64_t)ms * 1000000ULL)
+            return false;
+        struct timespec ts = {0, 100 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static bool event_names(const char *events_path, pid_t pid)
+{
+    char *text = NULL, needle[64];
+    size_t len = 0;
+    FILE *fp = fopen(events_path, "re");
+    bool hit = false;
+
+    if (!fp)
+        return false;
+    snprintf(needle, sizeof(needle), "watchdog: killed pid %d ", (int)pid);
+    if (getdelim(&text, &len, '\0', fp) > 0)
+        hit = strstr(text, needle) != NULL;
+    free(text);
+    fclose(fp);
+    return hit;
+}
+
+/* One run: the reaction in *ns (0 when it was never killed), *killed. */
+static int wd_run(const ab_env *e, const ab_agent *ag, uint64_t *ns, bool *killed, gf_error *err)
+{
+    char events[GF_PATH_MAX + 16];
+    bool alloc_ok, holding;
+    int fd = -1, st = 0;
+    pid_t pid = hog_start(e, &fd, err);
+
+    if (pid < 0)
+        return -1;
+    holding = hog_holding(fd, &alloc_ok);
+    uint64_t t0 = bench_now_ns();
+    close(fd);
+    *killed = false;
+    if (!holding || !alloc_ok) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        return gf_error_set(err, GF_ESTATE, "the allocating process did not report alloc=ok "
+                                            "and holding= (killed before it could, or the "
+                                            "driver refused %llu bytes)",
+                            (unsigned long long)AB_WD_ALLOC);
+    }
+    if (!hog_wait(pid, t0, 10 * AB_PERIOD_MS, ns, &st)) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        return 0;
+    }
+    snprintf(events, sizeof(events), "%s/events.log", ag->state);
+    *killed = WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL;
+    for (int i = 0; *killed && i < 200 && !event_names(events, pid); i++)
+        sleep_ms(10); /* the agent writes its event line after the kill */
+    *killed = *killed && event_names(events, pid);
+    return 0;
+}
+
+static int measure_watchdog(const ab_env *e, const ab_agent *ag, int runs, bench_results *r,
+                            gf_error *err)
+{
+    uint64_t v[64], max = 0;
+    int n = 0, missed = 0;
+    bool killed;
+
+    if (make_fraction(ag->state, "wd", AB_WD_LIMIT, AB_WD_LIMIT, ag->sock, getpid(), err) < 0)
+        return -1;
+    sleep_ms(2 * AB_PERIOD_MS); /* a tick reads its supervisor */
+    for (int i = 0; i < runs && i < 64; i++) {
+        sleep_ms((i * 137) % AB_PERIOD_MS); /* spread the start over the tick's phase */
+        if (wd_run(e, ag, &v[n], &killed, err) < 0)
+            return -1;
+        if (!killed) {
+            missed++;
+            continue;
+        }
+        max = v[n] > max ? v[n] : max;
+        n++;
+    }
+    bench_put_u64(r, "watchdog_runs", (uint64_t)runs);
+    bench_put_u64(r, "watchdog_kills", (uint64_t)n);
+    bench_put_u64(r, "watchdog_period_ms", AB_PERIOD_MS);
+    bench_put_u64(r, "watchdog_alloc_bytes", AB_WD_ALLOC);
+    bench_put_u64(r, "watchdog_limit_bytes", AB_WD_LIMIT);
+    char each[160] = "";
+    for (int i = 0; i < n && strlen(each) + 12 < sizeof(each); i++)
+        snprintf(each + strlen(each), sizeof(each) - strlen(each), "%s%.0f", i ? "," : "",
+                 ns_ms(v[i]));
+    bench_put_str(r, "watchdog_each_ms", n ? each : "none");
+    put_dist(r, "watchdog", "ms", v, (size_t)n);
+    bench_put_num(r, "watchdog_max_ms", 1, ns_ms(max));
+    put_verdict(r, "watchdog_target", missed == 0 && n > 0 && ns_ms(max) < AB_PERIOD_MS);
+    return 0;
+}
+
+/* ---- the two agents ------------------------------------------------------- */
+
+static int state_dir(const ab_env *e, ab_agent *ag, const char *tag, gf_error *err)
+{
+    char path[GF_PATH_MAX + 16];
+
+    memset(ag, 0, sizeof(*ag));
+    snprintf(ag->state, sizeof(ag->state), "%.900s/state-%s", e->tmp, tag);
+    snprintf(path, sizeof(path), "%s/fractions", ag->state);
+    if (mkdir(ag->state, 0755) < 0 || mkdir(path, 0755) < 0)
+        return gf_error_sys(err, "creating %s", path);
+    return 0;
+}
+
+/* Agent A: empty (baselines), then one burst fraction, then the watchdog. */
+static int run_small(const ab_env *e, const ab_opts *o, char *uuid, size_t ulen,
+                     bench_results *r, gf_error *err)
+{
+    ab_agent ag;
+    int rc = -1;
+
+    if (state_dir(e, &ag, "empty", err) < 0 || agent_start(e, &ag, "empty", err) < 0)
+        return -1;
+    if (measure_scrapes(&ag, o->scrapes, "metrics_0f", false, r, err) == 0 &&
+        measure_rss(&ag, "_0f", r, err) == 0 && gpu0_uuid(&ag, uuid, ulen, err) == 0 &&
+        make_fraction(ag.state, "burst", 1ULL << 30, 2ULL << 30, ag.sock, 0, err) == 0 &&
+        measure_burst(&ag, "burst", uuid, o->borrow_n, "burst", r, err) == 0 &&
+        measure_watchdog(e, &ag, o->wd_runs, r, err) == 0)
+        rc = 0;
+    agent_stop(&ag, "agent_stop_status_0f", r);
+    return rc;
+}
+
+static int make_many(const ab_agent *ag, int n, gf_error *err)
+{
+    char name[32];
+
+    for (int i = 0; i < n; i++) {
+        snprintf(name, sizeof(name), "f%04d", i);
+        if (make_fraction(ag->state, name, AB_MANY_REQUEST, AB_MANY_LIMIT, ag->sock, 0, err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Agent B: n fractions from its start. */
+static int run_many(const ab_env *e, const ab_opts *o, const char *uuid, bench_results *r,
+                    gf_error *err)
+{
+    ab_agent ag;
+    int rc = -1;
+
+    if (state_dir(e, &ag, "many", err) < 0 || make_many(&ag, o->fractions, err) < 0 ||
+        agent_start(e, &ag, "many", err) < 0)
+        return -1;
+    bench_put_u64(r, "fractions", (uint64_t)o->fractions);
+    if (wait_fractions(&ag, o->fractions, err) == 0 &&
+        measure_scrapes(&ag, o->scrapes, "metrics", true, r, err) == 0 &&
+        measure_rss(&ag, "", r, err) == 0 &&
+        measure_burst(&ag, "f0000", uuid, o->borrow_many_n, "burst_many", r, err) == 0)
+        rc = 0;
+    agent_stop(&ag, "agent_stop_status", r);
+    return rc;
+}
+
+/* ---- set-up, report, main ------------------------------------------------- */
+
+static bool real_gpu_present(void)
+{
+    void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    int (*init)(void), (*count)(unsigned int *);
+    unsigned int n = 0;
+
+    if (!lib)
+        return false;
+    *(void **)&init = dlsym(lib, "nvmlInit_v2");
+    *(void **)&count = dlsym(lib, "nvmlDeviceGetCount_v2");
+    bool ok = init && count && init() == 0 && count(&n) == 0 && n > 0;
+    dlclose(lib);
+    return ok;
+}
+
+static int sim_env(const ab_env *e, gf_error *err)
+{
+    char lib[GF_PATH_MAX + 32], state[GF_PATH_MAX + 32];
+    const char *old = getenv("LD_LIBRARY_PATH");
+    char *path = NULL;
+
+    snprintf(lib, sizeof(lib), "%s/lib/gpusim", e->build);
+    snprintf(state, sizeof(state), "%s/gpusim.state", e->tmp);
+    if (access(lib, R_OK) < 0)
+        return gf_error_sys(err, "gpusim (%s)", lib);
+    if (asprintf(&path, "%s%s%s", lib, old && *old ? ":" : "", old ? old : "") < 0)
+        return gf_error_set(err, GF_ENOSPACE, "out of memory");
+    setenv("LD_LIBRARY_PATH", path, 1);
+    free(path);
+    setenv("GPUSIM_DEVICES", AB_SIM_DEVICES, 1);
+    setenv("GPUSIM_STATE", state, 1);
+    setenv("GPUSIM_CTX_OVERHEAD", "0", 1);
+    return 0;
+}
+
+static int env_init(ab_env *e, const ab_opts *o, gf_error *err)
+{
+    const char *t = getenv("TMPDIR");
+    char dir[GF_PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", e->exe, sizeof(e->exe) - 1);
+
+    if (n <= 0)
+        return gf_error_sys(err, "reading /proc/self/exe");
+    e->exe[n] = '\0';
+    snprintf(dir, sizeof(dir), "%s", e->exe);
+    snprintf(e->build, sizeof(e->build), "%s", o->build ? o->build : dirname(dirname(dir)));
+    snprintf(e->agent_bin, sizeof(e->agent_bin), "%.*s/bin/gpufracd", GF_PATH_MAX - 16, e->build);
+    if (access(e->agent_bin, X_OK) < 0)
+        return gf_error_sys(err, "gpufracd (%s; --build DIR names the build)", e->agent_bin);
+    snprintf(e->tmp, sizeof(e->tmp), "%s/gpufracd-bench.XXXXXX", t && *t ? t : "/tmp");
+    if (!mkdtemp(e->tmp))
+        return gf_error_sys(err, "creating a directory under %s", t && *t ? t : "/tmp");
+    e->sim = o->force_sim || !real_gpu_present();
+    unsetenv("LD_PRELOAD");
+    return e->sim ? sim_env(e, err) : 0;
+}
+
+typedef struct ab_row {
+    const char *label, *figure, *baseline, *target, *verdict;
+} ab_row;
+
+static const ab_row rows[] = {
+    {"borrow round trip, median us", "burst_borrow_median_us", "burst_ping_median_us",
+     "< 50 us", "burst_target"},
+    {"borrow round trip, p99 us", "burst_borrow_p99_us", "burst_ping_p99_us", "", NULL},
+    {"return round trip, median us", "burst_return_median_us", "burst_ping_median_us", "", NULL},
+    {"borrow, many fractions, median us", "burst_many_borrow_median_us",
+     "burst_many_ping_median_us", "(50 us)", "burst_many_target"},
+    {"borrow, many fractions, p99 us", "burst_many_borrow_p99_us", "burst_many_ping_p99_us", "",
+     NULL},
+    {"/metrics, many fractions, median ms", "metrics_median_ms", "healthz_median_ms", "< 5 ms",
+     "metrics_target"},
+    {"/metrics, many fractions, p99 ms", "metrics_p99_ms", "healthz_p99_ms", "", NULL},
+    {"/metrics page, bytes", "metrics_bytes", "metrics_0f_bytes", "", NULL},
+    {"/metrics, 0 fractions, median ms", "metrics_0f_median_ms", "healthz_median_ms", "", NULL},
+    {"agent VmRSS, KiB", "agent_rss_kib", "agent_rss_kib_0f", "< 16384 KiB", NULL},
+    {"agent VmHWM, KiB", "agent_hwm_kib", "agent_hwm_kib_0f", "< 16384 KiB", "rss_target"},
+    {"watchdog reaction, median ms", "watchdog_median_ms", "watchdog_period_ms", "", NULL},
+    {"watchdog reaction, max ms", "watchdog_max_ms", "watchdog_period_ms", "< 500 ms (1 period)",
+     "watchdog_target"},
+};
+
+static void print_table(const bench_results *r)
+{
+    printf("%-38s %12s %12s %-20s %s\n", "measure", "figure", "baseline", "target", "");
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+        printf("%-38s %12s %12s %-20s %s\n", rows[i].label, bench_get(r, rows[i].figure),
+               bench_get(r, rows[i].baseline), rows[i].target,
+               rows[i].verdict ? bench_get(r, rows[i].verdict) : "");
+    printf("baselines: ping round trip (same socket), /healthz GET (same agent), the same agent\n"
+           "with 0 fractions, the watchdog period. \"many\" = fractions=%s.\n\n",
+           bench_get(r, "fractions"));
+}
+
+static void verdicts(bench_results *r)
+{
+    const char *hwm = bench_get(r, "agent_hwm_kib");
+    put_verdict(r, "burst_target", atof(bench_get(r, "burst_borrow_median_us")) < 50.0);
+    put_verdict(r, "burst_many_target", atof(bench_get(r, "burst_many_borrow_median_us")) < 50.0);
+    put_verdict(r, "metrics_target", atof(bench_get(r, "metrics_median_ms")) < 5.0);
+    put_verdict(r, "rss_target", strcmp(hwm, "-") != 0 && atof(hwm) < AB_RSS_TARGET_KIB);
+}
+
+static const char usage[] =
+    "Usage: gpufracd-bench [--quick] [--sim] [--build DIR] [--json FILE]\n"
+    "Measures gpufracd: borrow round trip, /metrics with many fractions, resident\n"
+    "memory, watchdog reaction (docs/benchmarks.md). --build: the build tree holding\n"
+    "bin/gpufracd and lib/gpusim (default: the executable's directory/..).\n";
+
+static int parse_opts(int argc, char **argv, ab_opts *o)
+{
+    static const struct option opts[] = {
+        {"quick", no_argument, NULL, 'q'}, {"sim", no_argument, NULL, 's'},
+        {"build", required_argument, NULL, 'b'}, {"json", required_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    int c;
+
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'q': o->quick = true; break;
+        case 's': o->force_sim = true; break;
+        case 'b': o->build = optarg; break;
+        case 'j': o->json = optarg; break;
+        case 'h': fputs(usage, stdout); return 0;
+        default: fputs(usage, stderr); return 2;
+        }
+    }
+    o->borrow_n = o->quick ? 200 : 2000;
+    o->borrow_many_n = o->quick ? 20 : 200;
+    o->scrapes = o->quick ? 10 : 50;
+    o->fractions = o->quick ? 200 : 1000;
+    o->wd_runs = o->quick ? 3 : 10;
+    return optind < argc ? (fputs(usage, stderr), 2) : -1;
+}
+
+static int run(const ab_env *e, const ab_opts *o, bench_results *r, gf_error *err)
+{
+    char uuid[GF_UUID_MAX] = "";
+
+    bench_put_str(r, "platform", e->sim ? "gpusim" : "gpu");
+    bench_put_str(r, "quick", o->quick ? "yes" : "no");
+    bench_put_u64(r, "cpus", (uint64_t)sysconf(_SC_NPROCESSORS_ONLN));
+    bench_put_u64(r, "borrow_bytes", AB_BORROW_BYTES);
+    if (run_small(e, o, uuid, sizeof(uuid), r, err) < 0 || run_many(e, o, uuid, r, err) < 0)
+        return -1;
+    bench_put_str(r, "gpu_uuid", uuid);
+    verdicts(r);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static bench_results r;
+    ab_opts o = {0};
+    ab_env e = {0};
+    gf_error err = {0};
+    int rc;
+
+    if (argc > 1 && strcmp(argv[1], "--hog") == 0)
+        return hog_main(argc, argv);
+    if ((rc = parse_opts(argc, argv, &o)) >= 0)
+        return rc;
+    signal(SIGPIPE, SIG_IGN);
+    rc = env_init(&e, &o, &err) == 0 && run(&e, &o, &r, &err) == 0 ? 0 : 1;
+    if (rc == 0) {
+        print_table(&r);
+        bench_print_kv(&r);
+        if (o.json && bench_write_json(&r, o.json, &err) < 0)
+            rc = 1;
+    }
+    if (rc)
+        fprintf(stderr, "gpufracd-bench: %s\n", err.msg);
+    if (e.tmp[0] && !getenv("GPUFRACD_BENCH_KEEP"))
+        nftw(e.tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    return rc;
+}
