@@ -1,0 +1,254 @@
+/* The scheduler extender's in-memory cluster model (DESIGN 3.7, REFERENCE
+ * 1.8): GPU inventory per node, the fractional pods placed on each GPU, and
+ * the placement of a new fractional pod.
+ *
+ * Accounting. Per GPU: total memory (bytes), requested bytes (the sum of the
+ * REQUESTS of the pods placed there, never the limits), the compute mode of
+ * the fractions on it (none while empty) and the pod count. A portion request
+ * is resolved against each GPU's own memory with gf_amount_resolve (floored to
+ * whole MiB, as the node agent enforces it), not KAI's 2-decimal rounding.
+ *
+ * Placement of a pod with request R on N devices (all on one node) in mode M:
+ * a GPU is a candidate when (total - requested) >= R and its mode is M or
+ * none (modes never share a GPU). binpack (default): fullest candidate first
+ * (highest requested/total), idle GPUs last; spread: emptiest first.
+ * Scores 0..10 per node: binpack 0..4 when only idle GPUs take the pod (more
+ * for nodes whose GPUs are already in use: consolidation), 5..10 when a partly
+ * used GPU takes it (by that GPU's fullness after placement); spread
+ * round(10 x free share after placement of the fullest chosen GPU).
+ *
+ * Bookkeeping. gf_model_reserve (or gf_model_assume) counts a placement at
+ * once, before the watch echoes the bind, so a burst of pods submitted
+ * together is never over-packed. Watch events feed gf_model_pod_update /
+ * gf_model_pod_delete and are idempotent: a pod seen again with the same node
+ * and devices confirms the assumption (never counted twice); a pod seen
+ * without a node while assumed keeps its assumption (the bind is in flight);
+ * a terminal phase (Succeeded/Failed) or a delete frees its GPUs. A pod with a
+ * deletionTimestamp stays counted until it is gone. Assumptions never
+ * confirmed are dropped by gf_model_expire_assumed.
+ *
+ * Inventory. From the node agent's annotation gpufrac.io/gpus (see below),
+ * else from GPU Feature Discovery labels nvidia.com/gpu.count and
+ * nvidia.com/gpu.memory (MiB; values >= 1048576 are bytes, REFERENCE 1.8 GFD
+ * bug), with ids "<node>/gpu<i>" and no UUIDs. A count without memory: the
+ * node cannot host fractions (memory unknown, every request refused with a
+ * reason saying so; portions too, since accounting is in bytes).
+ *
+ * Out of scope: whole-GPU pods (nvidia.com/gpu resource requests) are not
+ * seen or counted here; keep fractional and whole-GPU nodes apart, or run a
+ * reservation scheme as KAI does (REFERENCE 1.8).
+ *
+ * Threads: one writer (the watch thread; gf_model_reserve/forget from HTTP
+ * threads also write) and concurrent readers; one rwlock inside. */
+#ifndef GPUFRAC_SCHED_MODEL_H
+#define GPUFRAC_SCHED_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "amount.h"
+#include "error.h"
+#include "spec.h"
+
+/* The agent's node annotation: a JSON list, one object per GPU,
+ *   [{"uuid":"GPU-8c1f…","index":0,"memory":85899345920}, …]
+ * uuid: string (optional; the id becomes "<node>/gpu<index>" without it),
+ * index: integer >= 0, unique on the node, memory: integer bytes > 0. At most
+ * GF_SCHED_GPUS_MAX entries. Unknown members are ignored. */
+#define GF_SCHED_GPUS_ANNOTATION "gpufrac.io/gpus"
+#define GF_SCHED_GFD_COUNT_LABEL "nvidia.com/gpu.count"
+#define GF_SCHED_GFD_MEMORY_LABEL "nvidia.com/gpu.memory"
+
+#define GF_SCHED_NAME_MAX 254   /* DNS subdomain (253) + NUL */
+#define GF_SCHED_UID_MAX 64
+#define GF_SCHED_CONTAINER_MAX 64
+#define GF_SCHED_GPUS_MAX 32    /* GPUs per node */
+#define GF_SCHED_GPU_ID_MAX 272 /* "<node>/gpu<i>" or a UUID */
+#define GF_SCHED_REASON_MAX 320
+#define GF_SCHED_KEY_MAX 128
+
+typedef enum gf_pod_phase {
+    GF_PHASE_PENDING = 0,
+    GF_PHASE_RUNNING,
+    GF_PHASE_SUCCEEDED,
+    GF_PHASE_FAILED,
+    GF_PHASE_UNKNOWN,
+} gf_pod_phase;
+
+/* A pod as decoded from a v1.Pod (decode.h). */
+typedef struct gf_sched_pod {
+    char ns[GF_SCHED_NAME_MAX];
+    char name[GF_SCHED_NAME_MAX];
+    char uid[GF_SCHED_UID_MAX];
+    char node[GF_SCHED_NAME_MAX]; /* spec.nodeName; "" = unassigned */
+    gf_pod_phase phase;
+    bool deleting;                /* metadata.deletionTimestamp set */
+    bool fractional;              /* some container carries a fraction */
+    /* fractional but the annotations are malformed: error names the key and
+     * value (gf_annotations_decode's message); the pod fits nowhere */
+    bool invalid;
+    char error[GF_ERROR_MSG_MAX];
+    /* when fractional && !invalid: */
+    char container[GF_SCHED_CONTAINER_MAX]; /* the container with the fraction */
+    gf_amount request, limit;               /* per device */
+    int num_devices;                        /* >= 1 */
+    gf_mode mode;
+    bool has_compute;
+    double compute;
+    char devices[GF_DEVICES_MAX]; /* gpus.devices as written; "" = not bound */
+} gf_sched_pod;
+
+typedef struct gf_sched_gpu {
+    char id[GF_SCHED_GPU_ID_MAX]; /* the UUID, or "<node>/gpu<index>" */
+    bool has_uuid;
+    int index;
+    uint64_t memory; /* bytes; 0 = unknown */
+} gf_sched_gpu;
+
+typedef enum gf_inventory_source {
+    GF_INV_NONE = 0, /* neither annotation nor labels */
+    GF_INV_AGENT,    /* gpufrac.io/gpus */
+    GF_INV_GFD,      /* nvidia.com/gpu.count + nvidia.com/gpu.memory */
+} gf_inventory_source;
+
+/* A node as decoded from a v1.Node (decode.h). */
+typedef struct gf_sched_node {
+    char name[GF_SCHED_NAME_MAX];
+    bool unschedulable; /* spec.unschedulable */
+    bool ready;         /* Ready condition True, or no Ready condition at all */
+    gf_inventory_source source;
+    bool memory_known;  /* every GPU's memory is known */
+    size_t n_gpus;
+    gf_sched_gpu gpus[GF_SCHED_GPUS_MAX];
+    /* non-empty: the inventory could not be read (bad annotation or labels);
+     * the node then hosts nothing and filter reports this text */
+    char inventory_error[GF_ERROR_MSG_MAX];
+} gf_sched_node;
+
+typedef enum gf_policy {
+    GF_POLICY_BINPACK = 0,
+    GF_POLICY_SPREAD,
+} gf_policy;
+
+/* "binpack" | "spread". */
+int gf_policy_parse(const char *s, gf_policy *out, gf_error *err);
+const char *gf_policy_name(gf_policy p);
+
+typedef enum gf_verdict_status {
+    GF_FIT = 0,
+    GF_FAIL,              /* FailedNodes: may fit later (GPUs free up) */
+    GF_FAIL_UNRESOLVABLE, /* FailedAndUnresolvableNodes: never on this node */
+} gf_verdict_status;
+
+/* Filter and prioritize result for one node. */
+typedef struct gf_sched_verdict {
+    gf_verdict_status status;
+    int score;                        /* 0..10; 0 unless GF_FIT */
+    char reason[GF_SCHED_REASON_MAX]; /* "" when GF_FIT */
+} gf_sched_verdict;
+
+/* Where a pod goes: the node, its GPUs and what to write at bind. */
+typedef struct gf_sched_placement {
+    char node[GF_SCHED_NAME_MAX];
+    size_t n;                            /* = num_devices */
+    int gpu_index[GF_SCHED_GPUS_MAX];    /* gf_sched_gpu.index of each */
+    char gpu_id[GF_SCHED_GPUS_MAX][GF_SCHED_GPU_ID_MAX];
+    uint64_t request[GF_SCHED_GPUS_MAX]; /* bytes accounted on each */
+    /* the pod annotation to write with the Binding:
+     * "<prefix><container>.gpus.devices" = UUIDs (indices where unknown) */
+    char devices_key[GF_SCHED_KEY_MAX];
+    char devices[GF_DEVICES_MAX];
+} gf_sched_placement;
+
+/* One GPU's accounting (tests, metrics, debugging). */
+typedef struct gf_model_gpu_state {
+    char id[GF_SCHED_GPU_ID_MAX];
+    int index;
+    uint64_t total, requested;
+    bool has_mode; /* false while no fraction is placed */
+    gf_mode mode;
+    unsigned pods;
+} gf_model_gpu_state;
+
+typedef struct gf_model_stats {
+    size_t nodes, gpus;
+    size_t pods;         /* fractional pods placed (confirmed + assumed) */
+    size_t assumed;      /* of which not yet confirmed by the watch */
+    size_t pending;      /* fractional pods known, not placed */
+    size_t unresolved;   /* placed pods whose devices match no GPU of the node */
+    size_t memory_bytes; /* the model's own heap use, approximately */
+} gf_model_stats;
+
+typedef enum gf_model_kind {
+    GF_MODEL_NODES = 0,
+    GF_MODEL_PODS,
+} gf_model_kind;
+
+typedef struct gf_model gf_model;
+
+/* prefix: the NvFractions prefix for devices_key (NULL = GF_NVFRACTIONS_PREFIX). */
+int gf_model_new(const char *prefix, gf_model **out, gf_error *err);
+void gf_model_free(gf_model *m);
+
+/* --- writer side (watch thread) --- */
+
+/* Adds or replaces a node; the pods placed on it are re-resolved against
+ * the new inventory. */
+int gf_model_node_update(gf_model *m, const gf_sched_node *node, gf_error *err);
+void gf_model_node_delete(gf_model *m, const char *name);
+
+/* Adds, replaces or removes (terminal phase, non-fractional) a pod by uid. */
+int gf_model_pod_update(gf_model *m, const gf_sched_pod *pod, gf_error *err);
+void gf_model_pod_delete(gf_model *m, const char *uid);
+
+/* A full re-list (start, or after a 410): begin, update every listed object,
+ * end. end drops the records of that kind not updated since begin (assumed,
+ * unconfirmed pods are kept: their bind may not be in the list yet). */
+void gf_model_resync_begin(gf_model *m, gf_model_kind kind);
+void gf_model_resync_end(gf_model *m, gf_model_kind kind);
+
+/* --- reader side (HTTP threads) --- */
+
+/* Filter + prioritize of pod against nodes[0..n): out[i] for nodes[i]. A
+ * non-fractional pod fits everywhere (score 0); an invalid one fits nowhere
+ * (GF_FAIL_UNRESOLVABLE, reason = pod->error); a node unknown to the model
+ * fails with "node ... is not in gpufrac's cache". Fails only on bad
+ * arguments. */
+int gf_model_evaluate(gf_model *m, const gf_sched_pod *pod, const char *const *nodes, size_t n,
+                      gf_policy policy, gf_sched_verdict *out, gf_error *err);
+
+/* --- bind --- */
+
+/* Chooses the GPUs of node for pod and assumes the placement, atomically
+ * (one write lock): call at bind, then POST the Binding with out->devices_key
+ * = out->devices; on failure gf_model_forget(uid). Fails (GF_ESTATE, with the
+ * filter's reason) when the pod no longer fits there. A pod already placed
+ * (assumed or confirmed) on that node returns its placement again. */
+int gf_model_reserve(gf_model *m, const gf_sched_pod *pod, const char *node, gf_policy policy,
+                     gf_sched_placement *out, gf_error *err);
+/* As gf_model_reserve for a pod the watch already delivered (pending);
+ * GF_ENOTFOUND when the model has no fractional pod of that uid. */
+int gf_model_reserve_uid(gf_model *m, const char *uid, const char *node, gf_policy policy,
+                         gf_sched_placement *out, gf_error *err);
+
+/* Counts pod on the GPUs of placement at once (placement from a previous
+ * gf_model_reserve, or built by the caller: node, n, gpu_index). */
+int gf_model_assume(gf_model *m, const gf_sched_pod *pod, const gf_sched_placement *placement,
+                    gf_error *err);
+/* Undoes an assumption not yet confirmed (the bind failed). */
+void gf_model_forget(gf_model *m, const char *uid);
+/* Drops assumptions older than ttl_ms at now_ms (gf_model_now_ms clock) that
+ * the watch never confirmed; returns how many. */
+size_t gf_model_expire_assumed(gf_model *m, uint64_t now_ms, uint64_t ttl_ms);
+uint64_t gf_model_now_ms(void);
+
+/* --- introspection --- */
+
+void gf_model_stats_get(gf_model *m, gf_model_stats *out);
+/* Copies the accounting of node's GPUs (up to max); *n = the node's count.
+ * GF_ENOTFOUND when the node is unknown. */
+int gf_model_node_gpus(gf_model *m, const char *node, gf_model_gpu_state *out, size_t max,
+                       size_t *n, gf_error *err);
+
+#endif
