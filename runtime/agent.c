@@ -1,0 +1,144 @@
+/* The agent's verbs the wrapper uses: admit, attach, release (root only),
+ * one SOCK_SEQPACKET datagram each way, with a time limit so a stuck agent
+ * fails a create instead of hanging it. */
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "runtime.h"
+
+#define RT_AGENT_TIMEOUT_S 20
+
+static int agent_connect(const char *path, gf_error *err)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    struct timeval tv = {.tv_sec = RT_AGENT_TIMEOUT_S};
+    int fd;
+
+    if (strlen(path) >= sizeof(sa.sun_path))
+        return gf_error_set(err, GF_EINVAL, "agent socket path too long: %s", path);
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return gf_error_sys(err, "socket");
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ||
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0 ||
+        connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        gf_error_sys(err, "connecting to gpufracd at %s (is the node agent running?)", path);
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+int rt_agent_request(const char *sock, const gf_msg *req, gf_msg *reply, gf_error *err)
+{
+    char buf[GF_PROTO_MAX];
+    int len = gf_msg_encode(req, buf, sizeof(buf)), fd, rc = -1;
+    ssize_t n;
+
+    if (len < 0)
+        return gf_error_set(err, GF_ENOSPACE, "request to gpufracd longer than %d bytes",
+                            GF_PROTO_MAX);
+    if ((fd = agent_connect(sock, err)) < 0)
+        return -1;
+    if (send(fd, buf, (size_t)len, MSG_NOSIGNAL) != len || (n = recv(fd, buf, sizeof(buf), 0)) <= 0) {
+        gf_error_sys(err, "talking to gpufracd at %s", sock);
+    } else if (gf_msg_decode(buf, (size_t)n, reply, err) == 0) {
+        rc = 0;
+        if (strcmp(reply->verb, "ok") != 0) {
+            const char *m = gf_msg_get(reply, "msg");
+            rc = gf_error_set(err, GF_ESTATE, "gpufracd: %s", m ? m : "refused");
+        }
+    }
+    close(fd);
+    return rc;
+}
+
+static void sock_path(const rt_settings *s, char *out, size_t len)
+{
+    snprintf(out, len, "%s/agent.sock", s->state);
+}
+
+static int devices_value(const rt_devices *d, char *buf, size_t len, gf_error *err)
+{
+    size_t off = 0;
+
+    for (size_t i = 0; i < d->n; i++) {
+        int w = snprintf(buf + off, len - off, "%s%s/%llu/%llu", i ? "," : "", d->dev[i].uuid,
+                         (unsigned long long)d->dev[i].request,
+                         (unsigned long long)d->dev[i].limit);
+        if (w < 0 || (size_t)w >= len - off)
+            return gf_error_set(err, GF_ENOSPACE,
+                                "%zu GPUs do not fit in one admit request (at most %zu bytes)",
+                                d->n, len - 1);
+        off += (size_t)w;
+    }
+    return 0;
+}
+
+static int copy_reply(const gf_msg *r, const char *key, char *out, size_t len, gf_error *err)
+{
+    const char *v = gf_msg_get(r, key);
+
+    if (!v || !*v)
+        return gf_error_set(err, GF_EINVAL, "gpufracd's admit reply lacks %s=", key);
+    snprintf(out, len, "%s", strcmp(v, "-") == 0 ? "" : v);
+    return 0;
+}
+
+int rt_agent_admit(const rt_settings *s, const rt_identity *id, const gf_pod_fraction *pf,
+                   const rt_devices *d, rt_admitted *out, gf_error *err)
+{
+    char sock[GF_PATH_MAX + 16], devs[GF_PROTO_VAL_MAX];
+    int percent = pf->spec.has_compute ? gf_compute_percent(pf->spec.compute) : 100;
+    gf_msg req, reply;
+
+    sock_path(s, sock, sizeof(sock));
+    if (devices_value(d, devs, sizeof(devs), err) < 0)
+        return -1;
+    gf_msg_init(&req, "admit");
+    if (gf_msg_add(&req, "name", id->name) < 0 || gf_msg_add(&req, "ns", id->ns) < 0 ||
+        gf_msg_add(&req, "pod", id->pod) < 0 || gf_msg_add(&req, "container", id->container) < 0 ||
+        gf_msg_add(&req, "mode", gf_mode_name(pf->spec.mode)) < 0 ||
+        gf_msg_add_u64(&req, "compute", (uint64_t)percent) < 0 ||
+        gf_msg_add(&req, "devices", devs) < 0)
+        return gf_error_set(err, GF_EINVAL,
+                            "the pod's identity cannot be sent to gpufracd (a value with spaces "
+                            "or control characters?)");
+    if (rt_agent_request(sock, &req, &reply, err) < 0)
+        return -1;
+    return copy_reply(&reply, "config", out->config, sizeof(out->config), err) < 0 ||
+                   copy_reply(&reply, "ledger", out->ledger, sizeof(out->ledger), err) < 0 ||
+                   copy_reply(&reply, "socket", out->socket, sizeof(out->socket), err) < 0 ||
+                   copy_reply(&reply, "mps", out->mps, sizeof(out->mps), err) < 0
+               ? -1
+               : 0;
+}
+
+int rt_agent_attach(const rt_settings *s, const char *name, long pid, gf_error *err)
+{
+    char sock[GF_PATH_MAX + 16];
+    gf_msg req, reply;
+
+    sock_path(s, sock, sizeof(sock));
+    gf_msg_init(&req, "attach");
+    gf_msg_add(&req, "name", name);
+    gf_msg_add_u64(&req, "pid", (uint64_t)pid);
+    return rt_agent_request(sock, &req, &reply, err);
+}
+
+int rt_agent_release(const rt_settings *s, const char *name, gf_error *err)
+{
+    char sock[GF_PATH_MAX + 16];
+    gf_msg req, reply;
+
+    sock_path(s, sock, sizeof(sock));
+    gf_msg_init(&req, "release");
+    gf_msg_add(&req, "name", name);
+    gf_msg_add(&req, "remove", "1");
+    return rt_agent_request(sock, &req, &reply, err);
+}

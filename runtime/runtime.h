@@ -1,0 +1,130 @@
+/* gpufrac-runtime: an OCI runtime wrapper around runc (REFERENCE 5.3). It
+ * acts on `create` (and `run`) of a container whose spec carries fraction
+ * annotations, on `delete`, and on its own `hook attach|release` mode;
+ * everything else execs the real runtime with the argv untouched. */
+#ifndef GPUFRAC_RUNTIME_H
+#define GPUFRAC_RUNTIME_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "annotations.h"
+#include "config.h"
+#include "error.h"
+#include "proto.h"
+
+#define RT_NAME "gpufrac-runtime"
+/* Where things appear inside a fractional container. */
+#define RT_SHIM_IN "/usr/local/lib/gpufrac/libgpufrac.so"
+#define RT_CONFIG_IN "/etc/gpufrac/fraction.conf"
+#define RT_PRELOAD_IN "/etc/ld.so.preload"
+#define RT_CONF_FILE "/etc/gpufrac/runtime.conf"
+#define RT_HOOK_TIMEOUT_S 30
+
+/* ---- the command line, as runc takes it ---------------------------------- */
+typedef struct rt_args {
+    int argc;
+    char **argv;            /* the original, passed on untouched */
+    const char *log_path;   /* --log, NULL when absent */
+    const char *log_format; /* --log-format, NULL = text */
+    const char *root;       /* --root, NULL = runc's default */
+    const char *verb;       /* NULL when none */
+    const char *bundle;     /* create/run: --bundle/-b, NULL = cwd */
+    const char *id;         /* the first operand after the verb */
+} rt_args;
+
+void rt_args_parse(int argc, char **argv, rt_args *a);
+
+/* ---- settings: env, then /etc/gpufrac/runtime.conf, then defaults -------- */
+typedef struct rt_settings {
+    char real_runtime[GF_PATH_MAX]; /* absolute */
+    char state[GF_PATH_MAX];        /* the agent's state directory */
+    char shim[GF_PATH_MAX];         /* libgpufrac.so on the host */
+    char self[GF_PATH_MAX];         /* this program, for the hooks */
+} rt_settings;
+
+int rt_settings_load(rt_settings *s, gf_error *err);
+/* Finds the real runtime (GPUFRAC_REAL_RUNTIME, real_runtime=, runc on PATH). */
+int rt_settings_real(rt_settings *s, gf_error *err);
+/* The host path of the shim (GPUFRAC_SHIM, <exe dir>/../lib, /usr/local). */
+int rt_settings_shim(rt_settings *s, gf_error *err);
+
+/* ---- the real runtime ---------------------------------------------------- */
+/* execv()s it with argv (argv[0] replaced); returns only on failure. */
+int rt_exec_real(const rt_settings *s, char **argv, gf_error *err);
+/* Runs it as a child and returns its exit status (128+signal when killed). */
+int rt_run_real(const rt_settings *s, char **argv, gf_error *err);
+
+/* ---- reporting: stderr and the --log file (json or text) ----------------- */
+void rt_report(const rt_args *a, const char *level, const char *msg);
+
+/* ---- the bundle's config.json -------------------------------------------- */
+int rt_spec_load(const char *path, json_t **out, gf_error *err);
+/* Writes a temp file next to path and renames it over path. */
+int rt_spec_save(const char *path, json_t *spec, gf_error *err);
+const char *rt_spec_annotation(json_t *spec, const char *key);
+/* Every string annotation, pointing into spec; *kv is malloc'ed. */
+int rt_spec_annotations(json_t *spec, gf_kv **kv, size_t *n, gf_error *err);
+const char *rt_spec_env_get(json_t *spec, const char *name);
+int rt_spec_env_unset(json_t *spec, const char *name, gf_error *err);
+int rt_spec_env_set(json_t *spec, const char *name, const char *value, gf_error *err);
+/* Drops mounts at dest, then appends a bind of src at dest. */
+int rt_spec_bind(json_t *spec, const char *src, const char *dest, bool ro, gf_error *err);
+int rt_spec_hook(json_t *spec, const char *kind, const char *path, const char *const *args,
+                 const char *env, gf_error *err);
+
+/* ---- the devices a fraction gets ----------------------------------------- */
+typedef struct rt_device {
+    char uuid[GF_UUID_MAX];
+    uint64_t request, limit; /* bytes */
+} rt_device;
+
+typedef struct rt_devices {
+    size_t n;
+    rt_device dev[GF_CONFIG_DEVICES_MAX];
+    char visible[GF_DEVICES_MAX]; /* NVIDIA_VISIBLE_DEVICES for the container */
+} rt_devices;
+
+/* From gpus.devices (UUIDs, CDI names, indices), else the spec's own
+ * NVIDIA_VISIBLE_DEVICES list, else the first num_devices GPUs; amounts
+ * resolved against each GPU's NVML total. */
+int rt_devices_resolve(const gf_pod_fraction *pf, const char *key, const char *spec_visible,
+                       rt_devices *out, gf_error *err);
+
+/* ---- the agent ----------------------------------------------------------- */
+typedef struct rt_admitted {
+    char config[GF_PATH_MAX];
+    char ledger[GF_PATH_MAX];
+    char socket[GF_PATH_MAX];
+    char mps[GF_PATH_MAX]; /* "" when none */
+} rt_admitted;
+
+typedef struct rt_identity {
+    char name[GF_NAME_MAX]; /* the fraction */
+    const char *ns, *pod, *container, *sandbox;
+} rt_identity;
+
+int rt_agent_request(const char *sock, const gf_msg *req, gf_msg *reply, gf_error *err);
+int rt_agent_admit(const rt_settings *s, const rt_identity *id, const gf_pod_fraction *pf,
+                   const rt_devices *d, rt_admitted *out, gf_error *err);
+int rt_agent_attach(const rt_settings *s, const char *name, long pid, gf_error *err);
+int rt_agent_release(const rt_settings *s, const char *name, gf_error *err);
+
+/* ---- <state>/containers/<id>: container id -> fraction name -------------- */
+int rt_map_write(const rt_settings *s, const char *id, const char *name, gf_error *err);
+int rt_map_read(const rt_settings *s, const char *id, char *name, size_t len);
+void rt_map_remove(const rt_settings *s, const char *id);
+/* <state>/ld.so.preload naming RT_SHIM_IN; created when missing. */
+int rt_preload_file(const rt_settings *s, char *path, size_t len, gf_error *err);
+
+/* ---- verbs ---------------------------------------------------------------- */
+int rt_create(const rt_args *a, rt_settings *s);
+int rt_delete(const rt_args *a, const rt_settings *s);
+int rt_hook(int argc, char **argv, const rt_settings *s);
+
+/* The fraction's name for a container: k8s.<sandbox id:12>.<container>. */
+int rt_fraction_name(const char *sandbox, const char *container, const char *id, char *out,
+                     size_t len);
+
+#endif

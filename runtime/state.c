@@ -1,0 +1,138 @@
+/* The wrapper's own files in the agent's state directory:
+ *   containers/<container id>   the fraction name of a container (for delete)
+ *   ld.so.preload               one line: the shim's path inside containers */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "runtime.h"
+
+static bool id_valid(const char *id)
+{
+    return id && *id && id[0] != '.' && !strchr(id, '/') && strlen(id) < 256;
+}
+
+/* Writes text to path through a temp file and rename. */
+static int write_atomic(const char *path, const char *text, gf_error *err)
+{
+    char tmp[GF_PATH_MAX + 32];
+    size_t n = strlen(text);
+    int fd;
+
+    snprintf(tmp, sizeof(tmp), "%s.%ld.tmp", path, (long)getpid());
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return gf_error_sys(err, "creating %s", tmp);
+    if (write(fd, text, n) != (ssize_t)n || close(fd) < 0) {
+        gf_error_sys(err, "writing %s", tmp);
+        unlink(tmp);
+        return -1;
+    }
+    if (rename(tmp, path) < 0) {
+        gf_error_sys(err, "renaming %s", tmp);
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+static int ensure_dir(const char *path, gf_error *err)
+{
+    if (mkdir(path, 0755) < 0 && errno != EEXIST)
+        return gf_error_sys(err, "creating %s", path);
+    return 0;
+}
+
+int rt_map_write(const rt_settings *s, const char *id, const char *name, gf_error *err)
+{
+    char dir[GF_PATH_MAX + 16], path[GF_PATH_MAX + 300], text[GF_NAME_MAX + 2];
+
+    if (!id_valid(id))
+        return gf_error_set(err, GF_EINVAL, "container id \"%s\" is not usable as a file name",
+                            id ? id : "");
+    snprintf(dir, sizeof(dir), "%s/containers", s->state);
+    snprintf(path, sizeof(path), "%s/%s", dir, id);
+    snprintf(text, sizeof(text), "%s\n", name);
+    if (ensure_dir(s->state, err) < 0 || ensure_dir(dir, err) < 0)
+        return -1;
+    return write_atomic(path, text, err);
+}
+
+int rt_map_read(const rt_settings *s, const char *id, char *name, size_t len)
+{
+    char path[GF_PATH_MAX + 300];
+    FILE *fp;
+    int rc = -1;
+
+    if (!id_valid(id))
+        return -1;
+    snprintf(path, sizeof(path), "%s/containers/%s", s->state, id);
+    if (!(fp = fopen(path, "re")))
+        return -1;
+    if (fgets(name, (int)len, fp)) {
+        name[strcspn(name, "\n")] = '\0';
+        rc = gf_name_valid(name) ? 0 : -1;
+    }
+    fclose(fp);
+    return rc;
+}
+
+void rt_map_remove(const rt_settings *s, const char *id)
+{
+    char path[GF_PATH_MAX + 300];
+
+    if (!id_valid(id))
+        return;
+    snprintf(path, sizeof(path), "%s/containers/%s", s->state, id);
+    unlink(path);
+}
+
+int rt_preload_file(const rt_settings *s, char *path, size_t len, gf_error *err)
+{
+    if (ensure_dir(s->state, err) < 0)
+        return -1;
+    snprintf(path, len, "%s/ld.so.preload", s->state);
+    return write_atomic(path, RT_SHIM_IN "\n", err);
+}
+
+/* FNV-1a, to keep names unique when they must be cut. */
+static uint32_t fnv(const char *s)
+{
+    uint32_t h = 2166136261u;
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 16777619u;
+    return h;
+}
+
+static void sanitize(char *s)
+{
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+              *s == '_' || *s == '.' || *s == '-'))
+            *s = '_';
+}
+
+int rt_fraction_name(const char *sandbox, const char *container, const char *id, char *out,
+                     size_t len)
+{
+    char full[512];
+    int n;
+
+    if (sandbox && *sandbox && container && *container)
+        n = snprintf(full, sizeof(full), "k8s.%.12s.%s", sandbox, container);
+    else
+        n = snprintf(full, sizeof(full), "oci.%s", id ? id : "");
+    if (n < 0)
+        return -1;
+    sanitize(full);
+    if (strlen(full) >= len || strlen(full) > GF_NAME_MAX - 1) {
+        /* cut to 54 and add -<8 hex>: still unique, at most 63 */
+        uint32_t h = fnv(full);
+        snprintf(full + 54, sizeof(full) - 54, "-%08x", (unsigned)h);
+    }
+    snprintf(out, len, "%s", full);
+    return gf_name_valid(out) ? 0 : -1;
+}
