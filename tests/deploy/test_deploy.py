@@ -148,6 +148,7 @@ class Manifests(unittest.TestCase):
         self.assertIs(inst["securityContext"]["privileged"], True)
         imounts = {m["mountPath"]: m["name"] for m in inst["volumeMounts"]}
         self.assertEqual(vols[imounts["/host/usr/local"]]["hostPath"]["path"], "/usr/local")
+        self.assertEqual(vols[imounts["/host/etc/gpufrac"]]["hostPath"]["path"], "/etc/gpufrac")
         self.assertEqual(vols[imounts["/host/etc/containerd"]]["hostPath"]["path"],
                          "/etc/containerd")
         self.assertEqual(vols[imounts["/etc/gpufrac-install"]]["configMap"]["name"],
@@ -307,8 +308,12 @@ class Installer(unittest.TestCase):
             self.assertIn("does not import", r.stdout)
             with open(os.path.join(etc, "conf.d", "gpufrac.toml")) as f:
                 self.assertIn("io.containerd.grpc.v1.cri", f.read())
-            with open(os.path.join(tmp, "host/usr/local/etc/gpufrac/runtime.env")) as f:
-                self.assertIn("GPUFRAC_NVFRACTIONS=1\n", f.read())
+            with open(os.path.join(tmp, "host/etc/gpufrac/runtime.conf")) as f:
+                conf = f.read()
+            self.assertIn("\nreal_runtime=runc\n", conf)  # no GPUFRAC_REAL_RUNTIME given
+            self.assertIn("\nstate_dir=/run/gpufrac\n", conf)
+            self.assertIn("\nshim=/usr/local/lib/gpufrac/libgpufrac.so\n", conf)
+            self.assertIn("\nnvfractions=1\n", conf)
             self.assertTrue(os.access(os.path.join(tmp, "host/usr/local/bin/gpufrac-runtime"),
                                       os.X_OK))
         with tempfile.TemporaryDirectory() as tmp:
