@@ -1,0 +1,90 @@
+/* The model's records, shared by model.c (bookkeeping) and placement.c
+ * (choosing GPUs). Not part of the API. */
+#ifndef GPUFRAC_SCHED_MODEL_INT_H
+#define GPUFRAC_SCHED_MODEL_INT_H
+
+#include <pthread.h>
+
+#include "model.h"
+
+typedef struct mgpu {
+    char *id;
+    int index;
+    bool has_uuid;
+    uint64_t total;     /* bytes; 0 = unknown */
+    uint64_t requested; /* sum of the requests placed here */
+    unsigned pods[2];   /* by gf_mode */
+} mgpu;
+
+struct mpod;
+
+/* First member of every hashed record. */
+typedef struct mentry {
+    char *key;
+    struct mentry *hnext;
+} mentry;
+
+typedef struct mnode {
+    mentry e; /* key: the node name */
+    bool present; /* false: only referenced by pods, no Node seen */
+    bool unschedulable, ready, memory_known;
+    gf_inventory_source source;
+    char *inventory_error; /* NULL = fine */
+    size_t n_gpus;
+    mgpu *gpus;
+    struct mpod *pods; /* placed here, linked by nnext/nprev */
+    unsigned gen;
+} mnode;
+
+typedef struct mpod {
+    mentry e; /* key: the pod uid */
+    char *container;
+    struct mpod *nnext, *nprev;
+    mnode *node;   /* NULL: pending */
+    char *devices; /* the GPUs as written (annotation or our placement) */
+    gf_amount request;
+    gf_mode mode;
+    int num_devices;
+    bool assumed;  /* placed by us, not yet confirmed by the watch */
+    bool resolved; /* devices matched GPUs of node and are charged */
+    uint8_t n_gpus;
+    uint8_t gpu[GF_SCHED_GPUS_MAX]; /* positions in node->gpus */
+    uint64_t assumed_at;
+    unsigned gen;
+} mpod;
+
+typedef struct mtable {
+    mentry **buckets;
+    size_t n_buckets, count;
+} mtable;
+
+struct gf_model {
+    pthread_rwlock_t lock;
+    char *prefix;
+    mtable nodes, pods;
+    unsigned gen[2];
+};
+
+uint64_t gf_sched_charge(const gf_amount *request, uint64_t total);
+bool gf_sched_gpu_mode_ok(const mgpu *g, gf_mode mode);
+
+/* Lookups, the caller holding the lock. */
+mnode *gf_model_node_find(const gf_model *m, const char *name);
+mpod *gf_model_pod_find(const gf_model *m, const char *uid);
+
+/* Chooses n GPUs of node for pod (positions into pos); on no fit fills
+ * verdict's reason/status and returns -1. Scores into verdict on success. */
+int gf_sched_choose(const mnode *node, const gf_sched_pod *pod, gf_policy policy,
+                    uint8_t *pos, gf_sched_verdict *verdict);
+
+/* Writes the placement of pod record p (placed, resolved). */
+void gf_sched_placement_fill(const gf_model *m, const mpod *p, gf_sched_placement *out);
+
+/* Places pod at positions pos of node as an assumption (write lock held). */
+int gf_model_assume_locked(gf_model *m, const gf_sched_pod *pod, mnode *node, const uint8_t *pos,
+                           size_t n, gf_error *err);
+
+/* Unplaces p when it is an assumption (write lock held). */
+void gf_model_forget_locked(mpod *p);
+
+#endif

@@ -1,0 +1,356 @@
+/* Placement: which GPUs of a node take a fractional pod, the node's filter
+ * verdict and score, and the bind-time reservation (model.h). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+#include "model_int.h"
+#include "quantity.h"
+
+int gf_policy_parse(const char *s, gf_policy *out, gf_error *err)
+{
+    if (s != NULL && strcmp(s, "binpack") == 0)
+        *out = GF_POLICY_BINPACK;
+    else if (s != NULL && strcmp(s, "spread") == 0)
+        *out = GF_POLICY_SPREAD;
+    else
+        return gf_error_set(err, GF_EINVAL, "placement policy \"%s\": use binpack or spread",
+                            s != NULL ? s : "");
+    return 0;
+}
+
+const char *gf_policy_name(gf_policy p)
+{
+    return p == GF_POLICY_SPREAD ? "spread" : "binpack";
+}
+
+/* "4096 MiB", or "4096.5 MiB" when not whole. */
+static const char *mib(uint64_t bytes, char *buf, size_t len)
+{
+    if (bytes % GF_MIB == 0)
+        snprintf(buf, len, "%llu MiB", (unsigned long long)(bytes / GF_MIB));
+    else
+        snprintf(buf, len, "%.1f MiB", (double)bytes / (double)GF_MIB);
+    return buf;
+}
+
+__attribute__((format(printf, 3, 4))) static int fail(gf_sched_verdict *v,
+                                                      gf_verdict_status status,
+                                                      const char *fmt, ...)
+{
+    va_list ap;
+
+    v->status = status;
+    v->score = 0;
+    va_start(ap, fmt);
+    vsnprintf(v->reason, sizeof(v->reason), fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static uint64_t gpu_free(const mgpu *g)
+{
+    return g->total > g->requested ? g->total - g->requested : 0;
+}
+
+static double fullness(const mgpu *g)
+{
+    return g->total ? (double)g->requested / (double)g->total : 1.0;
+}
+
+static bool idle(const mgpu *g)
+{
+    return g->pods[0] + g->pods[1] == 0;
+}
+
+/* Can the node take the pod at all (inventory, state)? */
+static int precheck(const mnode *n, const gf_sched_pod *pod, gf_sched_verdict *v)
+{
+    if (!n->present)
+        return fail(v, GF_FAIL, "node %s is not in gpufrac's cache (no Node object seen yet)",
+                    n->e.key);
+    if (n->unschedulable)
+        return fail(v, GF_FAIL, "node is unschedulable");
+    if (!n->ready)
+        return fail(v, GF_FAIL, "node is not Ready");
+    if (n->inventory_error != NULL)
+        return fail(v, GF_FAIL_UNRESOLVABLE, "%s", n->inventory_error);
+    if (n->source == GF_INV_NONE)
+        return fail(v, GF_FAIL_UNRESOLVABLE,
+                    "node has no GPU inventory (no " GF_SCHED_GPUS_ANNOTATION
+                    " annotation, no nvidia.com/gpu.* labels)");
+    if (!n->memory_known)
+        return fail(v, GF_FAIL_UNRESOLVABLE,
+                    "node's GPU memory is unknown (label " GF_SCHED_GFD_MEMORY_LABEL
+                    " missing): it cannot host GPU memory requests");
+    if (pod->num_devices < 1 || pod->num_devices > GF_SCHED_GPUS_MAX ||
+        n->n_gpus < (size_t)pod->num_devices)
+        return fail(v, GF_FAIL_UNRESOLVABLE, "needs %d GPUs that fit, node has %zu GPUs",
+                    pod->num_devices, n->n_gpus);
+    return 0;
+}
+
+/* Would g take the pod now? *r = the request in g's bytes. */
+static bool gpu_fits(const mgpu *g, const gf_sched_pod *pod, uint64_t *r)
+{
+    *r = gf_sched_charge(&pod->request, g->total);
+    return *r > 0 && gf_sched_gpu_mode_ok(g, pod->mode) && gpu_free(g) >= *r;
+}
+
+/* true when a goes before b. */
+static bool before(const mgpu *a, const mgpu *b, gf_policy policy)
+{
+    if (policy == GF_POLICY_SPREAD)
+        return fullness(a) < fullness(b);
+    if (idle(a) != idle(b))
+        return !idle(a);
+    return fullness(a) > fullness(b);
+}
+
+static size_t candidates(const mnode *n, const gf_sched_pod *pod, gf_policy policy,
+                         uint8_t *pos)
+{
+    size_t i, k, count = 0;
+    uint64_t r;
+
+    for (i = 0; i < n->n_gpus; i++) {
+        if (!gpu_fits(&n->gpus[i], pod, &r))
+            continue;
+        for (k = count; k > 0 && before(&n->gpus[i], &n->gpus[pos[k - 1]], policy); k--)
+            pos[k] = pos[k - 1];
+        pos[k] = (uint8_t)i;
+        count++;
+    }
+    return count;
+}
+
+static int clamp10(double x)
+{
+    int s = (int)(x + 0.5);
+
+    return s < 0 ? 0 : s > 10 ? 10 : s;
+}
+
+static int score(const mnode *n, const gf_sched_pod *pod, gf_policy policy, const uint8_t *pos)
+{
+    double best = -1.0, emptiest = 1.0;
+    size_t i, used = 0;
+
+    for (i = 0; i < (size_t)pod->num_devices; i++) {
+        const mgpu *g = &n->gpus[pos[i]];
+        double after = (double)(g->requested + gf_sched_charge(&pod->request, g->total)) /
+                       (double)g->total;
+
+        if (!idle(g) && after > best)
+            best = after;
+        if (1.0 - after < emptiest)
+            emptiest = 1.0 - after;
+    }
+    if (policy == GF_POLICY_SPREAD)
+        return clamp10(10.0 * emptiest);
+    if (best >= 0.0)
+        return clamp10(5.0 + 5.0 * best);
+    for (i = 0; i < n->n_gpus; i++)
+        used += !idle(&n->gpus[i]);
+    return clamp10(4.0 * (double)used / (double)n->n_gpus);
+}
+
+/* Why no GPU (or too few) of n takes pod. */
+static int explain(const mnode *n, const gf_sched_pod *pod, size_t fitting,
+                   gf_sched_verdict *v)
+{
+    const mgpu *best = NULL, *other_mode = NULL;
+    char a[48], b[48];
+    uint64_t r, big = 0;
+    size_t i;
+
+    for (i = 0; i < n->n_gpus; i++) {
+        const mgpu *g = &n->gpus[i];
+
+        r = gf_sched_charge(&pod->request, g->total);
+        if (r > 0 && r <= g->total && g->total > big)
+            big = g->total;
+        if (!gf_sched_gpu_mode_ok(g, pod->mode)) {
+            if (gpu_free(g) >= r)
+                other_mode = g;
+        } else if (best == NULL || gpu_free(g) > gpu_free(best)) {
+            best = g;
+        }
+    }
+    r = gf_sched_charge(&pod->request, n->gpus[0].total);
+    if (big == 0)
+        return fail(v, GF_FAIL_UNRESOLVABLE, "pod requests %s per GPU, more than any GPU of "
+                    "the node has (%s)", mib(r, a, sizeof(a)), mib(n->gpus[0].total, b, sizeof(b)));
+    if (pod->num_devices > 1 && fitting > 0)
+        return fail(v, GF_FAIL, "needs %d GPUs that fit, node has %zu", pod->num_devices, fitting);
+    if (other_mode != NULL || best == NULL)
+        return fail(v, GF_FAIL, "GPUs run %s fractions, pod asks %s",
+                    gf_mode_name(pod->mode == GF_MODE_SM_SHARING ? GF_MODE_TIME_SLICING
+                                                                 : GF_MODE_SM_SHARING),
+                    gf_mode_name(pod->mode));
+    r = gf_sched_charge(&pod->request, best->total);
+    if (pod->num_devices > 1)
+        return fail(v, GF_FAIL, "needs %d GPUs that fit, node has 0: %s has %s unrequested, "
+                    "pod requests %s", pod->num_devices, best->id,
+                    mib(gpu_free(best), a, sizeof(a)), mib(r, b, sizeof(b)));
+    return fail(v, GF_FAIL, "%s has %s unrequested, pod requests %s", best->id,
+                mib(gpu_free(best), a, sizeof(a)), mib(r, b, sizeof(b)));
+}
+
+int gf_sched_choose(const mnode *node, const gf_sched_pod *pod, gf_policy policy, uint8_t *pos,
+                    gf_sched_verdict *verdict)
+{
+    size_t count;
+
+    if (precheck(node, pod, verdict) < 0)
+        return -1;
+    count = candidates(node, pod, policy, pos);
+    if (count < (size_t)pod->num_devices)
+        return explain(node, pod, count, verdict);
+    verdict->status = GF_FIT;
+    verdict->reason[0] = '\0';
+    verdict->score = score(node, pod, policy, pos);
+    return 0;
+}
+
+/* --- filter + prioritize --- */
+
+static void verdict_one(const gf_model *m, const gf_sched_pod *pod, const char *name,
+                        gf_policy policy, gf_sched_verdict *v)
+{
+    uint8_t pos[GF_SCHED_GPUS_MAX];
+    const mnode *n = gf_model_node_find(m, name);
+
+    if (n == NULL) {
+        fail(v, GF_FAIL, "node %s is not in gpufrac's cache (no Node object seen yet)", name);
+        return;
+    }
+    gf_sched_choose(n, pod, policy, pos, v);
+}
+
+int gf_model_evaluate(gf_model *m, const gf_sched_pod *pod, const char *const *nodes, size_t n,
+                      gf_policy policy, gf_sched_verdict *out, gf_error *err)
+{
+    size_t i;
+
+    if (pod == NULL || (n > 0 && (nodes == NULL || out == NULL)))
+        return gf_error_set(err, GF_EINVAL, "evaluate: missing pod, nodes or result array");
+    for (i = 0; i < n; i++) {
+        if (!pod->fractional) {
+            out[i].status = GF_FIT;
+            out[i].score = 0;
+            out[i].reason[0] = '\0';
+        } else if (pod->invalid) {
+            fail(&out[i], GF_FAIL_UNRESOLVABLE, "%s", pod->error);
+        }
+    }
+    if (!pod->fractional || pod->invalid)
+        return 0;
+    pthread_rwlock_rdlock(&m->lock);
+    for (i = 0; i < n; i++)
+        verdict_one(m, pod, nodes[i] != NULL ? nodes[i] : "", policy, &out[i]);
+    pthread_rwlock_unlock(&m->lock);
+    return 0;
+}
+
+/* --- bind --- */
+
+void gf_sched_placement_fill(const gf_model *m, const mpod *p, gf_sched_placement *out)
+{
+    const mnode *n = p->node;
+    size_t i;
+
+    memset(out, 0, sizeof(*out));
+    snprintf(out->node, sizeof(out->node), "%s", n->e.key);
+    out->n = p->n_gpus;
+    for (i = 0; i < p->n_gpus; i++) {
+        const mgpu *g = &n->gpus[p->gpu[i]];
+
+        out->gpu_index[i] = g->index;
+        snprintf(out->gpu_id[i], sizeof(out->gpu_id[i]), "%s", g->id);
+        out->request[i] = gf_sched_charge(&p->request, g->total);
+    }
+    snprintf(out->devices_key, sizeof(out->devices_key), "%s%s.gpus.devices", m->prefix,
+             p->container != NULL ? p->container : "");
+    snprintf(out->devices, sizeof(out->devices), "%s", p->devices != NULL ? p->devices : "");
+}
+
+static int reserve_locked(gf_model *m, const gf_sched_pod *pod, const char *node,
+                          gf_policy policy, gf_sched_placement *out, gf_error *err)
+{
+    uint8_t pos[GF_SCHED_GPUS_MAX];
+    gf_sched_verdict v;
+    mnode *n = gf_model_node_find(m, node);
+    mpod *p = gf_model_pod_find(m, pod->uid);
+
+    if (!pod->fractional || pod->invalid)
+        return gf_error_set(err, GF_EINVAL, "pod %s/%s: %s", pod->ns, pod->name,
+                            pod->invalid ? pod->error : "not a fractional pod");
+    if (n == NULL || !n->present)
+        return gf_error_set(err, GF_ENOTFOUND, "node %s is not in gpufrac's cache", node);
+    if (p != NULL && p->node == n && p->resolved) {
+        gf_sched_placement_fill(m, p, out);
+        return 0;
+    }
+    if (p != NULL && p->node != NULL && !p->assumed)
+        return gf_error_set(err, GF_ESTATE, "pod %s/%s is already bound to node %s", pod->ns,
+                            pod->name, p->node->e.key);
+    if (p != NULL && p->node != NULL)
+        gf_model_forget_locked(p);
+    if (gf_sched_choose(n, pod, policy, pos, &v) < 0)
+        return gf_error_set(err, GF_ESTATE, "pod %s/%s no longer fits node %s: %s", pod->ns,
+                            pod->name, node, v.reason);
+    if (gf_model_assume_locked(m, pod, n, pos, (size_t)pod->num_devices, err) < 0)
+        return -1;
+    gf_sched_placement_fill(m, gf_model_pod_find(m, pod->uid), out);
+    return 0;
+}
+
+int gf_model_reserve(gf_model *m, const gf_sched_pod *pod, const char *node, gf_policy policy,
+                     gf_sched_placement *out, gf_error *err)
+{
+    int rc;
+
+    pthread_rwlock_wrlock(&m->lock);
+    rc = reserve_locked(m, pod, node, policy, out, err);
+    pthread_rwlock_unlock(&m->lock);
+    return rc;
+}
+
+/* The request fields of record p as a pod (for reserve by uid). */
+static void pod_from_record(const mpod *p, gf_sched_pod *out)
+{
+    memset(out, 0, sizeof(*out));
+    snprintf(out->uid, sizeof(out->uid), "%s", p->e.key);
+    snprintf(out->name, sizeof(out->name), "uid %s", p->e.key);
+    snprintf(out->container, sizeof(out->container), "%s", p->container ? p->container : "");
+    out->fractional = true;
+    out->request = p->request;
+    out->limit = p->request;
+    out->num_devices = p->num_devices;
+    out->mode = p->mode;
+}
+
+int gf_model_reserve_uid(gf_model *m, const char *uid, const char *node, gf_policy policy,
+                         gf_sched_placement *out, gf_error *err)
+{
+    gf_sched_pod *pod = malloc(sizeof(*pod));
+    const mpod *p;
+    int rc;
+
+    if (pod == NULL)
+        return gf_error_set(err, GF_ENOSPACE, "reserve: out of memory");
+    pthread_rwlock_wrlock(&m->lock);
+    p = gf_model_pod_find(m, uid);
+    if (p == NULL) {
+        rc = gf_error_set(err, GF_ENOTFOUND, "pod uid %s is not in gpufrac's cache", uid);
+    } else {
+        pod_from_record(p, pod);
+        rc = reserve_locked(m, pod, node, policy, out, err);
+    }
+    pthread_rwlock_unlock(&m->lock);
+    free(pod);
+    return rc;
+}
