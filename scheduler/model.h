@@ -15,7 +15,8 @@
  * Scores 0..10 per node: binpack 0..4 when only idle GPUs take the pod (more
  * for nodes whose GPUs are already in use: consolidation), 5..10 when a partly
  * used GPU takes it (by that GPU's fullness after placement); spread
- * round(10 x free share after placement of the fullest chosen GPU).
+ * round(5 x free share of the fullest chosen GPU + 5 x free share of the
+ * node's GPU memory), both after placement.
  *
  * Bookkeeping. gf_model_reserve (or gf_model_assume) counts a placement at
  * once, before the watch echoes the bind, so a burst of pods submitted

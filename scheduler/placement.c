@@ -87,7 +87,7 @@ static int precheck(const mnode *n, const gf_sched_pod *pod, gf_sched_verdict *v
                     " missing): it cannot host GPU memory requests");
     if (pod->num_devices < 1 || pod->num_devices > GF_SCHED_GPUS_MAX ||
         n->n_gpus < (size_t)pod->num_devices)
-        return fail(v, GF_FAIL_UNRESOLVABLE, "needs %d GPUs that fit, node has %zu GPUs",
+        return fail(v, GF_FAIL_UNRESOLVABLE, "needs %d GPUs that fit, node has %zu",
                     pod->num_devices, n->n_gpus);
     return 0;
 }
@@ -133,6 +133,20 @@ static int clamp10(double x)
     return s < 0 ? 0 : s > 10 ? 10 : s;
 }
 
+/* The node's unrequested share once pod is placed (num_devices GPUs). */
+static double node_free_after(const mnode *n, const gf_sched_pod *pod)
+{
+    uint64_t total = 0, requested = 0;
+    size_t i;
+
+    for (i = 0; i < n->n_gpus; i++) {
+        total += n->gpus[i].total;
+        requested += n->gpus[i].requested;
+    }
+    requested += (uint64_t)pod->num_devices * gf_sched_charge(&pod->request, n->gpus[0].total);
+    return total > requested ? (double)(total - requested) / (double)total : 0.0;
+}
+
 static int score(const mnode *n, const gf_sched_pod *pod, gf_policy policy, const uint8_t *pos)
 {
     double best = -1.0, emptiest = 1.0;
@@ -149,7 +163,7 @@ static int score(const mnode *n, const gf_sched_pod *pod, gf_policy policy, cons
             emptiest = 1.0 - after;
     }
     if (policy == GF_POLICY_SPREAD)
-        return clamp10(10.0 * emptiest);
+        return clamp10(5.0 * emptiest + 5.0 * node_free_after(n, pod));
     if (best >= 0.0)
         return clamp10(5.0 + 5.0 * best);
     for (i = 0; i < n->n_gpus; i++)
