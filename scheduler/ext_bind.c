@@ -1,0 +1,212 @@
+/* bind: choose the GPUs on the node under the model's write lock, count
+ * them at once, POST one Binding carrying the annotations, roll back on an
+ * API error. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "decode.h"
+#include "extender.h"
+#include "quantity.h"
+
+#define KEY_MAX (GF_SCHED_KEY_MAX + GF_SCHED_CONTAINER_MAX + 32)
+
+static int put(json_t *ann, const gf_extender *x, const gf_sched_pod *pod, const char *suffix,
+               const char *value)
+{
+    char key[KEY_MAX];
+
+    snprintf(key, sizeof(key), "%s%s.%s", x->prefix, pod->container, suffix);
+    return json_object_set_new(ann, key, json_string(value));
+}
+
+/* gpus.devices as the model chose them, as CDI names with --cdi. */
+static int devices_value(const gf_extender *x, const gf_sched_placement *p, char *buf,
+                         size_t len)
+{
+    char copy[GF_DEVICES_MAX], *save = NULL, *tok;
+    size_t used = 0;
+    int n;
+
+    if (!x->cdi) {
+        snprintf(buf, len, "%s", p->devices);
+        return 0;
+    }
+    snprintf(copy, sizeof(copy), "%s", p->devices);
+    buf[0] = '\0';
+    for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        bool uuid = strncmp(tok, "GPU-", 4) == 0 || strncmp(tok, "MIG-", 4) == 0;
+        n = snprintf(buf + used, len - used, "%s%s%s", used ? "," : "",
+                     uuid ? GF_CDI_GPU_PREFIX : "", tok);
+        if (n < 0 || (size_t)n >= len - used)
+            return -1;
+        used += (size_t)n;
+    }
+    return 0;
+}
+
+static uint64_t gpu_total(const gf_sched_placement *p, const gf_model_gpu_state *gpus, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (gpus[i].index == p->gpu_index[0])
+            return gpus[i].total;
+    return 0;
+}
+
+static bool same_amount(const gf_amount *a, const gf_amount *b)
+{
+    return a->is_portion == b->is_portion &&
+           (a->is_portion ? a->portion == b->portion : a->bytes == b->bytes);
+}
+
+static int put_mib(json_t *ann, const gf_extender *x, const gf_sched_pod *pod,
+                   const char *suffix, uint64_t bytes)
+{
+    char v[32];
+
+    snprintf(v, sizeof(v), "%" PRIu64 "Mi", gf_bytes_to_mib_ceil(bytes));
+    return put(ann, x, pod, suffix, v);
+}
+
+static int put_memory(json_t *ann, const gf_extender *x, const gf_sched_pod *pod,
+                      const gf_sched_placement *p, const gf_model_gpu_state *gpus, size_t n,
+                      gf_error *err)
+{
+    uint64_t request = p->request[0], limit, total;
+
+    if (put_mib(ann, x, pod, "gpu-memory.request", request) < 0)
+        return gf_error_set(err, GF_ENOSPACE, "out of memory");
+    /* a limit equal to the request is the default: not written, so pod-level
+     * forms without a limit stay valid on the node */
+    if (same_amount(&pod->limit, &pod->request))
+        return 0;
+    total = gpu_total(p, gpus, n);
+    if (gf_amount_resolve(&pod->limit, total, "gpu-memory.limit", &limit, err) < 0)
+        return -1;
+    if (limit < request)
+        limit = request;
+    if (put_mib(ann, x, pod, "gpu-memory.limit", limit) < 0)
+        return gf_error_set(err, GF_ENOSPACE, "out of memory");
+    return 0;
+}
+
+json_t *gf_ext_bind_annotations(const gf_extender *x, const gf_sched_pod *pod,
+                                const gf_sched_placement *p, const gf_model_gpu_state *gpus,
+                                size_t n_gpus, gf_error *err)
+{
+    json_t *ann = json_object();
+    char devices[GF_DEVICES_MAX * 2], v[32];
+
+    if (!ann) {
+        gf_error_set(err, GF_ENOSPACE, "out of memory");
+        return NULL;
+    }
+    if (p->n == 0 || devices_value(x, p, devices, sizeof(devices)) < 0) {
+        gf_error_set(err, GF_EINVAL, "placement on %s lists no usable devices", p->node);
+        goto fail;
+    }
+    if (put(ann, x, pod, "gpus.devices", devices) < 0 ||
+        put_memory(ann, x, pod, p, gpus, n_gpus, err) < 0)
+        goto fail;
+    if (pod->mode == GF_MODE_SM_SHARING && pod->has_compute) {
+        snprintf(v, sizeof(v), "%.15g", pod->compute);
+        if (put(ann, x, pod, "gpu-compute.portion", v) < 0)
+            goto fail;
+    }
+    return ann;
+fail:
+    json_decref(ann);
+    return NULL;
+}
+
+/* The pod's record: from the last filter, else from the API server. */
+static int find_pod(gf_extender *x, const gf_ext_bind_args *b, gf_sched_pod *pod,
+                    gf_error *err)
+{
+    json_t *obj = NULL;
+    int rc;
+
+    if (gf_ext_cache_get(&x->cache, b->ns, b->name, b->uid, pod))
+        return 0;
+    if (!x->kube.get_pod)
+        return gf_error_set(err, GF_ENOTFOUND, "pod %s/%s is unknown", b->ns, b->name);
+    if (x->kube.get_pod(x->kube.cls, b->ns, b->name, &obj, err) < 0)
+        return -1;
+    rc = gf_sched_pod_decode(obj, x->prefix, pod, err);
+    json_decref(obj);
+    if (rc == 0 && b->uid[0] && strcmp(pod->uid, b->uid) != 0)
+        rc = gf_error_set(err, GF_ESTATE, "pod %s/%s has uid %s, not %s (recreated?)", b->ns,
+                          b->name, pod->uid, b->uid);
+    return rc;
+}
+
+static int bind_fraction(gf_extender *x, const gf_ext_bind_args *b, const gf_sched_pod *pod,
+                         gf_error *err)
+{
+    gf_sched_placement *p = malloc(sizeof(*p));
+    gf_model_gpu_state *gpus = malloc(GF_SCHED_GPUS_MAX * sizeof(*gpus));
+    json_t *ann = NULL;
+    size_t n = 0;
+    int rc = -1;
+
+    if (!p || !gpus) {
+        gf_error_set(err, GF_ENOSPACE, "out of memory");
+        goto out;
+    }
+    if (gf_model_reserve(x->model, pod, b->node, x->policy, p, err) < 0)
+        goto out;
+    if (gf_model_node_gpus(x->model, b->node, gpus, GF_SCHED_GPUS_MAX, &n, err) < 0 ||
+        !(ann = gf_ext_bind_annotations(x, pod, p, gpus, n < GF_SCHED_GPUS_MAX ? n : GF_SCHED_GPUS_MAX, err)) ||
+        x->kube.bind(x->kube.cls, b->ns, b->name, b->uid[0] ? b->uid : pod->uid, b->node, ann,
+                     err) < 0) {
+        gf_model_forget(x->model, pod->uid);
+        goto out;
+    }
+    rc = 0;
+out:
+    json_decref(ann);
+    free(gpus);
+    free(p);
+    return rc;
+}
+
+static int do_bind(gf_extender *x, const gf_ext_bind_args *b, gf_error *err)
+{
+    gf_sched_pod *pod = malloc(sizeof(*pod));
+    int rc = -1;
+
+    if (!pod)
+        return gf_error_set(err, GF_ENOSPACE, "out of memory");
+    if (find_pod(x, b, pod, err) < 0)
+        goto out;
+    if (!pod->fractional) {
+        rc = x->kube.bind(x->kube.cls, b->ns, b->name, b->uid, b->node, NULL, err);
+    } else if (pod->invalid) {
+        rc = gf_error_set(err, GF_EINVAL, "%s", pod->error);
+    } else if ((rc = bind_fraction(x, b, pod, err)) == 0) {
+        atomic_fetch_add(&x->metrics.placements, 1);
+    }
+out:
+    free(pod);
+    return rc;
+}
+
+int gf_ext_bind(gf_extender *x, const char *body, size_t len, gf_ext_reply *r)
+{
+    gf_ext_bind_args b;
+    gf_error err = {0};
+    char msg[GF_ERROR_MSG_MAX + 3 * GF_SCHED_NAME_MAX + 32];
+
+    if (gf_ext_bind_args_parse(body, len, &b, &err) < 0) {
+        atomic_fetch_add(&x->metrics.bad_requests, 1);
+        return gf_ext_reply_error(r, 400, err.msg);
+    }
+    if (do_bind(x, &b, &err) < 0) {
+        atomic_fetch_add(&x->metrics.bind_errors, 1);
+        snprintf(msg, sizeof(msg), "binding %s/%s to %s: %s", b.ns, b.name, b.node, err.msg);
+        return gf_ext_reply_error(r, 200, msg);
+    }
+    atomic_fetch_add(&x->metrics.binds, 1);
+    return gf_ext_reply_error(r, 200, "");
+}

@@ -1,0 +1,178 @@
+/* Decoding of the extender's request bodies. Keys are matched as Go's
+ * encoding/json does: exact first, then case-insensitively. */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "extender.h"
+
+static json_t *get_ci(const json_t *obj, const char *key)
+{
+    const char *k;
+    json_t *v;
+
+    if ((v = json_object_get(obj, key)))
+        return v;
+    json_object_foreach((json_t *)obj, k, v) {
+        if (strcasecmp(k, key) == 0)
+            return v;
+    }
+    return NULL;
+}
+
+static json_t *load(const char *body, size_t len, const char *what, gf_error *err)
+{
+    json_error_t je;
+    json_t *root;
+
+    if (len > GF_EXT_BODY_MAX) {
+        gf_error_set(err, GF_ERANGE, "%s: body of %zu bytes is over the %u byte limit", what,
+                     len, GF_EXT_BODY_MAX);
+        return NULL;
+    }
+    root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    if (!root) {
+        gf_error_set(err, GF_EINVAL, "%s: not JSON (%s at line %d column %d)", what, je.text,
+                     je.line, je.column);
+        return NULL;
+    }
+    if (!json_is_object(root)) {
+        json_decref(root);
+        gf_error_set(err, GF_EINVAL, "%s: expected a JSON object", what);
+        return NULL;
+    }
+    return root;
+}
+
+static int names_from_array(gf_ext_args *a, json_t *arr, gf_error *err)
+{
+    size_t i;
+    json_t *v;
+
+    a->n = json_array_size(arr);
+    if (a->n > GF_EXT_NODES_MAX)
+        return gf_error_set(err, GF_ERANGE, "ExtenderArgs: %zu nodes, at most %d accepted", a->n,
+                            GF_EXT_NODES_MAX);
+    a->names = calloc(a->n ? a->n : 1, sizeof(*a->names));
+    if (!a->names)
+        return gf_error_set(err, GF_ENOSPACE, "out of memory");
+    json_array_foreach(arr, i, v) {
+        if (!json_is_string(v) || json_string_length(v) == 0 ||
+            json_string_length(v) >= GF_SCHED_NAME_MAX)
+            return gf_error_set(err, GF_EINVAL,
+                                "ExtenderArgs: NodeNames[%zu] is not a node name", i);
+        a->names[i] = json_string_value(v);
+    }
+    return 0;
+}
+
+static int names_from_list(gf_ext_args *a, json_t *list, gf_error *err)
+{
+    json_t *items = json_is_object(list) ? get_ci(list, "items") : NULL;
+    json_t *v, *name;
+    size_t i;
+
+    if (!json_is_array(items) && !json_is_null(items) && items)
+        return gf_error_set(err, GF_EINVAL, "ExtenderArgs: Nodes.items is not a list");
+    a->from_nodes = true;
+    a->items = items;
+    a->n = json_array_size(items);
+    if (a->n > GF_EXT_NODES_MAX)
+        return gf_error_set(err, GF_ERANGE, "ExtenderArgs: %zu nodes, at most %d accepted", a->n,
+                            GF_EXT_NODES_MAX);
+    a->names = calloc(a->n ? a->n : 1, sizeof(*a->names));
+    if (!a->names)
+        return gf_error_set(err, GF_ENOSPACE, "out of memory");
+    json_array_foreach(items, i, v) {
+        name = json_object_get(json_object_get(v, "metadata"), "name");
+        if (!json_is_string(name) || json_string_length(name) == 0 ||
+            json_string_length(name) >= GF_SCHED_NAME_MAX)
+            return gf_error_set(err, GF_EINVAL,
+                                "ExtenderArgs: Nodes.items[%zu] has no metadata.name", i);
+        a->names[i] = json_string_value(name);
+    }
+    return 0;
+}
+
+int gf_ext_args_parse(const char *body, size_t len, gf_ext_args *out, gf_error *err)
+{
+    json_t *names, *nodes;
+
+    memset(out, 0, sizeof(*out));
+    if (!(out->root = load(body, len, "ExtenderArgs", err)))
+        return -1;
+    out->pod = get_ci(out->root, "Pod");
+    if (!json_is_object(out->pod)) {
+        gf_error_set(err, GF_EINVAL, "ExtenderArgs: \"Pod\" is missing or not an object");
+        goto fail;
+    }
+    names = get_ci(out->root, "NodeNames");
+    nodes = get_ci(out->root, "Nodes");
+    if (json_is_array(names)) {
+        if (names_from_array(out, names, err) < 0)
+            goto fail;
+    } else if (names && !json_is_null(names)) {
+        gf_error_set(err, GF_EINVAL, "ExtenderArgs: \"NodeNames\" is not a list of strings");
+        goto fail;
+    } else if (nodes && !json_is_null(nodes)) {
+        if (names_from_list(out, nodes, err) < 0)
+            goto fail;
+    } else {
+        gf_error_set(err, GF_EINVAL,
+                     "ExtenderArgs: neither \"NodeNames\" nor \"Nodes\" given (configure the "
+                     "extender with nodeCacheCapable: true)");
+        goto fail;
+    }
+    return 0;
+fail:
+    gf_ext_args_free(out);
+    return -1;
+}
+
+void gf_ext_args_free(gf_ext_args *a)
+{
+    free(a->names);
+    json_decref(a->root);
+    memset(a, 0, sizeof(*a));
+}
+
+static int field(json_t *root, const char *key, char *dst, size_t cap, bool required,
+                 gf_error *err)
+{
+    json_t *v = get_ci(root, key);
+
+    dst[0] = '\0';
+    if (!v || json_is_null(v)) {
+        if (required)
+            return gf_error_set(err, GF_EINVAL, "ExtenderBindingArgs: \"%s\" is missing", key);
+        return 0;
+    }
+    if (!json_is_string(v))
+        return gf_error_set(err, GF_EINVAL, "ExtenderBindingArgs: \"%s\" is not a string", key);
+    if (json_string_length(v) >= cap || strlen(json_string_value(v)) != json_string_length(v))
+        return gf_error_set(err, GF_EINVAL, "ExtenderBindingArgs: \"%s\" is too long or has NUL",
+                            key);
+    if (required && json_string_length(v) == 0)
+        return gf_error_set(err, GF_EINVAL, "ExtenderBindingArgs: \"%s\" is empty", key);
+    memcpy(dst, json_string_value(v), json_string_length(v) + 1);
+    return 0;
+}
+
+int gf_ext_bind_args_parse(const char *body, size_t len, gf_ext_bind_args *out, gf_error *err)
+{
+    json_t *root = load(body, len, "ExtenderBindingArgs", err);
+    int rc = -1;
+
+    memset(out, 0, sizeof(*out));
+    if (!root)
+        return -1;
+    if (field(root, "PodName", out->name, sizeof(out->name), true, err) < 0 ||
+        field(root, "PodNamespace", out->ns, sizeof(out->ns), true, err) < 0 ||
+        field(root, "PodUID", out->uid, sizeof(out->uid), false, err) < 0 ||
+        field(root, "Node", out->node, sizeof(out->node), true, err) < 0)
+        goto out;
+    rc = 0;
+out:
+    json_decref(root);
+    return rc;
+}

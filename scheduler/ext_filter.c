@@ -1,0 +1,160 @@
+/* filter and prioritize: ExtenderArgs in, ExtenderFilterResult or
+ * HostPriorityList out. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "decode.h"
+#include "extender.h"
+
+/* Decodes the request and its pod; answers 400 itself when malformed
+ * (returns 1 then). */
+static int prepare(gf_extender *x, const char *body, size_t len, gf_ext_args *a,
+                   gf_sched_pod *pod, gf_ext_reply *r)
+{
+    gf_error err = {0};
+
+    if (gf_ext_args_parse(body, len, a, &err) < 0 ||
+        gf_sched_pod_decode(a->pod, x->prefix, pod, &err) < 0) {
+        atomic_fetch_add(&x->metrics.bad_requests, 1);
+        gf_ext_args_free(a);
+        return gf_ext_reply_error(r, 400, err.msg) < 0 ? -1 : 1;
+    }
+    if (pod->fractional)
+        gf_ext_cache_put(&x->cache, pod);
+    return 0;
+}
+
+/* Verdicts for every node (NULL result when not even that was possible;
+ * *msg says why). */
+static gf_sched_verdict *evaluate(gf_extender *x, const gf_sched_pod *pod, const gf_ext_args *a,
+                                  gf_error *err)
+{
+    gf_sched_verdict *v = calloc(a->n ? a->n : 1, sizeof(*v));
+
+    if (!v) {
+        gf_error_set(err, GF_ENOSPACE, "out of memory");
+        return NULL;
+    }
+    if (gf_model_evaluate(x->model, pod, a->names, a->n, x->policy, v, err) < 0) {
+        free(v);
+        return NULL;
+    }
+    return v;
+}
+
+static int set_passed(json_t *res, const gf_ext_args *a, const gf_sched_verdict *v)
+{
+    json_t *list = json_array();
+
+    for (size_t i = 0; list && i < a->n; i++) {
+        if (v && v[i].status != GF_FIT)
+            continue;
+        if (a->from_nodes)
+            json_array_append(list, json_array_get(a->items, i));
+        else
+            json_array_append_new(list, json_string(a->names[i]));
+    }
+    if (!list)
+        return -1;
+    if (a->from_nodes) {
+        json_object_set_new(res, "NodeNames", json_null());
+        return json_object_set_new(res, "Nodes", json_pack("{s:o}", "items", list));
+    }
+    json_object_set_new(res, "Nodes", json_null());
+    return json_object_set_new(res, "NodeNames", list);
+}
+
+static json_t *filter_result(const gf_ext_args *a, const gf_sched_verdict *v, const char *error)
+{
+    json_t *res = json_object(), *failed = json_object(), *unres = json_object();
+    const char *why;
+
+    if (!res || !failed || !unres || set_passed(res, a, v) < 0)
+        goto fail;
+    for (size_t i = 0; v && i < a->n; i++) {
+        why = v[i].reason[0] ? v[i].reason : "does not fit";
+        if (v[i].status == GF_FIT)
+            continue;
+        json_object_set_new(failed, a->names[i], json_string(why));
+        if (v[i].status == GF_FAIL_UNRESOLVABLE)
+            json_object_set_new(unres, a->names[i], json_string(why));
+    }
+    json_object_set_new(res, "FailedNodes", failed);
+    json_object_set_new(res, "FailedAndUnresolvableNodes", unres);
+    json_object_set_new(res, "Error", json_string(error));
+    return res;
+fail:
+    json_decref(res);
+    json_decref(failed);
+    json_decref(unres);
+    return NULL;
+}
+
+int gf_ext_filter(gf_extender *x, const char *body, size_t len, gf_ext_reply *r)
+{
+    gf_ext_args a;
+    gf_sched_pod *pod = malloc(sizeof(*pod));
+    gf_sched_verdict *v = NULL;
+    gf_error err = {0};
+    size_t fit = 0;
+    int rc;
+
+    if (!pod)
+        return -1;
+    if ((rc = prepare(x, body, len, &a, pod, r)) != 0)
+        goto out;
+    if (pod->fractional && !(v = evaluate(x, pod, &a, &err))) {
+        rc = gf_ext_reply_json(r, 200, filter_result(&a, NULL, err.msg));
+        goto out_args;
+    }
+    for (size_t i = 0; v && i < a.n; i++)
+        fit += v[i].status == GF_FIT;
+    if (v && fit == 0)
+        atomic_fetch_add(&x->metrics.filter_failures, 1);
+    rc = gf_ext_reply_json(r, 200, filter_result(&a, v, ""));
+out_args:
+    gf_ext_args_free(&a);
+out:
+    free(v);
+    free(pod);
+    return rc < 0 ? -1 : 0;
+}
+
+static json_t *priorities(const gf_ext_args *a, const gf_sched_verdict *v)
+{
+    json_t *list = json_array();
+    int score;
+
+    for (size_t i = 0; list && i < a->n; i++) {
+        score = v && v[i].status == GF_FIT ? v[i].score : 0;
+        if (score < 0)
+            score = 0;
+        if (score > 10)
+            score = 10;
+        json_array_append_new(list, json_pack("{s:s,s:I}", "Host", a->names[i], "Score",
+                                              (json_int_t)score));
+    }
+    return list;
+}
+
+int gf_ext_prioritize(gf_extender *x, const char *body, size_t len, gf_ext_reply *r)
+{
+    gf_ext_args a;
+    gf_sched_pod *pod = malloc(sizeof(*pod));
+    gf_sched_verdict *v = NULL;
+    gf_error err = {0};
+    int rc;
+
+    if (!pod)
+        return -1;
+    if ((rc = prepare(x, body, len, &a, pod, r)) != 0)
+        goto out;
+    if (pod->fractional && !pod->invalid)
+        v = evaluate(x, pod, &a, &err); /* on failure: every score 0 */
+    rc = gf_ext_reply_json(r, 200, priorities(&a, v));
+    gf_ext_args_free(&a);
+out:
+    free(v);
+    free(pod);
+    return rc < 0 ? -1 : 0;
+}

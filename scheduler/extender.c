@@ -1,0 +1,28 @@
+/* The extender's state. */
+#include <stdio.h>
+#include <string.h>
+
+#include "annotations.h"
+#include "extender.h"
+
+int gf_extender_init(gf_extender *x, gf_model *model, gf_policy policy, bool cdi,
+                     const char *prefix, const gf_ext_kube *kube, gf_error *err)
+{
+    memset(x, 0, sizeof(*x));
+    if (!prefix || !*prefix)
+        prefix = GF_NVFRACTIONS_PREFIX;
+    if (strlen(prefix) >= sizeof(x->prefix))
+        return gf_error_set(err, GF_EINVAL, "annotation prefix \"%.40s...\" is too long", prefix);
+    snprintf(x->prefix, sizeof(x->prefix), "%s", prefix);
+    x->model = model;
+    x->policy = policy;
+    x->cdi = cdi;
+    x->kube = *kube;
+    atomic_init(&x->synced, false);
+    return gf_ext_cache_init(&x->cache, err);
+}
+
+void gf_extender_fini(gf_extender *x)
+{
+    gf_ext_cache_fini(&x->cache);
+}

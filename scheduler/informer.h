@@ -1,0 +1,39 @@
+/* List+watch of nodes and pods feeding the model (REFERENCE 6.4): one
+ * thread per kind, re-list at start and after 410 Gone, resume from the
+ * last resourceVersion after a normal disconnect; a janitor drops binds
+ * the watch never confirmed. */
+#ifndef GPUFRAC_SCHED_INFORMER_H
+#define GPUFRAC_SCHED_INFORMER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "extender.h"
+#include "kube.h"
+#include "model.h"
+
+#define GF_INFORMER_ASSUME_TTL_MS (10u * 60u * 1000u)
+
+typedef struct gf_informer {
+    gf_kube *kube;
+    gf_model *model;
+    gf_extender *ext; /* synced flag */
+    char prefix[GF_SCHED_KEY_MAX];
+    atomic_bool stop;
+    atomic_bool synced[2]; /* by gf_model_kind */
+    pthread_t threads[3];
+    int started;
+    pthread_mutex_t names_lock; /* node names, for metrics */
+    char **names;
+    size_t n_names, cap_names;
+} gf_informer;
+
+int gf_informer_start(gf_informer *in, gf_kube *kube, gf_model *model, gf_extender *ext,
+                      gf_error *err);
+void gf_informer_stop(gf_informer *in);
+
+/* Copies of the known node names (for gf_extender.node_names). */
+int gf_informer_node_names(void *cls, char ***names, size_t *n);
+
+#endif

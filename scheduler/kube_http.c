@@ -1,0 +1,172 @@
+/* One HTTP exchange with the API server, with the token retried on 401. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kube_impl.h"
+
+size_t gf_kube_buf_write(char *p, size_t size, size_t n, void *cls)
+{
+    gf_kube_buf *b = cls;
+    size_t add = size * n;
+    char *grown;
+    size_t cap;
+
+    if (b->len + add + 1 > b->max)
+        return 0;
+    if (b->len + add + 1 > b->cap) {
+        cap = b->cap ? b->cap : 16384;
+        while (cap < b->len + add + 1)
+            cap *= 2;
+        if (!(grown = realloc(b->data, cap)))
+            return 0;
+        b->data = grown;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, p, add);
+    b->len += add;
+    b->data[b->len] = '\0';
+    return add;
+}
+
+void gf_kube_status_message(const char *body, char *buf, size_t len)
+{
+    json_t *root = body ? json_loads(body, 0, NULL) : NULL;
+    const char *msg = root ? json_string_value(json_object_get(root, "message")) : NULL;
+
+    if (msg)
+        snprintf(buf, len, "%s", msg);
+    else
+        snprintf(buf, len, "%.200s", body ? body : "");
+    json_decref(root);
+}
+
+static struct curl_slist *headers(const gf_kube_xfer *x, const char *token)
+{
+    struct curl_slist *h = NULL, *t;
+    char line[GF_KUBE_TOKEN_MAX + 32];
+
+    if (!(h = curl_slist_append(h, "Accept: application/json")))
+        return NULL;
+    if (x->content_type) {
+        snprintf(line, sizeof(line), "Content-Type: %s", x->content_type);
+        if (!(t = curl_slist_append(h, line)))
+            goto fail;
+        h = t;
+    }
+    if (token) {
+        snprintf(line, sizeof(line), "Authorization: Bearer %s", token);
+        if (!(t = curl_slist_append(h, line)))
+            goto fail;
+        h = t;
+    }
+    return h;
+fail:
+    curl_slist_free_all(h);
+    return NULL;
+}
+
+static void setup(gf_kube *k, CURL *c, const gf_kube_xfer *x, const char *url,
+                  struct curl_slist *h)
+{
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_SHARE, k->share);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, x->method);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, x->timeout_s);
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, x->write_fn);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, x->write_cls);
+    if (x->body) {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, x->body);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(x->body));
+    } else if (strcmp(x->method, "GET") == 0) {
+        curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
+    }
+    if (x->progress) {
+        curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+        curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, x->progress);
+        curl_easy_setopt(c, CURLOPT_XFERINFODATA, x->progress_cls);
+    }
+    if (k->ca_file[0])
+        curl_easy_setopt(c, CURLOPT_CAINFO, k->ca_file);
+    if (k->insecure) {
+        curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
+        curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
+    }
+}
+
+int gf_kube_perform(gf_kube *k, gf_kube_xfer *x, bool fresh_token, gf_error *err)
+{
+    char *token = NULL, *url = NULL;
+    struct curl_slist *h = NULL;
+    CURL *c = NULL;
+    int rc = -1;
+
+    if (gf_kube_token(k, fresh_token, &token, err) < 0)
+        return -1;
+    if (asprintf(&url, "%s%s", k->base, x->path) < 0) {
+        url = NULL;
+        gf_error_set(err, GF_ENOSPACE, "out of memory");
+        goto out;
+    }
+    if (!(h = headers(x, token)) || !(c = curl_easy_init())) {
+        gf_error_set(err, GF_ENOSPACE, "out of memory preparing a request");
+        goto out;
+    }
+    setup(k, c, x, url, h);
+    x->status = 0;
+    x->curl = c;
+    x->code = curl_easy_perform(c);
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &x->status);
+    if (x->code != CURLE_OK && x->code != CURLE_ABORTED_BY_CALLBACK &&
+        x->code != CURLE_WRITE_ERROR) {
+        gf_error_set(err, GF_ESYS, "%s %s%s: %s", x->method, k->base, x->path,
+                     curl_easy_strerror(x->code));
+        goto out;
+    }
+    rc = 0;
+out:
+    if (token) {
+        memset(token, 0, strlen(token));
+        free(token);
+    }
+    x->curl = NULL;
+    curl_easy_cleanup(c);
+    curl_slist_free_all(h);
+    free(url);
+    return rc;
+}
+
+int gf_kube_request(gf_kube *k, const char *method, const char *path, const char *body,
+                    const char *content_type, long *status, char **resp, gf_error *err)
+{
+    gf_kube_buf b = {.max = GF_KUBE_BODY_MAX};
+    gf_kube_xfer x = {.method = method, .path = path, .body = body,
+                      .content_type = content_type, .write_fn = gf_kube_buf_write,
+                      .write_cls = &b, .timeout_s = 60};
+    int attempt;
+
+    *resp = NULL;
+    for (attempt = 0; attempt < 2; attempt++) {
+        b.len = 0;
+        if (gf_kube_perform(k, &x, attempt > 0, err) < 0)
+            goto fail;
+        if (x.code == CURLE_WRITE_ERROR) {
+            gf_error_set(err, GF_ERANGE, "%s %s: answer larger than %u bytes", method, path,
+                         GF_KUBE_BODY_MAX);
+            goto fail;
+        }
+        if (x.status != 401)
+            break;
+    }
+    *status = x.status;
+    *resp = b.data ? b.data : strdup("");
+    return *resp ? 0 : gf_error_set(err, GF_ENOSPACE, "out of memory");
+fail:
+    free(b.data);
+    return -1;
+}

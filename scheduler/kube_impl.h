@@ -1,0 +1,58 @@
+/* Private to the kube client's files. */
+#ifndef GPUFRAC_SCHED_KUBE_IMPL_H
+#define GPUFRAC_SCHED_KUBE_IMPL_H
+
+#include <curl/curl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <time.h>
+
+#include "kube.h"
+
+#define GF_KUBE_TOKEN_MAX 65536
+#define GF_KUBE_SHARE_LOCKS 8
+#define GF_KUBE_BODY_MAX (256u << 20) /* one response (a list page) */
+
+struct gf_kube {
+    char base[512];
+    char token_file[PATH_MAX]; /* "" = no token */
+    char ca_file[PATH_MAX];    /* "" = system CAs */
+    bool insecure;
+    pthread_mutex_t lock; /* token, token_read */
+    char *token;
+    time_t token_read;
+    CURLSH *share;
+    pthread_mutex_t share_locks[GF_KUBE_SHARE_LOCKS];
+};
+
+int gf_kube_token(gf_kube *k, bool force, char **out, gf_error *err);
+
+/* One transfer. write_fn gets the body (curl semantics); progress, when set,
+ * is polled about once a second (non-zero aborts). timeout_s 0 = none. */
+typedef struct gf_kube_xfer {
+    const char *method, *path, *body, *content_type;
+    curl_write_callback write_fn;
+    void *write_cls;
+    curl_xferinfo_callback progress;
+    void *progress_cls;
+    long timeout_s;
+    CURL *curl;     /* out: the handle, valid while callbacks run */
+    long status;    /* out: HTTP status, 0 when none */
+    CURLcode code;  /* out */
+} gf_kube_xfer;
+
+/* Transport errors return -1; any HTTP status returns 0 with x->status set.
+ * fresh_token re-reads the token file first (after a 401). */
+int gf_kube_perform(gf_kube *k, gf_kube_xfer *x, bool fresh_token, gf_error *err);
+
+/* Growing body buffer for write callbacks. */
+typedef struct gf_kube_buf {
+    char *data;
+    size_t len, cap, max;
+} gf_kube_buf;
+size_t gf_kube_buf_write(char *p, size_t size, size_t n, void *cls);
+
+/* The "message" of a Kubernetes Status body, or the body's start. */
+void gf_kube_status_message(const char *body, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,171 @@
+/* gpufrac-scheduler: the kube-scheduler extender (DESIGN 3.7). */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "annotations.h"
+#include "extender.h"
+#include "informer.h"
+#include "kube_ext.h"
+#include "server.h"
+#include "slog.h"
+
+typedef struct opts {
+    const char *listen, *prefix, *url_prefix;
+    gf_kube_opts kube;
+    gf_policy policy;
+    bool cdi;
+    gf_log_level level;
+} opts;
+
+static const char usage[] =
+    "usage: gpufrac-scheduler [options]\n"
+    "kube-scheduler extender placing gpufrac fractional pods on GPUs.\n"
+    "\n"
+    "  --listen HOST:PORT        serve the extender here (default 127.0.0.1:8888)\n"
+    "  --url-prefix PATH         verbs under PATH: PATH/filter, PATH/prioritize, PATH/bind\n"
+    "                            (default /); /metrics and /healthz stay at the root\n"
+    "  --api-server URL          Kubernetes API server (default: in-cluster,\n"
+    "                            https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT)\n"
+    "  --token-file FILE         bearer token, re-read every minute and on 401\n"
+    "                            (default in-cluster: " GF_KUBE_SA_DIR "/token)\n"
+    "  --ca-file FILE            CA bundle of the API server (default in-cluster ca.crt)\n"
+    "  --insecure-skip-tls-verify  do not verify the API server's certificate\n"
+    "  --policy binpack|spread   GPU choice (default binpack: fullest GPU that fits)\n"
+    "  --cdi                     write gpus.devices as CDI names\n"
+    "                            (" GF_CDI_GPU_PREFIX "<UUID>)\n"
+    "  --annotation-prefix P     NvFractions prefix (default " GF_NVFRACTIONS_PREFIX ")\n"
+    "  --log-level LEVEL         off|error|warn|info|debug (default info)\n"
+    "  --help                    this text\n";
+
+enum { O_LISTEN = 256, O_PREFIX_URL, O_API, O_TOKEN, O_CA, O_INSECURE, O_POLICY, O_CDI,
+       O_ANN, O_LOG, O_HELP };
+
+static const struct option longopts[] = {
+    {"listen", required_argument, NULL, O_LISTEN},
+    {"url-prefix", required_argument, NULL, O_PREFIX_URL},
+    {"api-server", required_argument, NULL, O_API},
+    {"token-file", required_argument, NULL, O_TOKEN},
+    {"ca-file", required_argument, NULL, O_CA},
+    {"insecure-skip-tls-verify", no_argument, NULL, O_INSECURE},
+    {"policy", required_argument, NULL, O_POLICY},
+    {"cdi", no_argument, NULL, O_CDI},
+    {"annotation-prefix", required_argument, NULL, O_ANN},
+    {"log-level", required_argument, NULL, O_LOG},
+    {"help", no_argument, NULL, O_HELP},
+    {NULL, 0, NULL, 0},
+};
+
+/* Returns 0 to run, 1 after --help, -1 on a bad flag. */
+static int parse(int argc, char **argv, opts *o, gf_error *err)
+{
+    int c;
+
+    *o = (opts){.listen = "127.0.0.1:8888", .url_prefix = "/", .level = GF_LOG_INFO};
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+        case O_LISTEN: o->listen = optarg; break;
+        case O_PREFIX_URL: o->url_prefix = optarg; break;
+        case O_API: o->kube.api_server = optarg; break;
+        case O_TOKEN: o->kube.token_file = optarg; break;
+        case O_CA: o->kube.ca_file = optarg; break;
+        case O_INSECURE: o->kube.insecure = true; break;
+        case O_POLICY:
+            if (gf_policy_parse(optarg, &o->policy, err) < 0)
+                return -1;
+            break;
+        case O_CDI: o->cdi = true; break;
+        case O_ANN: o->prefix = optarg; break;
+        case O_LOG:
+            if (gf_log_level_parse(optarg, &o->level) < 0)
+                return gf_error_set(err, GF_EINVAL,
+                                    "--log-level \"%s\": expected off|error|warn|info|debug",
+                                    optarg);
+            break;
+        case 'h':
+        case O_HELP: fputs(usage, stdout); return 1;
+        default: return gf_error_set(err, GF_EINVAL, "unknown option (see --help)");
+        }
+    }
+    if (optind < argc)
+        return gf_error_set(err, GF_EINVAL, "unexpected argument \"%s\" (see --help)", argv[optind]);
+    return 0;
+}
+
+typedef struct app {
+    gf_kube *kube;
+    gf_model *model;
+    gf_extender ext;
+    bool ext_ready;
+    gf_informer informer;
+    bool informing;
+    gf_server *server;
+} app;
+
+static int app_start(app *a, const opts *o, gf_error *err)
+{
+    gf_ext_kube ek;
+
+    if (gf_kube_open(&a->kube, &o->kube, err) < 0 ||
+        gf_model_new(o->prefix, &a->model, err) < 0)
+        return -1;
+    ek = gf_kube_ext(a->kube);
+    if (gf_extender_init(&a->ext, a->model, o->policy, o->cdi, o->prefix, &ek, err) < 0)
+        return -1;
+    a->ext_ready = true;
+    a->ext.node_names = gf_informer_node_names;
+    a->ext.node_names_cls = &a->informer;
+    if (gf_informer_start(&a->informer, a->kube, a->model, &a->ext, err) < 0)
+        return -1;
+    a->informing = true;
+    if (gf_server_start(&a->server, &a->ext, o->listen, o->url_prefix, err) < 0)
+        return -1;
+    gf_slog(GF_LOG_INFO, "serving on %s (API server %s, policy %s%s)",
+            gf_server_address(a->server), gf_kube_base(a->kube), gf_policy_name(o->policy),
+            o->cdi ? ", CDI names" : "");
+    return 0;
+}
+
+static void app_stop(app *a)
+{
+    gf_server_stop(a->server);
+    if (a->informing)
+        gf_informer_stop(&a->informer);
+    if (a->ext_ready)
+        gf_extender_fini(&a->ext);
+    gf_model_free(a->model);
+    gf_kube_close(a->kube);
+}
+
+int main(int argc, char **argv)
+{
+    gf_error err = {0};
+    sigset_t set;
+    app a = {0};
+    opts o;
+    int rc, sig = 0;
+
+    if ((rc = parse(argc, argv, &o, &err)) != 0) {
+        if (rc < 0)
+            fprintf(stderr, "gpufrac-scheduler: %s\n", err.msg);
+        return rc < 0 ? 2 : 0;
+    }
+    gf_slog_set_level(o.level);
+    /* every thread inherits the blocked set: only sigwait below sees them */
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    if (app_start(&a, &o, &err) < 0) {
+        fprintf(stderr, "gpufrac-scheduler: %s\n", err.msg);
+        app_stop(&a);
+        return 1;
+    }
+    sigwait(&set, &sig);
+    gf_slog(GF_LOG_INFO, "signal %d: stopping", sig);
+    app_stop(&a);
+    return 0;
+}

@@ -1,0 +1,280 @@
+/* HTTP routing and request bodies for the extender. */
+#include <microhttpd.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "server.h"
+#include "slog.h"
+
+struct gf_server {
+    struct MHD_Daemon *daemon;
+    gf_extender *x;
+    char prefix[128]; /* always starts and ends with '/' */
+    char address[GF_SERVER_ADDR_MAX];
+};
+
+typedef struct request {
+    char *body;
+    size_t len, cap;
+    bool too_large;
+} request;
+
+typedef int (*verb_fn)(gf_extender *x, const char *body, size_t len, gf_ext_reply *r);
+
+static enum MHD_Result send_reply(struct MHD_Connection *c, gf_ext_reply *r, const char *allow)
+{
+    struct MHD_Response *resp;
+    enum MHD_Result rc;
+
+    resp = MHD_create_response_from_buffer(r->len, r->body, MHD_RESPMEM_MUST_FREE);
+    if (!resp) {
+        gf_ext_reply_free(r);
+        return MHD_NO;
+    }
+    r->body = NULL; /* the response owns it */
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->content_type);
+    if (allow)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
+    rc = MHD_queue_response(c, r->status, resp);
+    MHD_destroy_response(resp);
+    return rc;
+}
+
+static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, const char *msg,
+                                  const char *allow)
+{
+    gf_ext_reply r = {0};
+
+    if (gf_ext_reply_error(&r, status, msg) < 0)
+        return MHD_NO;
+    return send_reply(c, &r, allow);
+}
+
+static verb_fn route_post(const gf_server *s, const char *url)
+{
+    size_t n = strlen(s->prefix);
+
+    if (strncmp(url, s->prefix, n) != 0)
+        return NULL;
+    url += n;
+    if (strcmp(url, "filter") == 0)
+        return gf_ext_filter;
+    if (strcmp(url, "prioritize") == 0)
+        return gf_ext_prioritize;
+    if (strcmp(url, "bind") == 0)
+        return gf_ext_bind;
+    return NULL;
+}
+
+static enum MHD_Result get(gf_server *s, struct MHD_Connection *c, const char *url)
+{
+    gf_ext_reply r = {0};
+    int rc;
+
+    if (strcmp(url, "/metrics") == 0)
+        rc = gf_ext_metrics_page(s->x, &r);
+    else if (strcmp(url, "/healthz") == 0 || strcmp(url, "/readyz") == 0)
+        rc = gf_ext_healthz(s->x, &r);
+    else
+        return send_error(c, MHD_HTTP_NOT_FOUND, "not found; try /metrics or /healthz", NULL);
+    return rc < 0 ? MHD_NO : send_reply(c, &r, NULL);
+}
+
+static void append(request *q, const char *data, size_t n)
+{
+    char *grown;
+    size_t cap;
+
+    if (q->too_large || q->len + n + 1 > GF_EXT_BODY_MAX) {
+        q->too_large = true;
+        return;
+    }
+    if (q->len + n + 1 > q->cap) {
+        for (cap = q->cap ? q->cap : 8192; cap < q->len + n + 1;)
+            cap *= 2;
+        if (!(grown = realloc(q->body, cap))) {
+            q->too_large = true;
+            return;
+        }
+        q->body = grown;
+        q->cap = cap;
+    }
+    memcpy(q->body + q->len, data, n);
+    q->len += n;
+    q->body[q->len] = '\0';
+}
+
+static enum MHD_Result too_large(struct MHD_Connection *c)
+{
+    char msg[96];
+
+    snprintf(msg, sizeof(msg), "request body over %u bytes", GF_EXT_BODY_MAX);
+    return send_error(c, 413, msg, NULL);
+}
+
+/* First call of a POST: route it and check its announced length. */
+static enum MHD_Result post_begin(gf_server *s, struct MHD_Connection *c, const char *url,
+                                  void **ctx)
+{
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    request *q;
+
+    if (!route_post(s, url))
+        return send_error(c, MHD_HTTP_NOT_FOUND, "not found; the verbs are filter, prioritize, bind",
+                          NULL);
+    if (cl && strtoull(cl, NULL, 10) >= GF_EXT_BODY_MAX)
+        return too_large(c);
+    if (!(q = calloc(1, sizeof(*q))))
+        return MHD_NO;
+    *ctx = q;
+    return MHD_YES;
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
+                              const char *method, const char *version, const char *upload,
+                              size_t *upload_size, void **ctx)
+{
+    gf_server *s = cls;
+    request *q = *ctx;
+    gf_ext_reply r = {0};
+
+    (void)version;
+    if (strcmp(method, MHD_HTTP_METHOD_GET) == 0 || strcmp(method, MHD_HTTP_METHOD_HEAD) == 0)
+        return get(s, c, url);
+    if (strcmp(method, MHD_HTTP_METHOD_POST) != 0)
+        return send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed", "GET, POST");
+    if (!q)
+        return post_begin(s, c, url, ctx);
+    if (*upload_size) {
+        append(q, upload, *upload_size);
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (q->too_large)
+        return too_large(c);
+    if (route_post(s, url)(s->x, q->body ? q->body : "", q->len, &r) < 0)
+        return MHD_NO;
+    gf_slog(GF_LOG_DEBUG, "POST %s -> %u", url, r.status);
+    return send_reply(c, &r, NULL);
+}
+
+static void completed(void *cls, struct MHD_Connection *c, void **ctx,
+                      enum MHD_RequestTerminationCode toe)
+{
+    request *q = *ctx;
+
+    (void)cls;
+    (void)c;
+    (void)toe;
+    if (q) {
+        free(q->body);
+        free(q);
+        *ctx = NULL;
+    }
+}
+
+/* "host:port", "[v6]:port" or ":port" into host and port. */
+static int split(const char *listen, char *host, size_t hlen, char *port, size_t plen,
+                 gf_error *err)
+{
+    const char *colon = strrchr(listen, ':');
+    const char *h = listen;
+    size_t n;
+
+    if (!colon || !colon[1] || strspn(colon + 1, "0123456789") != strlen(colon + 1))
+        return gf_error_set(err, GF_EINVAL, "--listen \"%s\" is not HOST:PORT (e.g. 127.0.0.1:8888)",
+                            listen);
+    n = (size_t)(colon - listen);
+    if (n >= 2 && h[0] == '[' && h[n - 1] == ']') {
+        h++;
+        n -= 2;
+    }
+    if (n == 0) {
+        h = "127.0.0.1";
+        n = strlen(h);
+    }
+    if (n >= hlen || strlen(colon + 1) >= plen)
+        return gf_error_set(err, GF_EINVAL, "--listen \"%s\" is too long", listen);
+    memcpy(host, h, n);
+    host[n] = '\0';
+    memcpy(port, colon + 1, strlen(colon + 1) + 1);
+    return 0;
+}
+
+static int set_prefix(gf_server *s, const char *prefix, gf_error *err)
+{
+    size_t n;
+
+    if (!prefix || !*prefix)
+        prefix = "/";
+    n = strlen(prefix);
+    if (n + 3 > sizeof(s->prefix))
+        return gf_error_set(err, GF_EINVAL, "URL prefix \"%.40s...\" is too long", prefix);
+    snprintf(s->prefix, sizeof(s->prefix), "%s%s%s", prefix[0] == '/' ? "" : "/", prefix,
+             prefix[n - 1] == '/' ? "" : "/");
+    return 0;
+}
+
+static int start(gf_server *s, const char *listen, gf_error *err)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *ai = NULL;
+    const union MHD_DaemonInfo *info;
+    unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+                         MHD_USE_ERROR_LOG;
+    char host[128], port[16];
+    int rc;
+
+    if (split(listen, host, sizeof(host), port, sizeof(port), err) < 0)
+        return -1;
+    if ((rc = getaddrinfo(host, port, &hints, &ai)) != 0)
+        return gf_error_set(err, GF_EINVAL, "--listen \"%s\": %s", listen, gai_strerror(rc));
+    if (ai->ai_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, handle, s, MHD_OPTION_SOCK_ADDR,
+                                 ai->ai_addr, MHD_OPTION_NOTIFY_COMPLETED, completed, s,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, 30U,
+                                 MHD_OPTION_CONNECTION_LIMIT, 256U, MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!s->daemon)
+        return gf_error_set(err, GF_ESYS, "cannot listen on %s (address in use or not this host's?)",
+                            listen);
+    info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    snprintf(s->address, sizeof(s->address), strchr(host, ':') ? "[%s]:%u" : "%s:%u", host,
+             info ? (unsigned)info->port : 0U);
+    return 0;
+}
+
+int gf_server_start(gf_server **out, gf_extender *x, const char *listen, const char *prefix,
+                    gf_error *err)
+{
+    gf_server *s = calloc(1, sizeof(*s));
+
+    if (!s)
+        return gf_error_set(err, GF_ENOSPACE, "out of memory");
+    s->x = x;
+    if (set_prefix(s, prefix, err) < 0 || start(s, listen, err) < 0) {
+        free(s);
+        return -1;
+    }
+    *out = s;
+    return 0;
+}
+
+const char *gf_server_address(const gf_server *s)
+{
+    return s->address;
+}
+
+void gf_server_stop(gf_server *s)
+{
+    if (!s)
+        return;
+    if (s->daemon)
+        MHD_stop_daemon(s->daemon);
+    free(s);
+}
