@@ -184,14 +184,14 @@ void gf_admit_container(gf_agent *a, const gf_msg *in, gf_msg *out, const struct
         return gf_reply_error(out, "only root (the container runtime) may admit a container");
     if (parse_admit(in, &cfg, &err) < 0)
         return gf_reply_error(out, err.msg);
-    gf_registry_scan(a, &err);
-    if (!gf_registry_find_name(a, cfg.name)) {
+    gf_registry_scan_if_changed(a, &err);
+    if (!gf_registry_find_name_fresh(a, cfg.name)) {
         if (check_fit(a, &cfg, &err) < 0 || make_fraction(a, &cfg, in, &err) < 0)
             return gf_reply_error(out, err.msg);
-        gf_registry_scan(a, &err);
+        gf_registry_scan_if_changed(a, &err);
         gf_agent_event(a, "admitted container fraction %s", cfg.name);
     }
-    if (!(f = gf_registry_find_name(a, cfg.name)))
+    if (!(f = gf_registry_find_name_fresh(a, cfg.name)))
         return gf_reply_error(out, "the fraction vanished while it was made");
     if (f->cfg.mode == GF_MODE_SM_SHARING) {
         int g = gf_gpu_index(a, f->cfg.devices[0].uuid);
@@ -221,8 +221,8 @@ void gf_attach_container(gf_agent *a, const gf_msg *in, gf_msg *out, const struc
         return gf_reply_error(out, "only root (the container runtime) may attach a container");
     if (gf_msg_get_u64(in, "pid", &pid, &err) < 0 || !pid)
         return gf_reply_error(out, "pid= must be the container's init process");
-    gf_registry_scan(a, &err);
-    if (!name || !(f = gf_registry_find_name(a, name)))
+    gf_registry_scan_if_changed(a, &err);
+    if (!name || !(f = gf_registry_find_name_fresh(a, name)))
         return gf_reply_error(out, "name= names no fraction of this node");
     snprintf(text, sizeof(text), "%" PRIu64 "\n", pid);
     if (write_file(f->dir, "supervisor", text, 0444, &err) < 0)
@@ -240,7 +240,7 @@ void gf_release_fraction(gf_agent *a, gf_afraction *f)
     snprintf(old, sizeof(old), "%s/fractions/.old-%s", a->state_dir, name);
     if (rename(f->dir, old) == 0)
         rm_tree(old);
-    gf_registry_scan(a, &err);
+    gf_registry_scan_if_changed(a, &err);
     gf_agent_event(a, "released container fraction %s", name);
 }
 

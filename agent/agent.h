@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "config.h"
 #include "error.h"
@@ -63,6 +64,7 @@ typedef struct gf_agent {
     gf_afraction *fractions;   /* GF_AGENT_FRACTIONS_MAX entries */
     int n_fractions;
     uint64_t loan_seq;         /* newest loan number handed out */
+    struct timespec scanned_mtime; /* of <state>/fractions at the last scan */
     uint64_t requests_total, requests_bad;
     uint64_t evictions_total, watchdog_kills_total; /* kept in <state>/counters */
     int log_fd;
@@ -71,8 +73,16 @@ typedef struct gf_agent {
 /* registry.c: (re)reads <state>/fractions, opening ledgers of new fractions
  * and closing those that are gone; recomputes per-GPU sums. */
 int gf_registry_scan(gf_agent *a, gf_error *err);
+/* As gf_registry_scan, but skipped when the fractions directory has not
+ * changed since the last scan (what requests use). The tick does the full one. */
+int gf_registry_scan_if_changed(gf_agent *a, gf_error *err);
+#define gf_registry_refresh gf_registry_scan
 gf_afraction *gf_registry_find_pid(gf_agent *a, pid_t pid, int *slot);
 gf_afraction *gf_registry_find_name(gf_agent *a, const char *name);
+/* The same, rescanning once on a miss (a fraction made since the last scan):
+ * for requests, not for the watchdog's per-process lookups. */
+gf_afraction *gf_registry_find_pid_fresh(gf_agent *a, pid_t pid, int *slot);
+gf_afraction *gf_registry_find_name_fresh(gf_agent *a, const char *name);
 int gf_gpu_index(const gf_agent *a, const char *uuid);
 
 /* nvml.c: the agent's NVML (dlopen). */

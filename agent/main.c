@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -163,7 +164,7 @@ static void tick(gf_agent *a)
     gf_error err;
     uint64_t expirations;
     pthread_mutex_lock(&a->lock);
-    if (gf_registry_scan(a, &err) < 0)
+    if (gf_registry_refresh(a, &err) < 0)
         gf_log_write(a->log_fd, GF_LOG_WARN, "gpufracd", "%s", err.msg);
     gf_agent_nvml_refresh(a, &err);
     if (gf_watchdog_tick(a, &err) < 0)
@@ -221,6 +222,7 @@ int main(int argc, char **argv)
     gf_error err;
     int rc, lfd = -1, sfd = -1, tfd = -1;
 
+    struct rlimit nofile;
     pthread_mutexattr_t ma;
     pthread_mutexattr_init(&ma);
     /* recursive: the MPS manager takes it around its own updates, and is
@@ -230,6 +232,11 @@ int main(int argc, char **argv)
     a->log_fd = 2;
     if ((rc = parse_args(a, argc, argv)) >= 0)
         return rc;
+    /* one open ledger per fraction: let the descriptor limit not be the cap */
+    if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+        nofile.rlim_cur = nofile.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &nofile);
+    }
     a->fractions = calloc(GF_AGENT_FRACTIONS_MAX, sizeof(*a->fractions));
     if (!a->fractions) {
         fputs("gpufracd: out of memory\n", stderr);
@@ -240,9 +247,11 @@ int main(int argc, char **argv)
     if (make_dirs(a, &err) < 0 || gf_agent_nvml_init(a, &err) < 0 ||
         gf_registry_scan(a, &err) < 0 || (lfd = gf_server_listen(a, &err)) < 0)
         goto fail;
+    /* signals are blocked before any thread starts, so every thread inherits
+     * the mask and only the loop's signalfd sees SIGTERM */
+    sfd = make_signalfd();
     if (a->metrics_listen[0] && gf_metrics_start(a, &err) < 0)
         goto fail;
-    sfd = make_signalfd();
     tfd = make_timer(a->watchdog_period_ms);
     if (sfd < 0 || tfd < 0) {
         gf_error_sys(&err, "setting up signals and the timer");

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "agent.h"
 
@@ -119,13 +120,29 @@ static void gpu_sums(gf_agent *a)
     }
 }
 
+int gf_registry_scan_if_changed(gf_agent *a, gf_error *err)
+{
+    char dir[GF_PATH_MAX + 16];
+    struct stat st;
+
+    snprintf(dir, sizeof(dir), "%s/fractions", a->state_dir);
+    if (stat(dir, &st) == 0 && st.st_mtim.tv_sec == a->scanned_mtime.tv_sec &&
+        st.st_mtim.tv_nsec == a->scanned_mtime.tv_nsec)
+        return 0;
+    return gf_registry_scan(a, err);
+}
+
 int gf_registry_scan(gf_agent *a, gf_error *err)
 {
     char dir[GF_PATH_MAX + 16], path[GF_PATH_MAX + 300];
     struct dirent *de;
+    struct stat st;
     DIR *d;
 
     snprintf(dir, sizeof(dir), "%s/fractions", a->state_dir);
+    /* taken before reading: a change during the scan shows as a newer mtime */
+    if (stat(dir, &st) == 0)
+        a->scanned_mtime = st.st_mtim;
     for (int i = 0; i < a->n_fractions; i++)
         a->fractions[i].seen = false;
     d = opendir(dir);
@@ -152,7 +169,40 @@ int gf_registry_scan(gf_agent *a, gf_error *err)
     return 0;
 }
 
+static gf_afraction *find_pid(gf_agent *a, pid_t pid, int *slot);
+static gf_afraction *find_name(gf_agent *a, const char *name);
+
+/* A directory's mtime is coarse (a clock tick): a fraction made in the same
+ * tick as the last scan may not be known yet, so a miss rescans once. */
+gf_afraction *gf_registry_find_pid_fresh(gf_agent *a, pid_t pid, int *slot)
+{
+    gf_error err;
+    gf_afraction *f = find_pid(a, pid, slot);
+    if (!f && gf_registry_scan(a, &err) == 0)
+        f = find_pid(a, pid, slot);
+    return f;
+}
+
+gf_afraction *gf_registry_find_name_fresh(gf_agent *a, const char *name)
+{
+    gf_error err;
+    gf_afraction *f = find_name(a, name);
+    if (!f && gf_registry_scan(a, &err) == 0)
+        f = find_name(a, name);
+    return f;
+}
+
 gf_afraction *gf_registry_find_pid(gf_agent *a, pid_t pid, int *slot)
+{
+    return find_pid(a, pid, slot);
+}
+
+gf_afraction *gf_registry_find_name(gf_agent *a, const char *name)
+{
+    return find_name(a, name);
+}
+
+static gf_afraction *find_pid(gf_agent *a, pid_t pid, int *slot)
 {
     for (int i = 0; i < a->n_fractions; i++) {
         gf_ledger *lg = &a->fractions[i].ledger;
@@ -167,7 +217,7 @@ gf_afraction *gf_registry_find_pid(gf_agent *a, pid_t pid, int *slot)
     return NULL;
 }
 
-gf_afraction *gf_registry_find_name(gf_agent *a, const char *name)
+static gf_afraction *find_name(gf_agent *a, const char *name)
 {
     for (int i = 0; i < a->n_fractions; i++)
         if (strcmp(a->fractions[i].cfg.name, name) == 0)

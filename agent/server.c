@@ -70,8 +70,8 @@ static void do_borrow(gf_agent *a, const gf_msg *in, gf_msg *out, pid_t peer, bo
         return;
     if (gf_msg_get_u64(in, "bytes", &bytes, &err) < 0)
         return gf_reply_error(out, err.msg);
-    gf_registry_scan(a, &err);
-    f = gf_registry_find_pid(a, peer, &slot);
+    gf_registry_scan_if_changed(a, &err);
+    f = gf_registry_find_pid_fresh(a, peer, &slot);
     if (!f) {
         char m[128];
         snprintf(m, sizeof(m), "pid %d holds no slot in any fraction", (int)peer);
@@ -98,8 +98,8 @@ static void do_reclaim(gf_agent *a, const gf_msg *in, gf_msg *out, pid_t peer)
         return;
     if (gf_msg_get_u64(in, "bytes", &bytes, &err) < 0)
         return gf_reply_error(out, err.msg);
-    gf_registry_scan(a, &err);
-    if (!gf_registry_find_pid(a, peer, NULL))
+    gf_registry_scan_if_changed(a, &err);
+    if (!gf_registry_find_pid_fresh(a, peer, NULL))
         return gf_reply_error(out, "only a process of a fraction may ask to reclaim");
     if (gf_reclaim(a, a->gpus[g].uuid, bytes, &evicted, &err) < 0)
         return gf_reply_error(out, err.msg);
@@ -127,7 +127,7 @@ static void do_mps(gf_agent *a, const gf_msg *in, gf_msg *out, const struct ucre
 
     if ((g = gpu_of(a, in, out)) < 0)
         return;
-    gf_registry_scan(a, &err);
+    gf_registry_scan_if_changed(a, &err);
     if (cr->uid != 0 && !supervises_sm(a, cr->pid, g))
         return gf_reply_error(out, "only root or the supervisor of an sm-sharing fraction on this "
                                 "GPU may ask for its MPS daemon");
@@ -148,8 +148,8 @@ static void do_release(gf_agent *a, const gf_msg *in, gf_msg *out, const struct 
     gf_error err;
     int n = 0;
 
-    gf_registry_scan(a, &err);
-    if (!name || !(f = gf_registry_find_name(a, name))) {
+    gf_registry_scan_if_changed(a, &err);
+    if (!name || !(f = gf_registry_find_name_fresh(a, name))) {
         if (!drop)
             return gf_reply_error(out, "name= names no fraction of this node");
         gf_msg_init(out, "ok"); /* already gone: releasing twice is fine */

@@ -211,11 +211,11 @@ static void enforce(gf_agent *a, int g, int i, int n)
     f->watchdog_kills++;
     atomic_fetch_add(&f->ledger.hdr->watchdog_kills, 1);
     a->watchdog_kills_total++;
-    gf_counters_save(a);
     gf_agent_event(a, "watchdog: killed pid %d of fraction %s: driver reports %llu bytes on %s, "
                       "limit %llu",
                    (int)wd.procs[k].pid, f->cfg.name, (unsigned long long)w->sum,
                    a->gpus[g].uuid, (unsigned long long)cd->limit);
+    gf_counters_save(a);
 }
 
 /* Sums GPU g's processes per fraction; returns how many fractions it touched. */

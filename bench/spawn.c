@@ -195,8 +195,10 @@ static int kv_number(const bench_child *c, const char *key, size_t len, uint64_t
         return gf_error_set(err, GF_ENOTFOUND, "a worker did not print %s=", key);
     if (u)
         *u = strtoull(buf, &end, 10);
-    else
+    else if (d)
         *d = strtod(buf, &end);
+    else
+        return gf_error_set(err, GF_EINVAL, "no place for %s", key);
     if (end == buf || *end)
         return gf_error_set(err, GF_EINVAL, "a worker printed %s=%s, not a number", key, buf);
     return 0;

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Installs what building and testing gpufrac needs on Debian 12, when missing.
 set -eu
-PKGS="cmake make gcc clang-14 libclang-rt-14-dev pkg-config libcmocka-dev libjansson-dev libmicrohttpd-dev python3 python3-prometheus-client binutils procps"
+PKGS="cmake make gcc clang-14 libclang-rt-14-dev pkg-config libcmocka-dev libjansson-dev libmicrohttpd-dev python3 python3-prometheus-client python3-yaml runc busybox-static libcurl4-openssl-dev binutils procps"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
