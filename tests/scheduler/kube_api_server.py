@@ -1037,7 +1037,6 @@ class ApiServerProcess:
         self.port = None
 
     def start(self):
-        import urllib.request  # noqa: F401  (the client side only)
         pf = os.path.join(self.tmp, "apiserver.port")
         if os.path.exists(pf):
             os.unlink(pf)
