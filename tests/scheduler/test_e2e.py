@@ -453,7 +453,8 @@ class Binpack(E2E):
     def test_policy_choices(self):
         self.node(agent_node("n1", [("GPU-aaaa", 0, 16 * Gi), ("GPU-bbbb", 1, 16 * Gi)]))
         self.node(agent_node("n2", [("GPU-cccc", 0, 16 * Gi), ("GPU-dddd", 1, 16 * Gi)]))
-        first = self.pod(frac_pod("first", request="4Gi"))
+        # sizes large enough that the 0..10 scores tell the nodes apart
+        first = self.pod(frac_pod("first", request="8Gi"))
         self.wait_nodes_cached(first, ["n1", "n2"])
         # the first fraction goes to n1 (tie: kube-scheduler's first node)
         pod = self.get_pod("first")
