@@ -19,8 +19,7 @@ static int prepare(gf_extender *x, const char *body, size_t len, gf_ext_args *a,
         gf_ext_args_free(a);
         return gf_ext_reply_error(r, 400, err.msg) < 0 ? -1 : 1;
     }
-    if (pod->fractional)
-        gf_ext_cache_put(&x->cache, pod);
+    gf_ext_cache_put(&x->cache, pod); /* bind carries only the names */
     return 0;
 }
 
