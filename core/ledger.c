@@ -92,9 +92,6 @@ static int ledger_map(int fd, const char *path, gf_ledger *lg, gf_error *err)
     hdr = mmap(NULL, sizeof(*hdr), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (hdr == MAP_FAILED)
         return gf_error_sys(err, "mapping ledger %s", path);
-    /* a process touches the header and a few slots: map just those pages,
-     * not the 64 KiB the kernel would fault in around each */
-    madvise(hdr, sizeof(*hdr), MADV_RANDOM);
     if (hdr->magic != GF_LEDGER_MAGIC || hdr->version != GF_LEDGER_VERSION ||
         hdr->n_slots != GF_LEDGER_SLOTS || hdr->n_devices != GF_LEDGER_DEVICES ||
         hdr->header_size != sizeof(*hdr)) {
