@@ -127,9 +127,13 @@ class Scheduler:
                 self.proc.kill()
                 self.proc.wait()
                 raise AssertionError("gpufrac-scheduler ignored SIGTERM for 15 s")
-        if self.proc:
+        proc, self.proc = self.proc, None
+        if proc:
             self.log.close()
-        self.proc = None
+            log = self.tail(400)
+            if proc.returncode != 0 or "Sanitizer" in log or "runtime error" in log:
+                raise AssertionError("gpufrac-scheduler stopped with status %d:\n%s"
+                                     % (proc.returncode, self.tail()))
 
     def tail(self, n=40):
         try:
