@@ -55,6 +55,18 @@ static const char *or_dash(const char *s)
     return s && *s ? s : "-";
 }
 
+/* Without NvFractions compatibility only the per-container keys (what
+ * gpufrac-scheduler writes) count; KAI's pod-level forms (gpu-fraction,
+ * gpu-memory, kai.scheduler/...) are ignored. */
+static void only_per_container_keys(create_ctx *c)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < c->n_kv; i++)
+        if (strncmp(c->kv[i].key, GF_NVFRACTIONS_PREFIX, strlen(GF_NVFRACTIONS_PREFIX)) == 0)
+            c->kv[n++] = c->kv[i];
+    c->n_kv = n;
+}
+
 static int decode(create_ctx *c, gf_error *err)
 {
     gf_annotation_opts o = {.prefix = GF_NVFRACTIONS_PREFIX, .allow_extensions = true};
@@ -68,6 +80,8 @@ static int decode(create_ctx *c, gf_error *err)
     c->id.sandbox = rt_spec_annotation(sp, CRI "sandbox-id");
     if (rt_spec_annotations(sp, &c->kv, &c->n_kv, err) < 0)
         return -1;
+    if (!c->s->nvfractions)
+        only_per_container_keys(c);
     o.container = c->id.container;
     o.container_is_first = has_own_keys(c);
     return gf_annotations_decode(c->kv, c->n_kv, &o, &c->pf, err);

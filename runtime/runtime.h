@@ -42,6 +42,7 @@ typedef struct rt_settings {
     char state[GF_PATH_MAX];        /* the agent's state directory */
     char shim[GF_PATH_MAX];         /* libgpufrac.so on the host */
     char self[GF_PATH_MAX];         /* this program, for the hooks */
+    bool nvfractions;               /* KAI's pod-level forms count too (chart's nvFractions) */
 } rt_settings;
 
 int rt_settings_load(rt_settings *s, gf_error *err);

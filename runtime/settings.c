@@ -1,6 +1,6 @@
 /* Where things are: the real runtime, the agent's state directory and the
  * shim. Each from its environment variable, else /etc/gpufrac/runtime.conf
- * (key=value lines: real_runtime, state_dir, shim), else the default. */
+ * (key=value lines: real_runtime, state_dir, shim, nvfractions), else the default. */
 #include <errno.h>
 #include <libgen.h>
 #include <stdio.h>
@@ -98,6 +98,9 @@ int rt_settings_load(rt_settings *s, gf_error *err)
         return gf_error_sys(err, "reading /proc/self/exe");
     s->self[n] = '\0';
     pick("GPUFRAC_STATE_DIR", "state_dir", "/run/gpufrac", s->state, sizeof(s->state));
+    char nv[8];
+    pick("GPUFRAC_NVFRACTIONS", "nvfractions", "1", nv, sizeof(nv));
+    s->nvfractions = strcmp(nv, "0") != 0;
     return 0;
 }
 

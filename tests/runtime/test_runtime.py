@@ -338,6 +338,19 @@ class PassThroughTest(RuntimeTestCase):
         a[NV + "trainer-2.gpu-memory.request"] = "1Gi"
         self.assert_untouched(a, "trainer")
 
+    def test_kai_pod_level_forms_need_nvfractions(self):
+        # gpu-fraction is KAI's pod-level form (the binder adds gpus.devices):
+        # honoured only with NvFractions compatibility on (the chart's
+        # nvFractions.enabled -> nvfractions=1)
+        a = self.pod(**{"gpus.devices": "0"})
+        a["gpu-fraction"] = "0.25"
+        self.env["GPUFRAC_NVFRACTIONS"] = "0"
+        self.assert_untouched(dict(a), "kai-off")
+        self.env["GPUFRAC_NVFRACTIONS"] = "1"
+        b = self.bundle(["/usr/bin/shimprobe", "info"], a, name="b2")
+        out = self.run_container(b, "kai-on")
+        self.assertEqual(int(kv(out)["total"]), 1 * Gi, out)
+
     def test_other_verbs_pass_through(self):
         r = self.wrapper("--version")
         self.assertEqual(r.returncode, 0)
