@@ -98,14 +98,25 @@ mpod *gf_model_pod_find(const gf_model *m, const char *uid)
 
 /* --- GPU accounting --- */
 
+/* Resolving a portion formats messages: remember the last one per thread
+ * (a node's GPUs, and a cluster's, mostly share one size). */
 uint64_t gf_sched_charge(const gf_amount *request, uint64_t total)
 {
+    static __thread double last_portion;
+    static __thread uint64_t last_total, last_bytes;
     uint64_t b;
 
     if (!request->is_portion)
         return request->bytes;
-    if (total == 0 || gf_amount_resolve(request, total, NULL, &b, NULL) < 0)
+    if (total == 0)
         return 0;
+    if (total == last_total && request->portion == last_portion)
+        return last_bytes;
+    if (gf_amount_resolve(request, total, NULL, &b, NULL) < 0)
+        b = 0;
+    last_portion = request->portion;
+    last_total = total;
+    last_bytes = b;
     return b;
 }
 
@@ -275,13 +286,11 @@ static void node_free_gpus(mnode *n)
 static void node_free(mnode *n)
 {
     node_free_gpus(n);
-    free(n->e.key);
     free(n);
 }
 
 static void pod_free(mpod *p)
 {
-    free(p->e.key);
     free(p->container);
     free(p->devices);
     free(p);
@@ -327,12 +336,12 @@ static mnode *node_get(gf_model *m, const char *name)
 
     if (n != NULL)
         return n;
-    n = calloc(1, sizeof(*n));
+    n = calloc(1, sizeof(*n) + strlen(name) + 1); /* the name inline: one cache miss less */
     if (n == NULL)
         return NULL;
-    n->e.key = strdup(name);
-    if (n->e.key == NULL || table_add(&m->nodes, &n->e) < 0) {
-        free(n->e.key);
+    n->e.key = (char *)(n + 1);
+    memcpy(n->e.key, name, strlen(name) + 1);
+    if (table_add(&m->nodes, &n->e) < 0) {
         free(n);
         return NULL;
     }
@@ -441,12 +450,12 @@ static mpod *pod_get(gf_model *m, const char *uid)
 
     if (p != NULL)
         return p;
-    p = calloc(1, sizeof(*p));
+    p = calloc(1, sizeof(*p) + strlen(uid) + 1);
     if (p == NULL)
         return NULL;
-    p->e.key = strdup(uid);
-    if (p->e.key == NULL || table_add(&m->pods, &p->e) < 0) {
-        free(p->e.key);
+    p->e.key = (char *)(p + 1);
+    memcpy(p->e.key, uid, strlen(uid) + 1);
+    if (table_add(&m->pods, &p->e) < 0) {
         free(p);
         return NULL;
     }
