@@ -100,14 +100,12 @@ mpod *gf_model_pod_find(const gf_model *m, const char *uid)
 
 /* Resolving a portion formats messages: remember the last one per thread
  * (a node's GPUs, and a cluster's, mostly share one size). */
-uint64_t gf_sched_charge(const gf_amount *request, uint64_t total)
+uint64_t gf_sched_charge_portion(const gf_amount *request, uint64_t total)
 {
     static __thread double last_portion;
     static __thread uint64_t last_total, last_bytes;
     uint64_t b;
 
-    if (!request->is_portion)
-        return request->bytes;
     if (total == 0)
         return 0;
     if (total == last_total && request->portion == last_portion)
@@ -118,11 +116,6 @@ uint64_t gf_sched_charge(const gf_amount *request, uint64_t total)
     last_total = total;
     last_bytes = b;
     return b;
-}
-
-bool gf_sched_gpu_mode_ok(const mgpu *g, gf_mode mode)
-{
-    return g->pods[mode == GF_MODE_SM_SHARING ? GF_MODE_TIME_SLICING : GF_MODE_SM_SHARING] == 0;
 }
 
 static void charge(mnode *n, mpod *p, int sign)

@@ -65,8 +65,19 @@ struct gf_model {
     unsigned gen[2];
 };
 
-uint64_t gf_sched_charge(const gf_amount *request, uint64_t total);
-bool gf_sched_gpu_mode_ok(const mgpu *g, gf_mode mode);
+/* The bytes request charges on a GPU of total bytes (0 when unresolvable). */
+uint64_t gf_sched_charge_portion(const gf_amount *request, uint64_t total);
+
+static inline uint64_t gf_sched_charge(const gf_amount *request, uint64_t total)
+{
+    return request->is_portion ? gf_sched_charge_portion(request, total) : request->bytes;
+}
+
+/* No fraction of the other mode on g. */
+static inline bool gf_sched_gpu_mode_ok(const mgpu *g, gf_mode mode)
+{
+    return g->pods[mode == GF_MODE_SM_SHARING ? GF_MODE_TIME_SLICING : GF_MODE_SM_SHARING] == 0;
+}
 
 /* Lookups, the caller holding the lock. */
 mnode *gf_model_node_find(const gf_model *m, const char *name);
