@@ -65,6 +65,10 @@ typedef struct gf_agent {
     int n_fractions;
     uint64_t loan_seq;         /* newest loan number handed out */
     struct timespec scanned_mtime; /* of <state>/fractions at the last scan */
+    /* publishing the GPU inventory on the Node (for gpufrac-scheduler) */
+    char node_name[256], api_server[512], token_file[GF_PATH_MAX];
+    bool api_insecure, published;
+    time_t publish_next;
     uint64_t requests_total, requests_bad;
     uint64_t evictions_total, watchdog_kills_total; /* kept in <state>/counters */
     int log_fd;
@@ -126,6 +130,9 @@ void gf_metrics_stop(gf_agent *a);
 /* counters.c: the agent-wide counters survive restarts in <state>/counters. */
 void gf_counters_load(gf_agent *a);
 void gf_counters_save(gf_agent *a);
+
+/* publish.c: the node annotation gpufrac.io/gpus (when --node-name is set). */
+void gf_publish_tick(gf_agent *a);
 
 /* events: one line per reclaim/eviction/kill in the log and events.log. */
 void gf_agent_event(gf_agent *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

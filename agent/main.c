@@ -39,6 +39,10 @@ static const char usage[] =
     "                           port 0 picks a free one and logs it)\n"
     "  --watchdog-period-ms N   watchdog period (default 500)\n"
     "  --mps-control PATH       nvidia-cuda-mps-control to run (default: from PATH)\n"
+    "  --node-name NAME         publish the GPU inventory as annotation gpufrac.io/gpus of\n"
+    "                           this Node (default: $NODE_NAME; unset = do not publish)\n"
+    "  --api-server URL         Kubernetes API (default: in-cluster); --token-file F,\n"
+    "                           --insecure-skip-tls-verify as for gpufrac-scheduler\n"
     "\n"
     "Runs in the foreground; stop it with SIGTERM. State lives in the fractions'\n"
     "ledgers, so the agent can be restarted at any moment without losing anything.\n";
@@ -78,6 +82,10 @@ static int parse_args(gf_agent *a, int argc, char **argv)
         {"metrics-listen", required_argument, NULL, 'm'},
         {"watchdog-period-ms", required_argument, NULL, 'w'},
         {"mps-control", required_argument, NULL, 'c'},
+        {"node-name", required_argument, NULL, 'n'},
+        {"api-server", required_argument, NULL, 'a'},
+        {"token-file", required_argument, NULL, 't'},
+        {"insecure-skip-tls-verify", no_argument, NULL, 'i'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -87,6 +95,8 @@ static int parse_args(gf_agent *a, int argc, char **argv)
     snprintf(a->state_dir, sizeof(a->state_dir), "/run/gpufrac");
     snprintf(a->metrics_listen, sizeof(a->metrics_listen), "127.0.0.1:9464");
     snprintf(a->mps_control, sizeof(a->mps_control), "nvidia-cuda-mps-control");
+    if (getenv("NODE_NAME"))
+        snprintf(a->node_name, sizeof(a->node_name), "%s", getenv("NODE_NAME"));
     a->watchdog_period_ms = 500;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
@@ -97,6 +107,10 @@ static int parse_args(gf_agent *a, int argc, char **argv)
                      strcmp(optarg, "off") == 0 ? "" : optarg);
             break;
         case 'c': snprintf(a->mps_control, sizeof(a->mps_control), "%s", optarg); break;
+        case 'n': snprintf(a->node_name, sizeof(a->node_name), "%s", optarg); break;
+        case 'a': snprintf(a->api_server, sizeof(a->api_server), "%s", optarg); break;
+        case 't': snprintf(a->token_file, sizeof(a->token_file), "%s", optarg); break;
+        case 'i': a->api_insecure = true; break;
         case 'w':
             a->watchdog_period_ms = (int)strtol(optarg, &end, 10);
             if (*end || a->watchdog_period_ms < 10 || a->watchdog_period_ms > 60000) {
@@ -173,6 +187,7 @@ static void tick(gf_agent *a)
         if (a->gpus[g].mps_running && gf_mps_check(a, g, &err) < 0)
             gf_log_write(a->log_fd, GF_LOG_WARN, "gpufracd", "%s", err.msg);
     gf_reconcile_containers(a);
+    gf_publish_tick(a);
     gf_mps_stop_idle(a, &err);
     pthread_mutex_unlock(&a->lock);
     (void)expirations;

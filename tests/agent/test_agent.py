@@ -39,7 +39,8 @@ class AgentTestCase(SimTestCase):
         self.agent_log = open(os.path.join(self.tmp, "agent.log"), "a")
         self.agent = subprocess.Popen(
             [AGENT, "--state-dir", self.state, "--metrics-listen", "127.0.0.1:0",
-             "--watchdog-period-ms", "100", "--mps-control", FAKE_MPS],
+             "--watchdog-period-ms", "100", "--mps-control", FAKE_MPS]
+            + getattr(self, "extra_args", []),
             env=self.env, stdout=self.agent_log, stderr=subprocess.STDOUT)
         self.sock = os.path.join(self.state, "agent.sock")
         self.starts = getattr(self, "starts", 0) + 1
@@ -339,6 +340,38 @@ class ContainerTest(AgentTestCase):
             self.assertTrue(self.ask(b"gpufrac/1 release name=k8s.r.main remove=1")
                             .startswith("gpufrac/1 ok"))
         self.assertEqual(self.fractions(), [])
+
+
+class PublishTest(AgentTestCase):
+    """The agent publishes the node's GPUs for gpufrac-scheduler."""
+
+    def start_agent(self):
+        if not hasattr(self, "api"):
+            sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "scheduler"))
+            from kube_api_server import ApiServerProcess
+            self.api = ApiServerProcess(self.tmp, token="t0ken", tls=True).start()
+            self.addCleanup(self.api.stop)
+            with open(os.path.join(self.tmp, "token"), "w") as f:
+                f.write("t0ken")
+            code, _ = self.api.request("POST", "/api/v1/nodes",
+                                       {"apiVersion": "v1", "kind": "Node",
+                                        "metadata": {"name": "node-a"}})
+            self.assertIn(code, (200, 201))
+            self.env.update(NODE_NAME="node-a")
+        self.extra_args = ["--api-server", self.api.url, "--token-file",
+                           os.path.join(self.tmp, "token"), "--insecure-skip-tls-verify"]
+        super().start_agent()
+
+    def test_inventory_annotation(self):
+        def annotation():
+            code, node = self.api.request("GET", "/api/v1/nodes/node-a")
+            return node.get("metadata", {}).get("annotations", {}).get("gpufrac.io/gpus")
+        inv = json.loads(self.wait_for(annotation, "the annotation"))
+        self.assertEqual(len(inv), 1)
+        self.assertEqual(inv[0]["memory"], 4 * Gi)
+        self.assertEqual(inv[0]["index"], 0)
+        self.assertTrue(inv[0]["uuid"].startswith("GPU-"))
+        self.wait_for(lambda: "published 1 GPU(s)" in self.events(), "the event")
 
 
 class SocketTest(AgentTestCase):
