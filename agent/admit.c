@@ -136,7 +136,8 @@ static int make_fraction(gf_agent *a, gf_fraction_config *cfg, const gf_msg *in,
     snprintf(tmp, sizeof(tmp), "%s/fractions/.new-%s", a->state_dir, cfg->name);
     if ((size_t)snprintf(cfg->ledger, sizeof(cfg->ledger), "%s/ledger", dir) >= sizeof(cfg->ledger))
         return gf_error_set(err, GF_EINVAL, "state directory path too long");
-    snprintf(cfg->agent, sizeof(cfg->agent), "%s", a->socket_path);
+    if ((size_t)snprintf(cfg->agent, sizeof(cfg->agent), "%s/agent.sock", dir) >= sizeof(cfg->agent))
+        return gf_error_set(err, GF_EINVAL, "state directory path too long");
     rm_tree(tmp);
     if (mkdir(tmp, 0711) < 0)
         return gf_error_sys(err, "creating %s", tmp);
@@ -205,7 +206,7 @@ void gf_admit_container(gf_agent *a, const gf_msg *in, gf_msg *out, const struct
     gf_msg_init(out, "ok");
     gf_msg_add(out, "config", config);
     gf_msg_add(out, "ledger", f->cfg.ledger);
-    gf_msg_add(out, "socket", a->socket_path);
+    gf_msg_add(out, "socket", f->cfg.agent);
     gf_msg_add(out, "mps", pipe);
 }
 

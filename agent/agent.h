@@ -49,6 +49,7 @@ typedef struct gf_afraction {
     uint64_t driver_used[GF_CONFIG_DEVICES_MAX]; /* watchdog: NVML per-process sum */
     uint64_t watchdog_kills;
     bool seen;                 /* mark for rescans */
+    int listen_fd;             /* <dir>/agent.sock: the fraction's own socket, -1 if none */
 } gf_afraction;
 
 typedef struct gf_agent {

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -193,41 +194,86 @@ static void tick(gf_agent *a)
     (void)expirations;
 }
 
-static int loop(gf_agent *a, int lfd, int sfd, int tfd)
+static void accept_one(int lfd, int *clients, int *n_clients)
 {
-    struct pollfd p[3 + CLIENTS_MAX];
+    int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (c >= 0 && *n_clients < CLIENTS_MAX)
+        clients[(*n_clients)++] = c;
+    else if (c >= 0)
+        close(c); /* full: the client sees the connection close */
+}
+
+/* Fixed slots: the root socket, signals, the timer, the fractions directory's
+ * inotify; then clients; then one listening socket per fraction. */
+enum { P_ROOT, P_SIG, P_TIMER, P_DIR, P_FIXED };
+
+static int loop(gf_agent *a, int lfd, int sfd, int tfd, int ifd)
+{
+    static struct pollfd p[P_FIXED + CLIENTS_MAX + GF_AGENT_FRACTIONS_MAX];
+    static int clients[CLIENTS_MAX], owner[GF_AGENT_FRACTIONS_MAX];
     int n_clients = 0;
 
     for (;;) {
-        p[0] = (struct pollfd){.fd = lfd, .events = POLLIN};
-        p[1] = (struct pollfd){.fd = sfd, .events = POLLIN};
-        p[2] = (struct pollfd){.fd = tfd, .events = POLLIN};
-        if (poll(p, (nfds_t)(3 + n_clients), -1) < 0 && errno != EINTR)
+        int n = P_FIXED, nf = 0;
+        p[P_ROOT] = (struct pollfd){.fd = lfd, .events = POLLIN};
+        p[P_SIG] = (struct pollfd){.fd = sfd, .events = POLLIN};
+        p[P_TIMER] = (struct pollfd){.fd = tfd, .events = POLLIN};
+        p[P_DIR] = (struct pollfd){.fd = ifd, .events = POLLIN};
+        for (int i = 0; i < n_clients; i++)
+            p[n++] = (struct pollfd){.fd = clients[i], .events = POLLIN};
+        for (int i = 0; i < a->n_fractions; i++)
+            if (a->fractions[i].listen_fd >= 0) {
+                owner[nf++] = a->fractions[i].listen_fd;
+                p[n++] = (struct pollfd){.fd = a->fractions[i].listen_fd, .events = POLLIN};
+            }
+        if (poll(p, (nfds_t)n, -1) < 0 && errno != EINTR)
             return 1;
-        if (p[1].revents & POLLIN)
+        if (p[P_SIG].revents & POLLIN)
             return 0; /* SIGTERM/SIGINT/SIGHUP: state is already on disk */
-        if (p[2].revents & POLLIN) {
+        if (p[P_TIMER].revents & POLLIN) {
             uint64_t x;
             if (read(tfd, &x, sizeof(x)) == sizeof(x))
                 tick(a);
         }
-        for (int i = 0; i < n_clients; i++) {
-            if (!p[3 + i].revents)
+        if (p[P_DIR].revents & POLLIN) {
+            char buf[4096];
+            gf_error err;
+            while (read(ifd, buf, sizeof(buf)) > 0)
+                ;
+            /* a fraction came or went: its socket opens (or closes) at once */
+            pthread_mutex_lock(&a->lock);
+            gf_registry_scan_if_changed(a, &err);
+            pthread_mutex_unlock(&a->lock);
+        }
+        for (int i = 0, k = P_FIXED; i < n_clients; i++, k++) {
+            if (!p[k].revents)
                 continue;
-            if ((p[3 + i].revents & (POLLHUP | POLLERR)) || gf_server_serve(a, p[3 + i].fd) < 0) {
-                close(p[3 + i].fd);
-                p[3 + i] = p[3 + --n_clients];
-                i--;
+            if ((p[k].revents & (POLLHUP | POLLERR)) || gf_server_serve(a, clients[i]) < 0) {
+                close(clients[i]);
+                clients[i] = -1;
             }
         }
-        if (p[0].revents & POLLIN) {
-            int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-            if (c >= 0 && n_clients < CLIENTS_MAX)
-                p[3 + n_clients++] = (struct pollfd){.fd = c, .events = POLLIN};
-            else if (c >= 0)
-                close(c); /* full: the client sees the connection close */
-        }
+        int kept = 0;
+        for (int i = 0; i < n_clients; i++)
+            if (clients[i] >= 0)
+                clients[kept++] = clients[i];
+        n_clients = kept;
+        if (p[P_ROOT].revents & POLLIN)
+            accept_one(lfd, clients, &n_clients);
+        for (int i = 0; i < nf; i++)
+            if (p[n - nf + i].revents & POLLIN)
+                accept_one(owner[i], clients, &n_clients);
     }
+}
+
+static int watch_fractions_dir(gf_agent *a)
+{
+    char dir[GF_PATH_MAX + 16];
+    int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    snprintf(dir, sizeof(dir), "%s/fractions", a->state_dir);
+    if (fd >= 0)
+        inotify_add_watch(fd, dir, IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM);
+    return fd;
 }
 
 int main(int argc, char **argv)
@@ -235,7 +281,7 @@ int main(int argc, char **argv)
     static gf_agent agent;
     gf_agent *a = &agent;
     gf_error err;
-    int rc, lfd = -1, sfd = -1, tfd = -1;
+    int rc, lfd = -1, sfd = -1, tfd = -1, ifd = -1;
 
     struct rlimit nofile;
     pthread_mutexattr_t ma;
@@ -268,14 +314,15 @@ int main(int argc, char **argv)
     if (a->metrics_listen[0] && gf_metrics_start(a, &err) < 0)
         goto fail;
     tfd = make_timer(a->watchdog_period_ms);
-    if (sfd < 0 || tfd < 0) {
+    ifd = watch_fractions_dir(a);
+    if (sfd < 0 || tfd < 0 || ifd < 0) {
         gf_error_sys(&err, "setting up signals and the timer");
         goto fail;
     }
     gf_log_write(a->log_fd, GF_LOG_INFO, "gpufracd",
                  "ready: %d GPU(s), %d fraction(s), socket %s, metrics %s", a->n_gpus,
                  a->n_fractions, a->socket_path, a->metrics_listen[0] ? a->metrics_listen : "off");
-    rc = loop(a, lfd, sfd, tfd);
+    rc = loop(a, lfd, sfd, tfd, ifd);
     gf_metrics_stop(a);
     unlink(a->socket_path);
     return rc;

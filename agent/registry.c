@@ -6,9 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include "agent.h"
+#include "server.h"
 
 static gf_afraction *by_dir(gf_agent *a, const char *dir)
 {
@@ -55,6 +57,20 @@ static void read_identity(gf_afraction *f)
     fclose(fp);
 }
 
+/* The fraction's own socket, given to whoever owns its ledger. */
+static void open_socket(gf_agent *a, gf_afraction *f)
+{
+    char path[GF_PATH_MAX + 16];
+    struct stat st;
+    gf_error err;
+
+    f->listen_fd = -1;
+    snprintf(path, sizeof(path), "%s/agent.sock", f->dir);
+    if (fstat(f->ledger.fd, &st) < 0 ||
+        (f->listen_fd = gf_socket_listen(path, st.st_uid, &err)) < 0)
+        gf_agent_event(a, "fraction %s gets no agent socket: %s", f->cfg.name, err.msg);
+}
+
 static int open_fraction(gf_agent *a, const char *dir, gf_error *err)
 {
     char path[GF_PATH_MAX + 32];
@@ -68,6 +84,7 @@ static int open_fraction(gf_agent *a, const char *dir, gf_error *err)
     f = &a->fractions[a->n_fractions];
     memset(f, 0, sizeof(*f));
     f->ledger.fd = -1;
+    f->listen_fd = -1;
     memcpy(f->dir, dir, strlen(dir) + 1);
     snprintf(path, sizeof(path), "%s/config", f->dir);
     if (gf_config_load(path, &f->cfg, err) < 0 ||
@@ -75,6 +92,7 @@ static int open_fraction(gf_agent *a, const char *dir, gf_error *err)
         return -1;
     f->supervisor = read_supervisor(dir);
     read_identity(f);
+    open_socket(a, f);
     f->seen = true;
     a->n_fractions++;
     return 0;
@@ -88,6 +106,8 @@ static void close_unseen(gf_agent *a)
             continue;
         }
         gf_ledger_close(&a->fractions[i].ledger);
+        if (a->fractions[i].listen_fd >= 0)
+            close(a->fractions[i].listen_fd);
         a->fractions[i] = a->fractions[--a->n_fractions];
     }
 }

@@ -17,28 +17,13 @@
 #include "proto.h"
 #include "server.h"
 
+/* The agent's own socket is root's; a fraction's processes reach the agent
+ * through their fraction's socket (<fraction dir>/agent.sock, owned by the
+ * fraction's owner). Either way what a caller may do is decided per request
+ * from its kernel credentials. */
 int gf_server_listen(gf_agent *a, gf_error *err)
 {
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    int fd;
-
-    if (strlen(a->socket_path) >= sizeof(sa.sun_path))
-        return gf_error_set(err, GF_EINVAL, "--socket: \"%s\" is longer than %zu bytes",
-                            a->socket_path, sizeof(sa.sun_path) - 1);
-    strcpy(sa.sun_path, a->socket_path);
-    fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0)
-        return gf_error_sys(err, "creating the agent socket");
-    unlink(a->socket_path); /* a stale one from a killed agent */
-    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 128) < 0) {
-        gf_error_sys(err, "listening on %s", a->socket_path);
-        close(fd);
-        return -1;
-    }
-    /* every process may ask; what it may do is decided per request from
-     * its credentials */
-    chmod(a->socket_path, 0666);
-    return fd;
+    return gf_socket_listen(a->socket_path, 0, err);
 }
 
 void gf_reply_error(gf_msg *out, const char *msg)

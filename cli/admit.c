@@ -7,6 +7,8 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -131,12 +133,24 @@ int gf_agent_request(const char *path, const gf_msg *req, gf_msg *reply, gf_erro
     return rc;
 }
 
-bool gf_agent_present(const char *state, char *path, size_t len)
+bool gf_agent_present(const char *state)
 {
-    gf_msg req, reply;
-    gf_error err;
+    char path[GF_PATH_MAX + 16];
+    struct stat st;
 
-    snprintf(path, len, "%s/agent.sock", state);
-    gf_msg_init(&req, "ping");
-    return gf_agent_request(path, &req, &reply, &err) == 0;
+    snprintf(path, sizeof(path), "%s/agent.sock", state);
+    return stat(path, &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
+int gf_agent_wait_socket(const char *path, gf_error *err)
+{
+    struct timespec ts = {0, 5 * 1000 * 1000};
+    struct stat st;
+    for (int i = 0; i < 1000; i++) {
+        if (stat(path, &st) == 0 && S_ISSOCK(st.st_mode))
+            return 0;
+        nanosleep(&ts, NULL);
+    }
+    return gf_error_set(err, GF_ESTATE, "gpufracd did not open %s within 5 s (is it running?)",
+                        path);
 }

@@ -17,8 +17,11 @@ void gf_state_unlock(int fd);
 /* Fails (GF_ESTATE) naming the GPU, the figures and the fraction in the way. */
 int gf_admit_check(const run_plan *p, gf_error *err);
 
-/* Fills `path` with <state>/agent.sock when an agent answers there. */
-bool gf_agent_present(const char *state, char *path, size_t len);
+/* Does gpufracd serve this state directory (<state>/agent.sock exists)? Its
+ * own socket is root's; a fraction talks to it through <fraction>/agent.sock. */
+bool gf_agent_present(const char *state);
+/* Waits (at most 5 s) for the agent to open a fraction's socket. */
+int gf_agent_wait_socket(const char *path, gf_error *err);
 /* One request to the agent at path; a refusal is an error with its message. */
 int gf_agent_request(const char *path, const gf_msg *req, gf_msg *reply, gf_error *err);
 

@@ -34,7 +34,9 @@ int gf_cmd_run(int argc, char **argv)
         return rc;
     if ((rc = run_plan_make(&o, &p, &err)) != 0)
         return gf_cli_fail("run", rc, &err);
-    if (!gf_agent_present(p.state, p.cfg.agent, sizeof(p.cfg.agent)))
+    if (!gf_agent_present(p.state) ||
+        gf_fraction_path(p.cfg.agent, sizeof(p.cfg.agent), p.state, p.cfg.name, "agent.sock",
+                         &err) < 0)
         p.cfg.agent[0] = '\0';
     if (gf_fraction_path(dir, sizeof(dir), p.state, p.cfg.name, NULL, &err) < 0 ||
         run_env_apply(&p, dir, &err) < 0)
@@ -45,13 +47,12 @@ int gf_cmd_run(int argc, char **argv)
         return gf_cli_fail("run", GF_EXIT_FAIL, &err);
     if (gf_admit_check(&p, &err) < 0 || gf_fraction_create(&f, p.state, &p.cfg, &err) < 0) {
         gf_state_unlock(lock);
-    if (run_env_mps(&p, &err) < 0) {
-        gf_fraction_remove(&f);
-        return gf_cli_fail("run", GF_EXIT_FAIL, &err);
-    }
         return gf_cli_fail("run", GF_EXIT_FAIL, &err);
     }
     gf_state_unlock(lock);
+    /* the workload's first loan must find the fraction's socket open */
+    if (p.cfg.agent[0] && gf_agent_wait_socket(p.cfg.agent, &err) < 0)
+        fprintf(stderr, "gpufrac run: warning: %s; no burst memory for this run\n", err.msg);
     if (run_env_mps(&p, &err) < 0) {
         gf_fraction_remove(&f);
         return gf_cli_fail("run", GF_EXIT_FAIL, &err);

@@ -301,7 +301,8 @@ class ContainerTest(AgentTestCase):
         out = dict(kv.split("=", 1) for kv in reply.split()[2:])
         self.assertEqual(out["config"], os.path.join(self.state, "fractions", "k8s.abc.main",
                                                      "config"))
-        self.assertIn("agent=" + self.sock, open(out["config"]).read())
+        self.assertIn("agent=" + os.path.join(self.state, "fractions", "k8s.abc.main",
+                                              "agent.sock"), open(out["config"]).read())
         self.assertEqual(self.fractions(), ["k8s.abc.main"])
         # admitting the same container again (a retried create) is fine
         self.assertTrue(self.admit("k8s.abc.main", "%s/%d/%d" % (uuid, Gi, 2 * Gi))
@@ -390,19 +391,40 @@ class SocketTest(AgentTestCase):
         # borrowing for a fraction one does not belong to is refused
         reply = self.ask(b"gpufrac/1 borrow dev=%s bytes=1048576" % self.gpu_uuid().encode())
         self.assertIn("holds no slot", reply)
-        # root may ask for any GPU's MPS daemon; anyone else only for its fraction
-        req = "gpufrac/1 mps dev=%s" % self.gpu_uuid()
-        code = ("import socket,sys; s=socket.socket(socket.AF_UNIX,socket.SOCK_SEQPACKET); "
-                "s.connect(sys.argv[1]); s.send(sys.argv[2].encode()); print(s.recv(4096).decode())")
-        os.chmod(self.tmp, 0o755)
-        os.chmod(self.state, 0o755)
-        kw = {"user": 65534} if os.getuid() == 0 else {}
-        reply = subprocess.run([sys.executable, "-c", code, self.sock, req], capture_output=True,
-                               text=True, **kw).stdout
-        self.assertIn("only root or the supervisor", reply)
         m = self.metrics()
         self.assertGreaterEqual(self.sample(m, "gpufrac_agent_bad_requests_total"), 5)
         self.assertIsNone(self.agent.poll())
+
+    def as_nobody(self, sock, payload):
+        code = ("import socket,sys\n"
+                "s=socket.socket(socket.AF_UNIX,socket.SOCK_SEQPACKET)\n"
+                "try:\n s.connect(sys.argv[1])\nexcept PermissionError:\n print('denied'); sys.exit()\n"
+                "s.send(sys.argv[2].encode()); print(s.recv(4096).decode())")
+        for d in (self.tmp, self.state, os.path.dirname(sock)):
+            os.chmod(d, 0o755)
+        return subprocess.run([sys.executable, "-c", code, sock, payload], capture_output=True,
+                              text=True, user=65534).stdout.strip()
+
+    def test_sockets_belong_to_root_or_their_fraction(self):
+        if os.getuid() != 0:
+            self.skipTest("needs root to act as another user")
+        st = os.stat(self.sock)
+        self.assertEqual((st.st_uid, st.st_mode & 0o777), (0, 0o600))
+        self.assertEqual(self.as_nobody(self.sock, "gpufrac/1 ping"), "denied")
+        # a container fraction given to uid 65534 gets its own socket, for it alone
+        reply = self.ask(("gpufrac/1 admit name=k8s.u.main ns=n pod=p container=main uid=65534 "
+                          "devices=%s/%d/%d" % (self.gpu_uuid(), Gi, Gi)).encode())
+        self.assertTrue(reply.startswith("gpufrac/1 ok"), reply)
+        fsock = dict(kv.split("=", 1) for kv in reply.split()[2:])["socket"]
+        self.assertEqual(fsock, os.path.join(self.state, "fractions", "k8s.u.main", "agent.sock"))
+        st = self.wait_for(lambda: os.path.exists(fsock) and os.stat(fsock), "its socket")
+        self.assertEqual((st.st_uid, st.st_mode & 0o777), (65534, 0o600))
+        self.assertTrue(self.as_nobody(fsock, "gpufrac/1 ping").startswith("gpufrac/1 ok"))
+        # ...and through it, nobody may do what only root or a member may
+        self.assertIn("only root", self.as_nobody(
+            fsock, "gpufrac/1 mps dev=%s" % self.gpu_uuid()))
+        self.assertIn("holds no slot", self.as_nobody(
+            fsock, "gpufrac/1 borrow dev=%s bytes=1" % self.gpu_uuid()))
 
     def test_a_client_that_never_reads_does_not_block_the_agent(self):
         hogs = []

@@ -248,7 +248,9 @@ class FractionalContainerTest(RuntimeTestCase):
             self.assertIn("ro", dests[d]["options"], d)
         name = "k8s.%s.main" % SANDBOX[:12]
         self.assertEqual(self.fractions(), [name])
-        self.assertIn(os.path.join(self.state, "agent.sock"), dests)
+        # the fraction's own socket, not the agent's root-only one
+        self.assertIn(os.path.join(self.state, "fractions", name, "agent.sock"), dests)
+        self.assertNotIn(os.path.join(self.state, "agent.sock"), dests)
         self.assertEqual(spec["hooks"]["createRuntime"][-1]["args"][1:],
                          ["hook", "attach", name])
         self.assertEqual(spec["hooks"]["poststop"][-1]["args"][1:], ["hook", "release", name])
