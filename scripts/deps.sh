@@ -2,6 +2,10 @@
 # Installs what building and testing gpufrac needs on Debian 12, when missing.
 set -eu
 PKGS="cmake make gcc clang-14 libclang-rt-14-dev pkg-config libcmocka-dev libjansson-dev libmicrohttpd-dev python3 python3-prometheus-client python3-yaml runc busybox-static libcurl4-openssl-dev binutils procps"
+# real kubectl keeps the test API server honest; any kubectl on PATH will do
+command -v kubectl >/dev/null 2>&1 || PKGS="$PKGS kubernetes-client"
+# openssl makes the test API server's certificate
+PKGS="$PKGS openssl"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
