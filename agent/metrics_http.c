@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 
 #include "agent.h"
+#include "netaddr.h"
 
 #define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
@@ -69,35 +70,6 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     return text(c, MHD_HTTP_NOT_FOUND, "not found; try /metrics\n");
 }
 
-/* "host:port", "[v6]:port" or ":port" (loopback) into host and port. */
-static int split(const char *listen, char *host, size_t hlen, char *port, size_t plen,
-                 gf_error *err)
-{
-    const char *colon = strrchr(listen, ':');
-    const char *h = listen;
-    size_t n;
-
-    if (!colon || !colon[1] || strspn(colon + 1, "0123456789") != strlen(colon + 1))
-        return gf_error_set(err, GF_EINVAL,
-                            "metrics address \"%s\" is not HOST:PORT (e.g. 127.0.0.1:9464)",
-                            listen);
-    n = (size_t)(colon - listen);
-    if (n >= 2 && h[0] == '[' && h[n - 1] == ']') {
-        h++;
-        n -= 2;
-    }
-    if (n == 0) {
-        h = "127.0.0.1";
-        n = strlen(h);
-    }
-    if (n >= hlen || strlen(colon + 1) >= plen)
-        return gf_error_set(err, GF_EINVAL, "metrics address \"%s\" is too long", listen);
-    memcpy(host, h, n);
-    host[n] = '\0';
-    memcpy(port, colon + 1, strlen(colon + 1) + 1);
-    return 0;
-}
-
 static int resolve(const char *listen, struct addrinfo **ai, char *host, size_t hlen,
                    gf_error *err)
 {
@@ -106,7 +78,8 @@ static int resolve(const char *listen, struct addrinfo **ai, char *host, size_t 
     char port[16];
     int rc;
 
-    if (split(listen, host, hlen, port, sizeof(port), err) < 0)
+    if (gf_listen_split(listen, "metrics address", "127.0.0.1:9464", host, hlen, port,
+                        sizeof(port), err) < 0)
         return -1;
     if ((rc = getaddrinfo(host, port, &hints, ai)) != 0)
         return gf_error_set(err, GF_EINVAL, "metrics address \"%s\": %s", listen,

@@ -44,18 +44,26 @@ static json_t *load(const char *body, size_t len, const char *what, gf_error *er
     return root;
 }
 
-static int names_from_array(gf_ext_args *a, json_t *arr, gf_error *err)
+/* a->n = n and room for n names, n within the limit. */
+static int alloc_names(gf_ext_args *a, size_t n, gf_error *err)
 {
-    size_t i;
-    json_t *v;
-
-    a->n = json_array_size(arr);
+    a->n = n;
     if (a->n > GF_EXT_NODES_MAX)
         return gf_error_set(err, GF_ERANGE, "ExtenderArgs: %zu nodes, at most %d accepted", a->n,
                             GF_EXT_NODES_MAX);
     a->names = calloc(a->n ? a->n : 1, sizeof(*a->names));
     if (!a->names)
         return gf_error_set(err, GF_ENOSPACE, "out of memory");
+    return 0;
+}
+
+static int names_from_array(gf_ext_args *a, json_t *arr, gf_error *err)
+{
+    size_t i;
+    json_t *v;
+
+    if (alloc_names(a, json_array_size(arr), err) < 0)
+        return -1;
     json_array_foreach(arr, i, v) {
         if (!json_is_string(v) || json_string_length(v) == 0 ||
             json_string_length(v) >= GF_SCHED_NAME_MAX)
@@ -76,13 +84,8 @@ static int names_from_list(gf_ext_args *a, json_t *list, gf_error *err)
         return gf_error_set(err, GF_EINVAL, "ExtenderArgs: Nodes.items is not a list");
     a->from_nodes = true;
     a->items = items;
-    a->n = json_array_size(items);
-    if (a->n > GF_EXT_NODES_MAX)
-        return gf_error_set(err, GF_ERANGE, "ExtenderArgs: %zu nodes, at most %d accepted", a->n,
-                            GF_EXT_NODES_MAX);
-    a->names = calloc(a->n ? a->n : 1, sizeof(*a->names));
-    if (!a->names)
-        return gf_error_set(err, GF_ENOSPACE, "out of memory");
+    if (alloc_names(a, json_array_size(items), err) < 0)
+        return -1;
     json_array_foreach(items, i, v) {
         name = json_object_get(json_object_get(v, "metadata"), "name");
         if (!json_is_string(name) || json_string_length(name) == 0 ||

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "netaddr.h"
 #include "server.h"
 #include "slog.h"
 
@@ -176,34 +177,6 @@ static void completed(void *cls, struct MHD_Connection *c, void **ctx,
     }
 }
 
-/* "host:port", "[v6]:port" or ":port" into host and port. */
-static int split(const char *listen, char *host, size_t hlen, char *port, size_t plen,
-                 gf_error *err)
-{
-    const char *colon = strrchr(listen, ':');
-    const char *h = listen;
-    size_t n;
-
-    if (!colon || !colon[1] || strspn(colon + 1, "0123456789") != strlen(colon + 1))
-        return gf_error_set(err, GF_EINVAL, "--listen \"%s\" is not HOST:PORT (e.g. 127.0.0.1:8888)",
-                            listen);
-    n = (size_t)(colon - listen);
-    if (n >= 2 && h[0] == '[' && h[n - 1] == ']') {
-        h++;
-        n -= 2;
-    }
-    if (n == 0) {
-        h = "127.0.0.1";
-        n = strlen(h);
-    }
-    if (n >= hlen || strlen(colon + 1) >= plen)
-        return gf_error_set(err, GF_EINVAL, "--listen \"%s\" is too long", listen);
-    memcpy(host, h, n);
-    host[n] = '\0';
-    memcpy(port, colon + 1, strlen(colon + 1) + 1);
-    return 0;
-}
-
 static int set_prefix(gf_server *s, const char *prefix, gf_error *err)
 {
     size_t n;
@@ -229,7 +202,8 @@ static int start(gf_server *s, const char *listen, gf_error *err)
     char host[128], port[16];
     int rc;
 
-    if (split(listen, host, sizeof(host), port, sizeof(port), err) < 0)
+    if (gf_listen_split(listen, "--listen", "127.0.0.1:8888", host, sizeof(host), port,
+                        sizeof(port), err) < 0)
         return -1;
     if ((rc = getaddrinfo(host, port, &hints, &ai)) != 0)
         return gf_error_set(err, GF_EINVAL, "--listen \"%s\": %s", listen, gai_strerror(rc));

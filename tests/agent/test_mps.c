@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "event_stub.h" /* the other agent parts */
 #include "mps.h"
 
 /* Where the stand-in is: -DGF_MPS_FAKE=... from CMake, else $GPUFRAC_SOURCE. */
@@ -20,22 +21,6 @@
 #define GF_MPS_FAKE ""
 #endif
 #define FAKE_REL "/tests/fakes/nvidia-cuda-mps-control"
-
-/* ---- stubs of the other agent parts ------------------------------------ */
-
-static char last_event[1024];
-static int n_events;
-
-void gf_agent_event(gf_agent *a, const char *fmt, ...)
-{
-    va_list ap;
-
-    (void)a;
-    va_start(ap, fmt);
-    vsnprintf(last_event, sizeof(last_event), fmt, ap);
-    va_end(ap);
-    n_events++;
-}
 
 /* ---- fixture ----------------------------------------------------------- */
 

@@ -20,22 +20,10 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "event_stub.h"
 
 #define MiB (1024ULL * 1024ULL)
 #define GPUSIM_CTX (64 * MiB) /* gpusim's default context overhead */
-
-static char last_event[1024];
-static int n_events;
-
-void gf_agent_event(gf_agent *a, const char *fmt, ...)
-{
-    va_list ap;
-    (void)a;
-    va_start(ap, fmt);
-    vsnprintf(last_event, sizeof(last_event), fmt, ap);
-    va_end(ap);
-    n_events++;
-}
 
 static char build[1024], probe[1100], dir[64];
 static gf_agent agent;
