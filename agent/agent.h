@@ -73,6 +73,7 @@ typedef struct gf_agent {
     uint64_t requests_total, requests_bad;
     uint64_t evictions_total, watchdog_kills_total; /* kept in <state>/counters */
     int log_fd;
+    int epfd;                  /* epoll of the fractions' listening sockets, -1 before main */
 } gf_agent;
 
 /* registry.c: (re)reads <state>/fractions, opening ledgers of new fractions

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/inotify.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -204,28 +205,32 @@ static void accept_one(int lfd, int *clients, int *n_clients)
 }
 
 /* Fixed slots: the root socket, signals, the timer, the fractions directory's
- * inotify; then clients; then one listening socket per fraction. */
-enum { P_ROOT, P_SIG, P_TIMER, P_DIR, P_FIXED };
+ * inotify, the epoll of the fractions' sockets; then the clients. */
+enum { P_ROOT, P_SIG, P_TIMER, P_DIR, P_FRAC, P_FIXED };
+
+static void accept_fractions(gf_agent *a, int *clients, int *n_clients)
+{
+    struct epoll_event ev[64];
+    int n = epoll_wait(a->epfd, ev, 64, 0);
+    for (int i = 0; i < n; i++)
+        accept_one(ev[i].data.fd, clients, n_clients);
+}
 
 static int loop(gf_agent *a, int lfd, int sfd, int tfd, int ifd)
 {
-    static struct pollfd p[P_FIXED + CLIENTS_MAX + GF_AGENT_FRACTIONS_MAX];
-    static int clients[CLIENTS_MAX], owner[GF_AGENT_FRACTIONS_MAX];
+    static struct pollfd p[P_FIXED + CLIENTS_MAX];
+    static int clients[CLIENTS_MAX];
     int n_clients = 0;
 
     for (;;) {
-        int n = P_FIXED, nf = 0;
+        int n = P_FIXED;
         p[P_ROOT] = (struct pollfd){.fd = lfd, .events = POLLIN};
         p[P_SIG] = (struct pollfd){.fd = sfd, .events = POLLIN};
         p[P_TIMER] = (struct pollfd){.fd = tfd, .events = POLLIN};
         p[P_DIR] = (struct pollfd){.fd = ifd, .events = POLLIN};
+        p[P_FRAC] = (struct pollfd){.fd = a->epfd, .events = POLLIN};
         for (int i = 0; i < n_clients; i++)
             p[n++] = (struct pollfd){.fd = clients[i], .events = POLLIN};
-        for (int i = 0; i < a->n_fractions; i++)
-            if (a->fractions[i].listen_fd >= 0) {
-                owner[nf++] = a->fractions[i].listen_fd;
-                p[n++] = (struct pollfd){.fd = a->fractions[i].listen_fd, .events = POLLIN};
-            }
         if (poll(p, (nfds_t)n, -1) < 0 && errno != EINTR)
             return 1;
         if (p[P_SIG].revents & POLLIN)
@@ -260,9 +265,8 @@ static int loop(gf_agent *a, int lfd, int sfd, int tfd, int ifd)
         n_clients = kept;
         if (p[P_ROOT].revents & POLLIN)
             accept_one(lfd, clients, &n_clients);
-        for (int i = 0; i < nf; i++)
-            if (p[n - nf + i].revents & POLLIN)
-                accept_one(owner[i], clients, &n_clients);
+        if (p[P_FRAC].revents & POLLIN)
+            accept_fractions(a, clients, &n_clients);
     }
 }
 
@@ -291,6 +295,7 @@ int main(int argc, char **argv)
     pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
     pthread_mutex_init(&a->lock, &ma);
     a->log_fd = 2;
+    a->epfd = epoll_create1(EPOLL_CLOEXEC);
     if ((rc = parse_args(a, argc, argv)) >= 0)
         return rc;
     /* one open ledger per fraction: let the descriptor limit not be the cap */

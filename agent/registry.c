@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/epoll.h>
 #include <sys/stat.h>
 
 #include "agent.h"
@@ -67,8 +68,15 @@ static void open_socket(gf_agent *a, gf_afraction *f)
     f->listen_fd = -1;
     snprintf(path, sizeof(path), "%s/agent.sock", f->dir);
     if (fstat(f->ledger.fd, &st) < 0 ||
-        (f->listen_fd = gf_socket_listen(path, st.st_uid, &err)) < 0)
+        (f->listen_fd = gf_socket_listen(path, st.st_uid, &err)) < 0) {
         gf_agent_event(a, "fraction %s gets no agent socket: %s", f->cfg.name, err.msg);
+        return;
+    }
+    /* one epoll for all of them: the loop polls a single descriptor, however
+     * many fractions there are */
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = f->listen_fd};
+    if (a->epfd >= 0)
+        epoll_ctl(a->epfd, EPOLL_CTL_ADD, f->listen_fd, &ev);
 }
 
 static int open_fraction(gf_agent *a, const char *dir, gf_error *err)

@@ -825,9 +825,20 @@ static int sim_env(const ab_env *e, gf_error *err)
     return 0;
 }
 
-static int env_init(ab_env *e, const ab_opts *o, gf_error *err)
+/* The agent's state lives on tmpfs (/run/gpufrac) in production: measure it
+ * there (/dev/shm) unless TMPDIR says otherwise; on a disk file system the
+ * kernel's readahead and fault-around map far more ledger pages. */
+static const char *state_parent(void)
 {
     const char *t = getenv("TMPDIR");
+    if (t && *t)
+        return t;
+    return access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+}
+
+static int env_init(ab_env *e, const ab_opts *o, gf_error *err)
+{
+    const char *t = state_parent();
     char dir[GF_PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", e->exe, sizeof(e->exe) - 1);
 
@@ -839,9 +850,9 @@ static int env_init(ab_env *e, const ab_opts *o, gf_error *err)
     snprintf(e->agent_bin, sizeof(e->agent_bin), "%.*s/bin/gpufracd", GF_PATH_MAX - 16, e->build);
     if (access(e->agent_bin, X_OK) < 0)
         return gf_error_sys(err, "gpufracd (%s; --build DIR names the build)", e->agent_bin);
-    snprintf(e->tmp, sizeof(e->tmp), "%s/gpufracd-bench.XXXXXX", t && *t ? t : "/tmp");
+    snprintf(e->tmp, sizeof(e->tmp), "%s/gpufracd-bench.XXXXXX", t);
     if (!mkdtemp(e->tmp))
-        return gf_error_sys(err, "creating a directory under %s", t && *t ? t : "/tmp");
+        return gf_error_sys(err, "creating a directory under %s", t);
     e->sim = o->force_sim || !real_gpu_present();
     unsetenv("LD_PRELOAD");
     return e->sim ? sim_env(e, err) : 0;
