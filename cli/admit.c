@@ -6,10 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "quantity.h"
@@ -93,43 +91,6 @@ int gf_admit_check(const run_plan *p, gf_error *err)
                           "--memory asks %s",
                           g->index, g->uuid, h1, h3, h2);
     }
-    return rc;
-}
-
-static int agent_connect(const char *path)
-{
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    int fd;
-    if (strlen(path) >= sizeof(sa.sun_path))
-        return -1;
-    strcpy(sa.sun_path, path);
-    fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-        close(fd);
-        fd = -1;
-    }
-    return fd;
-}
-
-int gf_agent_request(const char *path, const gf_msg *req, gf_msg *reply, gf_error *err)
-{
-    char buf[GF_PROTO_MAX];
-    int len = gf_msg_encode(req, buf, sizeof(buf)), fd = agent_connect(path), rc = -1;
-    ssize_t n;
-
-    if (fd < 0)
-        return gf_error_sys(err, "connecting to gpufracd at %s", path);
-    if (len < 0 || send(fd, buf, (size_t)len, MSG_NOSIGNAL) != len ||
-        (n = recv(fd, buf, sizeof(buf), 0)) <= 0) {
-        gf_error_sys(err, "talking to gpufracd at %s", path);
-    } else if (gf_msg_decode(buf, (size_t)n, reply, err) == 0) {
-        rc = 0;
-        if (strcmp(reply->verb, "ok") != 0) {
-            const char *m = gf_msg_get(reply, "msg");
-            rc = gf_error_set(err, GF_ESTATE, "gpufracd: %s", m ? m : "refused");
-        }
-    }
-    close(fd);
     return rc;
 }
 

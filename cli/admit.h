@@ -7,6 +7,7 @@
 #define GPUFRAC_CLI_ADMIT_H
 
 #include "error.h"
+#include "agent_client.h"
 #include "proto.h"
 #include "run.h"
 
@@ -22,7 +23,5 @@ int gf_admit_check(const run_plan *p, gf_error *err);
 bool gf_agent_present(const char *state);
 /* Waits (at most 5 s) for the agent to open a fraction's socket. */
 int gf_agent_wait_socket(const char *path, gf_error *err);
-/* One request to the agent at path; a refusal is an error with its message. */
-int gf_agent_request(const char *path, const gf_msg *req, gf_msg *reply, gf_error *err);
 
 #endif

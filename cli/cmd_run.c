@@ -15,7 +15,7 @@ static void release_mps(void *arg)
 
     gf_msg_init(&req, "release");
     gf_msg_add(&req, "name", p->cfg.name);
-    if (gf_agent_request(p->cfg.agent, &req, &reply, &err) < 0)
+    if (gf_agent_request(p->cfg.agent, 0, &req, &reply, &err) < 0)
         fprintf(stderr, "gpufrac run: %s\n", err.msg);
 }
 

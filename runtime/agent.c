@@ -3,60 +3,12 @@
  * fails a create instead of hanging it. */
 #include <stdio.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <sys/un.h>
 #include <unistd.h>
 
+#include "agent_client.h"
 #include "runtime.h"
 
 #define RT_AGENT_TIMEOUT_S 20
-
-static int agent_connect(const char *path, gf_error *err)
-{
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    struct timeval tv = {.tv_sec = RT_AGENT_TIMEOUT_S};
-    int fd;
-
-    if (strlen(path) >= sizeof(sa.sun_path))
-        return gf_error_set(err, GF_EINVAL, "agent socket path too long: %s", path);
-    memcpy(sa.sun_path, path, strlen(path) + 1);
-    fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return gf_error_sys(err, "socket");
-    if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ||
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0 ||
-        connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-        gf_error_sys(err, "connecting to gpufracd at %s (is the node agent running?)", path);
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
-int rt_agent_request(const char *sock, const gf_msg *req, gf_msg *reply, gf_error *err)
-{
-    char buf[GF_PROTO_MAX];
-    int len = gf_msg_encode(req, buf, sizeof(buf)), fd, rc = -1;
-    ssize_t n;
-
-    if (len < 0)
-        return gf_error_set(err, GF_ENOSPACE, "request to gpufracd longer than %d bytes",
-                            GF_PROTO_MAX);
-    if ((fd = agent_connect(sock, err)) < 0)
-        return -1;
-    if (send(fd, buf, (size_t)len, MSG_NOSIGNAL) != len || (n = recv(fd, buf, sizeof(buf), 0)) <= 0) {
-        gf_error_sys(err, "talking to gpufracd at %s", sock);
-    } else if (gf_msg_decode(buf, (size_t)n, reply, err) == 0) {
-        rc = 0;
-        if (strcmp(reply->verb, "ok") != 0) {
-            const char *m = gf_msg_get(reply, "msg");
-            rc = gf_error_set(err, GF_ESTATE, "gpufracd: %s", m ? m : "refused");
-        }
-    }
-    close(fd);
-    return rc;
-}
 
 static void sock_path(const rt_settings *s, char *out, size_t len)
 {
@@ -109,7 +61,7 @@ int rt_agent_admit(const rt_settings *s, const rt_identity *id, const gf_pod_fra
         return gf_error_set(err, GF_EINVAL,
                             "the pod's identity cannot be sent to gpufracd (a value with spaces "
                             "or control characters?)");
-    if (rt_agent_request(sock, &req, &reply, err) < 0)
+    if (gf_agent_request(sock, RT_AGENT_TIMEOUT_S, &req, &reply, err) < 0)
         return -1;
     return copy_reply(&reply, "config", out->config, sizeof(out->config), err) < 0 ||
                    copy_reply(&reply, "ledger", out->ledger, sizeof(out->ledger), err) < 0 ||
@@ -128,7 +80,7 @@ int rt_agent_attach(const rt_settings *s, const char *name, long pid, gf_error *
     gf_msg_init(&req, "attach");
     gf_msg_add(&req, "name", name);
     gf_msg_add_u64(&req, "pid", (uint64_t)pid);
-    return rt_agent_request(sock, &req, &reply, err);
+    return gf_agent_request(sock, RT_AGENT_TIMEOUT_S, &req, &reply, err);
 }
 
 int rt_agent_release(const rt_settings *s, const char *name, gf_error *err)
@@ -140,5 +92,5 @@ int rt_agent_release(const rt_settings *s, const char *name, gf_error *err)
     gf_msg_init(&req, "release");
     gf_msg_add(&req, "name", name);
     gf_msg_add(&req, "remove", "1");
-    return rt_agent_request(sock, &req, &reply, err);
+    return gf_agent_request(sock, RT_AGENT_TIMEOUT_S, &req, &reply, err);
 }

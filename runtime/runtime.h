@@ -105,8 +105,6 @@ typedef struct rt_identity {
     char name[GF_NAME_MAX]; /* the fraction */
     const char *ns, *pod, *container, *sandbox;
 } rt_identity;
-
-int rt_agent_request(const char *sock, const gf_msg *req, gf_msg *reply, gf_error *err);
 int rt_agent_admit(const rt_settings *s, const rt_identity *id, const gf_pod_fraction *pf,
                    const rt_devices *d, rt_admitted *out, gf_error *err);
 int rt_agent_attach(const rt_settings *s, const char *name, long pid, gf_error *err);

@@ -5,10 +5,9 @@
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
+#include "agent_client.h"
 #include "proto.h"
 #include "shim.h"
 
@@ -17,66 +16,42 @@
 static pthread_mutex_t agent_lock = PTHREAD_MUTEX_INITIALIZER;
 static int agent_fd = -1;
 
-static int agent_connect(void)
+/* One request, one reply on the process's connection; a connection the
+ * agent dropped (it restarted) is made again once. */
+static int agent_call(const gf_msg *req, gf_msg *reply, gf_error *err)
 {
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    int fd;
+    const char *path = gf_state.cfg.agent;
+    int rc = -1;
 
-    if (strlen(gf_state.cfg.agent) >= sizeof(sa.sun_path))
-        return -1;
-    strcpy(sa.sun_path, gf_state.cfg.agent);
-    fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -1;
-    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
-/* One request, one reply. Returns 0 with *reply filled, or -1. */
-static int agent_call(const gf_msg *req, gf_msg *reply)
-{
-    char buf[GF_PROTO_MAX];
-    gf_error err;
-    int len = gf_msg_encode(req, buf, sizeof(buf)), rc = -1;
-    ssize_t n;
-
-    if (len < 0)
-        return -1;
     pthread_mutex_lock(&agent_lock);
-    for (int attempt = 0; attempt < 2 && rc < 0; attempt++) {
-        if (agent_fd < 0 && (agent_fd = agent_connect()) < 0)
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if (agent_fd < 0 && (agent_fd = gf_agent_connect(path, 0, err)) < 0)
             break;
-        if (send(agent_fd, buf, (size_t)len, MSG_NOSIGNAL) == len &&
-            (n = recv(agent_fd, buf, sizeof(buf), 0)) > 0) {
-            rc = gf_msg_decode(buf, (size_t)n, reply, &err);
+        if ((rc = gf_agent_exchange(agent_fd, path, req, reply, err)) == 0 ||
+            err->code != GF_ESYS)
             break;
-        }
-        close(agent_fd); /* the agent restarted: reconnect once */
+        close(agent_fd);
         agent_fd = -1;
     }
     pthread_mutex_unlock(&agent_lock);
-    if (rc < 0)
-        gf_log(GF_LOG_WARN, "agent %s: no answer", gf_state.cfg.agent);
     return rc;
 }
 
 static int agent_ask(const char *verb, const char *uuid, uint64_t bytes, gf_msg *reply)
 {
     gf_msg req;
+    gf_error err;
+
     gf_msg_init(&req, verb);
     gf_msg_add(&req, "dev", uuid);
     gf_msg_add_u64(&req, "bytes", bytes);
-    if (agent_call(&req, reply) < 0)
-        return -1;
-    if (strcmp(reply->verb, "ok") != 0) {
-        const char *m = gf_msg_get(reply, "msg");
-        gf_log(GF_LOG_INFO, "agent refused %s: %s", verb, m ? m : "(no reason)");
-        return -1;
-    }
-    return 0;
+    if (agent_call(&req, reply, &err) == 0)
+        return 0;
+    if (err.code == GF_ESTATE)
+        gf_log(GF_LOG_INFO, "agent refused %s: %s", verb, err.msg);
+    else
+        gf_log(GF_LOG_WARN, "agent %s: no answer (%s)", gf_state.cfg.agent, err.msg);
+    return -1;
 }
 
 GF_HIDDEN bool gf_agent_borrow(const gf_ordinal *o, uint64_t bytes)
