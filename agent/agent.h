@@ -82,7 +82,6 @@ int gf_registry_scan(gf_agent *a, gf_error *err);
 /* As gf_registry_scan, but skipped when the fractions directory has not
  * changed since the last scan (what requests use). The tick does the full one. */
 int gf_registry_scan_if_changed(gf_agent *a, gf_error *err);
-#define gf_registry_refresh gf_registry_scan
 gf_afraction *gf_registry_find_pid(gf_agent *a, pid_t pid, int *slot);
 gf_afraction *gf_registry_find_name(gf_agent *a, const char *name);
 /* The same, rescanning once on a miss (a fraction made since the last scan):

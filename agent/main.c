@@ -178,9 +178,8 @@ static int make_timer(int ms)
 static void tick(gf_agent *a)
 {
     gf_error err;
-    uint64_t expirations;
     pthread_mutex_lock(&a->lock);
-    if (gf_registry_refresh(a, &err) < 0)
+    if (gf_registry_scan(a, &err) < 0)
         gf_log_write(a->log_fd, GF_LOG_WARN, "gpufracd", "%s", err.msg);
     gf_agent_nvml_refresh(a, &err);
     if (gf_watchdog_tick(a, &err) < 0)
@@ -192,7 +191,6 @@ static void tick(gf_agent *a)
     gf_publish_tick(a);
     gf_mps_stop_idle(a, &err);
     pthread_mutex_unlock(&a->lock);
-    (void)expirations;
 }
 
 static void accept_one(int lfd, int *clients, int *n_clients)
@@ -308,9 +306,10 @@ int main(int argc, char **argv)
         fputs("gpufracd: out of memory\n", stderr);
         return 1;
     }
-    if (make_dirs(a, &err) == 0)
-        gf_counters_load(a);
-    if (make_dirs(a, &err) < 0 || gf_agent_nvml_init(a, &err) < 0 ||
+    if (make_dirs(a, &err) < 0)
+        goto fail;
+    gf_counters_load(a);
+    if (gf_agent_nvml_init(a, &err) < 0 ||
         gf_registry_scan(a, &err) < 0 || (lfd = gf_server_listen(a, &err)) < 0)
         goto fail;
     /* signals are blocked before any thread starts, so every thread inherits
