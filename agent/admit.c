@@ -129,7 +129,6 @@ static int check_fit(gf_agent *a, const gf_fraction_config *cfg, gf_error *err)
 static int make_fraction(gf_agent *a, gf_fraction_config *cfg, const gf_msg *in, gf_error *err)
 {
     char tmp[GF_PATH_MAX + 96], dir[GF_PATH_MAX + 96], text[GF_CONFIG_TEXT_MAX], id[512];
-    gf_ledger lg = {.fd = -1};
     uint64_t uid = 0;
 
     snprintf(dir, sizeof(dir), "%s/fractions/%s", a->state_dir, cfg->name);
@@ -151,13 +150,8 @@ static int make_fraction(gf_agent *a, gf_fraction_config *cfg, const gf_msg *in,
     char ledger_tmp[GF_PATH_MAX + 128];
     snprintf(ledger_tmp, sizeof(ledger_tmp), "%s/ledger", tmp);
     if (write_file(tmp, "identity", id, 0444, err) < 0 ||
-        gf_ledger_create(ledger_tmp, cfg->name, 0600, err) < 0 ||
-        gf_ledger_open(ledger_tmp, &lg, err) < 0)
+        gf_ledger_create_for(ledger_tmp, cfg, 0600, err) < 0)
         goto fail;
-    for (size_t i = 0; i < cfg->n_devices; i++)
-        gf_ledger_device_index(&lg, cfg->devices[i].uuid, cfg->devices[i].request,
-                               cfg->devices[i].limit, err);
-    gf_ledger_close(&lg);
     /* the fraction is given to the container's user: its ledger, nobody else's */
     if (gf_msg_get(in, "uid") && gf_msg_get_u64(in, "uid", &uid, err) == 0 &&
         chown(ledger_tmp, (uid_t)uid, (gid_t)-1) < 0) {

@@ -37,21 +37,10 @@ static int write_config(const char *dir, const gf_fraction_config *cfg, gf_error
 static int make_ledger(const char *dir, const gf_fraction_config *cfg, gf_error *err)
 {
     char path[GF_PATH_MAX];
-    gf_ledger lg = {.fd = -1};
-    int rc = 0;
 
     if (gf_path_join(path, sizeof(path), dir, "ledger") < 0)
         return gf_error_sys(err, "fraction ledger path");
-    if (gf_ledger_create(path, cfg->name, 0600, err) < 0 || gf_ledger_open(path, &lg, err) < 0)
-        return -1;
-    /* registered up front so that status shows them before the first use */
-    for (size_t i = 0; i < cfg->n_devices && rc == 0; i++) {
-        const gf_config_device *d = &cfg->devices[i];
-        if (gf_ledger_device_index(&lg, d->uuid, d->request, d->limit, err) < 0)
-            rc = -1;
-    }
-    gf_ledger_close(&lg);
-    return rc;
+    return gf_ledger_create_for(path, cfg, 0600, err);
 }
 
 static int take_supervisor_lock(const char *dir, gf_error *err)

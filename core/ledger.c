@@ -79,6 +79,23 @@ fail:
     return -1;
 }
 
+int gf_ledger_create_for(const char *path, const gf_fraction_config *cfg, mode_t mode,
+                         gf_error *err)
+{
+    gf_ledger lg = {.fd = -1};
+    int rc = 0;
+
+    if (gf_ledger_create(path, cfg->name, mode, err) < 0 || gf_ledger_open(path, &lg, err) < 0)
+        return -1;
+    for (size_t i = 0; i < cfg->n_devices && rc == 0; i++) {
+        const gf_config_device *d = &cfg->devices[i];
+        if (gf_ledger_device_index(&lg, d->uuid, d->request, d->limit, err) < 0)
+            rc = -1;
+    }
+    gf_ledger_close(&lg);
+    return rc;
+}
+
 static int ledger_map(int fd, const char *path, gf_ledger *lg, gf_error *err)
 {
     struct stat st;

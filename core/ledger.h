@@ -80,6 +80,11 @@ typedef struct gf_ledger {
 /* Creates a ledger file (temp + rename, so readers never see it half made). */
 int gf_ledger_create(const char *path, const char *name, mode_t mode, gf_error *err);
 
+/* gf_ledger_create, then registers cfg's devices with their limits, so that
+ * they show before a process first uses them. */
+int gf_ledger_create_for(const char *path, const gf_fraction_config *cfg, mode_t mode,
+                         gf_error *err);
+
 /* Maps an existing ledger and validates it. Does not claim a slot. */
 int gf_ledger_open(const char *path, gf_ledger *lg, gf_error *err);
 void gf_ledger_close(gf_ledger *lg);
