@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "admit.h"
+#include "place.h"
 #include "quantity.h"
 
 static int write_file(const char *dir, const char *name, const char *text, mode_t mode,
@@ -98,6 +99,8 @@ static int parse_admit(const gf_msg *in, gf_fraction_config *cfg, gf_error *err)
                                       pct > 100))
         return gf_error_set(err, GF_EINVAL, "compute= must be a percentage from 1 to 100");
     cfg->compute_percent = (int)pct;
+    if (gf_msg_get(in, "place"))
+        return 0; /* no devices given: gf_place picks them */
     return parse_devices(gf_msg_get(in, "devices"), cfg, err);
 }
 
@@ -181,7 +184,8 @@ void gf_admit_container(gf_agent *a, const gf_msg *in, gf_msg *out, const struct
         return gf_reply_error(out, err.msg);
     gf_registry_scan_if_changed(a, &err);
     if (!gf_registry_find_name_fresh(a, cfg.name)) {
-        if (check_fit(a, &cfg, &err) < 0 || make_fraction(a, &cfg, in, &err) < 0)
+        if ((gf_msg_get(in, "place") && gf_place(a, in, &cfg, &err) < 0) ||
+            check_fit(a, &cfg, &err) < 0 || make_fraction(a, &cfg, in, &err) < 0)
             return gf_reply_error(out, err.msg);
         gf_registry_scan_if_changed(a, &err);
         gf_agent_event(a, "admitted container fraction %s", cfg.name);
@@ -202,6 +206,12 @@ void gf_admit_container(gf_agent *a, const gf_msg *in, gf_msg *out, const struct
     gf_msg_add(out, "ledger", f->cfg.ledger);
     gf_msg_add(out, "socket", f->cfg.agent);
     gf_msg_add(out, "mps", pipe);
+    char devs[GF_PROTO_VAL_MAX] = "";
+    for (size_t i = 0, off = 0; i < f->cfg.n_devices && off < sizeof(devs); i++)
+        off += (size_t)snprintf(devs + off, sizeof(devs) - off, "%s%s/%" PRIu64 "/%" PRIu64,
+                                i ? "," : "", f->cfg.devices[i].uuid, f->cfg.devices[i].request,
+                                f->cfg.devices[i].limit);
+    gf_msg_add(out, "devices", devs);
 }
 
 void gf_attach_container(gf_agent *a, const gf_msg *in, gf_msg *out, const struct ucred *cr)

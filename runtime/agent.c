@@ -42,26 +42,78 @@ static int copy_reply(const gf_msg *r, const char *key, char *out, size_t len, g
     return 0;
 }
 
+/* An amount as the agent's placement reads it: bytes, or a portion. */
+static void amount_value(const gf_amount *am, char *buf, size_t len)
+{
+    if (am->is_portion)
+        snprintf(buf, len, "%.17g", am->portion);
+    else
+        snprintf(buf, len, "%llu", (unsigned long long)am->bytes);
+}
+
+static int placement(const gf_pod_fraction *pf, const rt_devices *d, gf_msg *req)
+{
+    char request[48], limit[48];
+
+    amount_value(&pf->spec.request, request, sizeof(request));
+    amount_value(&pf->spec.limit, limit, sizeof(limit));
+    return gf_msg_add_u64(req, "place", (uint64_t)d->place) < 0 ||
+                   gf_msg_add(req, "request", request) < 0 || gf_msg_add(req, "limit", limit) < 0
+               ? -1
+               : 0;
+}
+
+/* The devices the agent placed the fraction on: "uuid/request/limit,...". */
+static int placed_devices(const gf_msg *r, rt_devices *d, gf_error *err)
+{
+    char buf[GF_PROTO_VAL_MAX], *save = NULL;
+    const char *v = gf_msg_get(r, "devices");
+    size_t off = 0;
+
+    snprintf(buf, sizeof(buf), "%s", v ? v : "");
+    d->n = 0;
+    for (char *it = strtok_r(buf, ",", &save); it; it = strtok_r(NULL, ",", &save)) {
+        rt_device *dev = &d->dev[d->n];
+        unsigned long long rq, lm;
+        char *slash = strchr(it, '/');
+        if (d->n == GF_CONFIG_DEVICES_MAX || !slash || sscanf(slash, "/%llu/%llu", &rq, &lm) != 2)
+            return gf_error_set(err, GF_EINVAL, "gpufracd's admit reply has devices=\"%s\"",
+                                v ? v : "");
+        *slash = '\0';
+        snprintf(dev->uuid, sizeof(dev->uuid), "%s", it);
+        dev->request = rq;
+        dev->limit = lm;
+        off += (size_t)snprintf(d->visible + off, sizeof(d->visible) - off, "%s%s",
+                                d->n ? "," : "", dev->uuid);
+        d->n++;
+    }
+    if (!d->n)
+        return gf_error_set(err, GF_EINVAL, "gpufracd placed the fraction on no GPU");
+    return 0;
+}
+
 int rt_agent_admit(const rt_settings *s, const rt_identity *id, const gf_pod_fraction *pf,
-                   const rt_devices *d, rt_admitted *out, gf_error *err)
+                   rt_devices *d, rt_admitted *out, gf_error *err)
 {
     char sock[GF_PATH_MAX + 16], devs[GF_PROTO_VAL_MAX];
     int percent = pf->spec.has_compute ? gf_compute_percent(pf->spec.compute) : 100;
     gf_msg req, reply;
 
     sock_path(s, sock, sizeof(sock));
-    if (devices_value(d, devs, sizeof(devs), err) < 0)
+    if (!d->place && devices_value(d, devs, sizeof(devs), err) < 0)
         return -1;
     gf_msg_init(&req, "admit");
     if (gf_msg_add(&req, "name", id->name) < 0 || gf_msg_add(&req, "ns", id->ns) < 0 ||
         gf_msg_add(&req, "pod", id->pod) < 0 || gf_msg_add(&req, "container", id->container) < 0 ||
         gf_msg_add(&req, "mode", gf_mode_name(pf->spec.mode)) < 0 ||
         gf_msg_add_u64(&req, "compute", (uint64_t)percent) < 0 ||
-        gf_msg_add(&req, "devices", devs) < 0)
+        (d->place ? placement(pf, d, &req) : gf_msg_add(&req, "devices", devs)) < 0)
         return gf_error_set(err, GF_EINVAL,
                             "the pod's identity cannot be sent to gpufracd (a value with spaces "
                             "or control characters?)");
     if (gf_agent_request(sock, RT_AGENT_TIMEOUT_S, &req, &reply, err) < 0)
+        return -1;
+    if (d->place && placed_devices(&reply, d, err) < 0)
         return -1;
     return copy_reply(&reply, "config", out->config, sizeof(out->config), err) < 0 ||
                    copy_reply(&reply, "ledger", out->ledger, sizeof(out->ledger), err) < 0 ||

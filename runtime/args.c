@@ -11,6 +11,11 @@ static const char *const global_valued[] = {"log", "log-format", "root", "criu",
 /* Flags of create/run that take a value. */
 static const char *const create_valued[] = {"bundle", "b", "console-socket", "pid-file",
                                             "preserve-fds", NULL};
+/* Flags of exec that take a value. */
+static const char *const exec_valued[] = {"process", "p", "console-socket", "pid-file", "cwd",
+                                          "env", "e", "user", "u", "additional-gids", "g",
+                                          "process-label", "apparmor", "cap", "c",
+                                          "preserve-fds", "cgroup", NULL};
 
 static bool in(const char *const *list, const char *name, size_t len)
 {
@@ -65,6 +70,8 @@ static int walk(int argc, char **argv, int i, const char *const *valued, rt_args
             a->root = v;
         else if (!global && (is(name, len, "bundle") || is(name, len, "b")))
             a->bundle = v;
+        else if (!global && (is(name, len, "process") || is(name, len, "p")))
+            a->process = v;
     }
     return i;
 }
@@ -82,6 +89,8 @@ void rt_args_parse(int argc, char **argv, rt_args *a)
     a->verb = argv[i++];
     if (strcmp(a->verb, "create") == 0 || strcmp(a->verb, "run") == 0)
         i = walk(argc, argv, i, create_valued, a, false);
+    else if (strcmp(a->verb, "exec") == 0)
+        i = walk(argc, argv, i, exec_valued, a, false);
     else
         i = walk(argc, argv, i, (const char *const[]){NULL}, a, false);
     if (i < argc)

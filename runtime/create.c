@@ -50,6 +50,31 @@ static bool has_own_keys(const create_ctx *c)
     return false;
 }
 
+static bool has_key(const create_ctx *c, const char *key)
+{
+    for (size_t i = 0; i < c->n_kv; i++)
+        if (strcmp(c->kv[i].key, key) == 0)
+            return true;
+    return false;
+}
+
+/* KAI's pod-level forms without gpu-fraction-container-name mean the pod's
+ * first container, which CRI does not tell a runtime. When no container has
+ * keys of its own either, the first container of the pod to start takes them
+ * (kubelet starts them in the pod spec's order); a restart keeps it. */
+static bool takes_pod_level_forms(const create_ctx *c)
+{
+    size_t pl = strlen(GF_NVFRACTIONS_PREFIX);
+
+    if (!c->s->nvfractions || has_key(c, "gpu-fraction-container-name") ||
+        !(has_key(c, "gpu-fraction") || has_key(c, "gpu-memory")))
+        return false;
+    for (size_t i = 0; i < c->n_kv; i++)
+        if (strncmp(c->kv[i].key, GF_NVFRACTIONS_PREFIX, pl) == 0)
+            return false;
+    return rt_pod_claim(c->s, c->id.sandbox, c->id.container);
+}
+
 static const char *or_dash(const char *s)
 {
     return s && *s ? s : "-";
@@ -83,7 +108,7 @@ static int decode(create_ctx *c, gf_error *err)
     if (!c->s->nvfractions)
         only_per_container_keys(c);
     o.container = c->id.container;
-    o.container_is_first = has_own_keys(c);
+    o.container_is_first = has_own_keys(c) || takes_pod_level_forms(c);
     return gf_annotations_decode(c->kv, c->n_kv, &o, &c->pf, err);
 }
 
@@ -121,6 +146,27 @@ static int edit_env(create_ctx *c, gf_error *err)
                    rt_spec_env_set(sp, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", pinned, err) < 0
                ? -1
                : 0;
+}
+
+/* The container's entry: its fraction, and the env edit_env set (for exec). */
+static int map_write(create_ctx *c, gf_error *err)
+{
+    char env[4096];
+    size_t off = 0;
+
+    env[0] = '\0';
+    for (const char *const *n = owned_env; *n; n++) {
+        const char *v = rt_spec_env_get(c->spec, *n);
+        int w;
+        if (!v)
+            continue;
+        w = snprintf(env + off, sizeof(env) - off, "%s=%s\n", *n, v);
+        if (w < 0 || (size_t)w >= sizeof(env) - off)
+            return gf_error_set(err, GF_ENOSPACE, "the environment of fraction %s is too long",
+                                c->id.name);
+        off += (size_t)w;
+    }
+    return rt_map_write(c->s, c->a->id, c->id.name, env, err);
 }
 
 static int edit_mounts(create_ctx *c, gf_error *err)
@@ -171,8 +217,8 @@ static int admit_and_edit(create_ctx *c, gf_error *err)
     if (rt_agent_admit(c->s, &c->id, &c->pf, &c->devs, &c->adm, err) < 0)
         return gf_error_wrap(err, "admitting fraction %s", c->id.name);
     c->admitted = true;
-    if (rt_map_write(c->s, c->a->id, c->id.name, err) < 0 || edit_env(c, err) < 0 ||
-        edit_mounts(c, err) < 0 || edit_hooks(c, err) < 0 || rt_spec_save(c->path, c->spec, err) < 0)
+    if (edit_env(c, err) < 0 || map_write(c, err) < 0 || edit_mounts(c, err) < 0 ||
+        edit_hooks(c, err) < 0 || rt_spec_save(c->path, c->spec, err) < 0)
         return -1;
     return 0;
 }

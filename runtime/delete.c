@@ -23,6 +23,8 @@ int rt_delete(const rt_args *a, const rt_settings *s)
     gf_error err = {0};
     int rc;
 
+    if (a->id)
+        rt_pod_claim_remove(s, a->id); /* the sandbox's own delete ends its claim */
     if (!a->id || rt_map_read(s, a->id, name, sizeof(name)) < 0) {
         rt_exec_real(s, a->argv, &err);
         rt_report(a, "error", err.msg);

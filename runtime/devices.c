@@ -27,8 +27,7 @@ static int choose(const gf_gpu_list *all, const gf_pod_fraction *pf, const char 
                             "the fraction asks for %zu GPUs; this node has %zu (and a fraction "
                             "at most %d)",
                             want, all->n, GF_CONFIG_DEVICES_MAX);
-    out->n = want;
-    memcpy(out->gpus, all->gpus, want * sizeof(all->gpus[0]));
+    out->n = 0; /* no assignment: the agent places it */
     return 0;
 }
 
@@ -51,6 +50,10 @@ int rt_devices_resolve(const gf_pod_fraction *pf, const char *key, const char *s
     memset(out, 0, sizeof(*out));
     if (gf_gpus_probe(&all, err) < 0 || choose(&all, pf, key, spec_visible, &sel, err) < 0)
         return -1;
+    if (sel.n == 0) {
+        out->place = pf->num_devices > 0 ? pf->num_devices : 1;
+        return 0;
+    }
     for (size_t i = 0; i < sel.n; i++) {
         rt_device *d = &out->dev[out->n++];
         snprintf(d->uuid, sizeof(d->uuid), "%s", sel.gpus[i].uuid);

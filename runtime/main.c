@@ -26,6 +26,8 @@ int main(int argc, char **argv)
         return rt_create(&a, &s);
     if (a.verb && strcmp(a.verb, "delete") == 0)
         return rt_delete(&a, &s);
+    if (a.verb && strcmp(a.verb, "exec") == 0)
+        return rt_exec_verb(&a, &s);
     rt_exec_real(&s, argv, &err);
     rt_report(&a, "error", err.msg);
     return 1;

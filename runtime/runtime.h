@@ -31,6 +31,7 @@ typedef struct rt_args {
     const char *root;       /* --root, NULL = runc's default */
     const char *verb;       /* NULL when none */
     const char *bundle;     /* create/run: --bundle/-b, NULL = cwd */
+    const char *process;    /* exec: --process/-p, NULL when absent */
     const char *id;         /* the first operand after the verb */
 } rt_args;
 
@@ -85,11 +86,13 @@ typedef struct rt_devices {
     size_t n;
     rt_device dev[GF_CONFIG_DEVICES_MAX];
     char visible[GF_DEVICES_MAX]; /* NVIDIA_VISIBLE_DEVICES for the container */
+    int place; /* > 0: no device assignment; the agent places this many GPUs */
 } rt_devices;
 
 /* From gpus.devices (UUIDs, CDI names, indices), else the spec's own
- * NVIDIA_VISIBLE_DEVICES list, else the first num_devices GPUs; amounts
- * resolved against each GPU's NVML total. */
+ * NVIDIA_VISIBLE_DEVICES list, amounts resolved against each GPU's NVML
+ * total; else none yet (place = num_devices): the agent places the fraction
+ * and rt_agent_admit fills the devices from its reply. */
 int rt_devices_resolve(const gf_pod_fraction *pf, const char *key, const char *spec_visible,
                        rt_devices *out, gf_error *err);
 
@@ -106,13 +109,23 @@ typedef struct rt_identity {
     const char *ns, *pod, *container, *sandbox;
 } rt_identity;
 int rt_agent_admit(const rt_settings *s, const rt_identity *id, const gf_pod_fraction *pf,
-                   const rt_devices *d, rt_admitted *out, gf_error *err);
+                   rt_devices *d, rt_admitted *out, gf_error *err);
 int rt_agent_attach(const rt_settings *s, const char *name, long pid, gf_error *err);
 int rt_agent_release(const rt_settings *s, const char *name, gf_error *err);
 
 /* ---- <state>/containers/<id>: container id -> fraction name -------------- */
-int rt_map_write(const rt_settings *s, const char *id, const char *name, gf_error *err);
+/* The first line is the fraction's name; then the NAME=value lines of the
+ * environment the fraction's processes get (for exec). */
+int rt_map_write(const rt_settings *s, const char *id, const char *name, const char *env,
+                 gf_error *err);
 int rt_map_read(const rt_settings *s, const char *id, char *name, size_t len);
+/* The environment lines of a container's entry; -1 when it has none. */
+int rt_map_env(const rt_settings *s, const char *id, char *env, size_t len);
+/* <state>/pods/<sandbox id>: the container that took the pod-level forms
+ * (gpu-fraction, gpu-memory) when they name no container. Returns whether
+ * container is (or now becomes) that container. */
+bool rt_pod_claim(const rt_settings *s, const char *sandbox, const char *container);
+void rt_pod_claim_remove(const rt_settings *s, const char *sandbox);
 void rt_map_remove(const rt_settings *s, const char *id);
 /* <state>/ld.so.preload naming RT_SHIM_IN; created when missing. */
 int rt_preload_file(const rt_settings *s, char *path, size_t len, gf_error *err);
@@ -120,6 +133,7 @@ int rt_preload_file(const rt_settings *s, char *path, size_t len, gf_error *err)
 /* ---- verbs ---------------------------------------------------------------- */
 int rt_create(const rt_args *a, rt_settings *s);
 int rt_delete(const rt_args *a, const rt_settings *s);
+int rt_exec_verb(const rt_args *a, const rt_settings *s);
 int rt_hook(int argc, char **argv, const rt_settings *s);
 
 /* The fraction's name for a container: k8s.<sandbox id:12>.<container>. */

@@ -1,5 +1,7 @@
-/* The wrapper's own files in the agent's state directory:
- *   containers/<container id>   the fraction name of a container (for delete)
+/* The wrapper's own files in the agent's state directory (root's, trusted):
+ *   containers/<container id>   the fraction name of a container (for delete),
+ *                               then the fraction's env lines (for exec)
+ *   pods/<sandbox id>           the container that took a pod's pod-level forms
  *   ld.so.preload               one line: the shim's path inside containers */
 #include <errno.h>
 #include <fcntl.h>
@@ -46,16 +48,18 @@ static int ensure_dir(const char *path, gf_error *err)
     return 0;
 }
 
-int rt_map_write(const rt_settings *s, const char *id, const char *name, gf_error *err)
+int rt_map_write(const rt_settings *s, const char *id, const char *name, const char *env,
+                 gf_error *err)
 {
-    char dir[GF_PATH_MAX + 16], path[GF_PATH_MAX + 300], text[GF_NAME_MAX + 2];
+    char dir[GF_PATH_MAX + 16], path[GF_PATH_MAX + 300], text[GF_NAME_MAX + 4096];
 
     if (!id_valid(id))
         return gf_error_set(err, GF_EINVAL, "container id \"%s\" is not usable as a file name",
                             id ? id : "");
     snprintf(dir, sizeof(dir), "%s/containers", s->state);
     snprintf(path, sizeof(path), "%s/%s", dir, id);
-    snprintf(text, sizeof(text), "%s\n", name);
+    if ((size_t)snprintf(text, sizeof(text), "%s\n%s", name, env ? env : "") >= sizeof(text))
+        return gf_error_set(err, GF_ENOSPACE, "the environment of fraction %s is too long", name);
     if (ensure_dir(s->state, err) < 0 || ensure_dir(dir, err) < 0)
         return -1;
     return write_atomic(path, text, err);
@@ -78,6 +82,72 @@ int rt_map_read(const rt_settings *s, const char *id, char *name, size_t len)
     }
     fclose(fp);
     return rc;
+}
+
+int rt_map_env(const rt_settings *s, const char *id, char *env, size_t len)
+{
+    char path[GF_PATH_MAX + 300], first[GF_NAME_MAX + 2];
+    size_t n;
+    FILE *fp;
+
+    if (!id_valid(id))
+        return -1;
+    snprintf(path, sizeof(path), "%s/containers/%s", s->state, id);
+    if (!(fp = fopen(path, "re")))
+        return -1;
+    if (!fgets(first, sizeof(first), fp) || !strchr(first, '\n')) {
+        fclose(fp);
+        return -1;
+    }
+    n = fread(env, 1, len - 1, fp);
+    env[n] = '\0';
+    fclose(fp);
+    return n > 0 && n < len - 1 ? 0 : -1;
+}
+
+static void pod_path(const rt_settings *s, const char *sandbox, char *path, size_t len)
+{
+    snprintf(path, len, "%s/pods/%s", s->state, sandbox);
+}
+
+bool rt_pod_claim(const rt_settings *s, const char *sandbox, const char *container)
+{
+    char dir[GF_PATH_MAX + 16], path[GF_PATH_MAX + 300], have[256] = "";
+    gf_error ignored;
+    ssize_t n;
+    int fd;
+
+    if (!id_valid(sandbox) || !container || !*container)
+        return false;
+    snprintf(dir, sizeof(dir), "%s/pods", s->state);
+    if (ensure_dir(s->state, &ignored) < 0 || ensure_dir(dir, &ignored) < 0)
+        return false;
+    pod_path(s, sandbox, path, sizeof(path));
+    /* the first container of the pod to start takes it: kubelet starts a
+     * pod's containers one after another, in the pod spec's order */
+    fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+        size_t len = strlen(container);
+        bool ok = write(fd, container, len) == (ssize_t)len;
+        close(fd);
+        return ok;
+    }
+    if (errno != EEXIST || (fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+        return false;
+    n = read(fd, have, sizeof(have) - 1);
+    close(fd);
+    have[n > 0 ? n : 0] = '\0';
+    return strcmp(have, container) == 0;
+}
+
+void rt_pod_claim_remove(const rt_settings *s, const char *sandbox)
+{
+    char path[GF_PATH_MAX + 300];
+
+    if (!id_valid(sandbox))
+        return;
+    pod_path(s, sandbox, path, sizeof(path));
+    unlink(path);
 }
 
 void rt_map_remove(const rt_settings *s, const char *id)

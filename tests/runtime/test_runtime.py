@@ -255,7 +255,12 @@ class FractionalContainerTest(RuntimeTestCase):
                          ["hook", "attach", name])
         self.assertEqual(spec["hooks"]["poststop"][-1]["args"][1:], ["hook", "release", name])
         self.assertEqual(spec["hooks"]["createRuntime"][-1]["path"], os.path.realpath(RUNTIME))
-        self.assertEqual(read(os.path.join(self.state, "containers", "frac2")).strip(), name)
+        entry = read(os.path.join(self.state, "containers", "frac2")).splitlines()
+        self.assertEqual(entry[0], name)
+        # then the env exec'd processes get (containerd's exec does not read config.json)
+        self.assertIn("NVIDIA_GPU_MEMORY_LIMIT=1536", entry[1:])
+        self.assertEqual(sorted(entry[1:]), sorted(e for e in env if e.split("=")[0] in (
+            "NVIDIA_VISIBLE_DEVICES", "NVIDIA_GPU_MEMORY_REQUEST", "NVIDIA_GPU_MEMORY_LIMIT")))
         if not self.real_agent:
             attached = os.path.join(self.state, "fractions", name, "attached")
             self.assertTrue(os.path.exists(attached), "createRuntime hook attached the pid")

@@ -1,0 +1,12 @@
+/* The agent's placement of a container fraction without gpus.devices. */
+#ifndef GPUFRAC_AGENT_PLACE_H
+#define GPUFRAC_AGENT_PLACE_H
+
+#include "agent.h"
+#include "proto.h"
+
+/* Reads place=, request=, limit= and fills cfg->devices (mode from cfg);
+ * when nothing fits, the message says what was asked and what is free. */
+int gf_place(gf_agent *a, const gf_msg *in, gf_fraction_config *cfg, gf_error *err);
+
+#endif
