@@ -1,0 +1,322 @@
+"""A node for the CRI tests: real containerd (Debian's package) on a private
+socket with private root/state dirs, gpufracd, gpusim, and a CRI v1 client
+that calls containerd as the kubelet does. Nothing here touches a system
+containerd (/run/containerd/containerd.sock, /var/lib/containerd) or /etc.
+
+The client's messages come from cri_subset.proto (a subset of the published
+runtime.v1 API), compiled at run time with Debian's python3-grpc-tools."""
+import importlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+from harness import BUILD, GPUSIM, PROBE, SHIM  # noqa: E402
+
+RUNTIME = os.path.join(BUILD, "bin", "gpufrac-runtime")
+AGENT = os.path.join(BUILD, "bin", "gpufracd")
+PAUSE = os.path.join(BUILD, "tests", "cri_pause")
+MPS_FAKE = os.path.join(HERE, "..", "fakes", "nvidia-cuda-mps-control")
+
+
+def which(name):
+    return shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin:/usr/bin:/bin")
+
+
+CONTAINERD, CTR, RUNC, UMOCI = (which(n) for n in ("containerd", "ctr", "runc", "umoci"))
+SHIM_V2 = which("containerd-shim-runc-v2")
+BUSYBOX = next((p for p in ("/bin/busybox", "/usr/bin/busybox") if os.path.exists(p)), None)
+IMAGE = "localhost/gpufrac-test/probe:1"
+PAUSE_IMAGE = "localhost/gpufrac-test/pause:1"
+Gi, Mi = 1 << 30, 1 << 20
+
+
+def skip_reason():
+    """Why containerd cannot run here, or None."""
+    if os.geteuid() != 0:
+        return "the CRI tests need root (containerd and runc create namespaces, cgroups, mounts)"
+    for name, path in (("containerd", CONTAINERD), ("ctr", CTR), ("containerd-shim-runc-v2",
+                       SHIM_V2), ("runc", RUNC), ("umoci", UMOCI), ("busybox", BUSYBOX)):
+        if not path:
+            return "%s is not installed (scripts/deps.sh installs containerd, runc, umoci, " \
+                   "busybox-static)" % name
+    try:
+        import grpc  # noqa: F401
+        import grpc_tools  # noqa: F401
+    except ImportError:
+        return "python3-grpcio / python3-grpc-tools are not installed (scripts/deps.sh)"
+    for p in (RUNTIME, AGENT, PROBE, SHIM, PAUSE):
+        if not os.path.exists(p):
+            return "%s is not built" % p
+    return None
+
+
+def libs_of(path):
+    out = subprocess.run(["ldd", path], capture_output=True, text=True).stdout
+    found = []
+    for ln in out.splitlines():
+        ln = ln.strip()
+        p = (ln.split("=>", 1)[1] if "=>" in ln else ln).split("(")[0].strip()
+        if p.startswith("/"):
+            found.append(p)
+    return found
+
+
+def load_cri(tmp):
+    """Compiles cri_subset.proto into tmp and imports it."""
+    out = os.path.join(tmp, "cri_gen")
+    os.makedirs(out, exist_ok=True)
+    subprocess.run([sys.executable, "-m", "grpc_tools.protoc", "-I" + HERE,
+                    "--python_out=" + out, "--grpc_python_out=" + out,
+                    os.path.join(HERE, "cri_subset.proto")], check=True)
+    sys.path.insert(0, out)
+    return importlib.import_module("cri_subset_pb2"), importlib.import_module(
+        "cri_subset_pb2_grpc")
+
+
+def build_images(tmp):
+    """An OCI layout (umoci) with the probe image (busybox-static, shimprobe,
+    its libraries, gpusim) and the pause image, as a tar for ctr import."""
+    layout = os.path.join(tmp, "oci")
+    files = os.path.join(tmp, "rootfs")
+    for d in ("bin", "usr/bin", "usr/lib/gpusim", "etc", "tmp"):
+        os.makedirs(os.path.join(files, d), exist_ok=True)
+    shutil.copy(BUSYBOX, os.path.join(files, "bin", "busybox"))
+    for applet in ("sh", "grep", "sleep", "cat", "echo", "env", "ls", "kill", "true"):
+        os.symlink("busybox", os.path.join(files, "bin", applet))
+    shutil.copy(PROBE, os.path.join(files, "usr/bin/shimprobe"))
+    for lib in ("libcuda.so.1", "libnvidia-ml.so.1"):
+        shutil.copy(os.path.join(GPUSIM, lib), os.path.join(files, "usr/lib/gpusim", lib))
+    for so in set(libs_of(PROBE) + libs_of(SHIM)):
+        if so.startswith(GPUSIM):
+            continue
+        dst = os.path.join(files, so.lstrip("/"))
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        shutil.copy(so, dst)
+    run = lambda *a: subprocess.run([UMOCI, *a], check=True, capture_output=True)  # noqa: E731
+    run("init", "--layout", layout)
+    run("new", "--image", layout + ":probe")
+    for name in sorted(os.listdir(files)):
+        run("insert", "--image", layout + ":probe", os.path.join(files, name), "/" + name)
+    run("config", "--image", layout + ":probe", "--config.env", "PATH=/bin:/usr/bin")
+    run("new", "--image", layout + ":pause")
+    run("insert", "--image", layout + ":pause", PAUSE, "/pause")
+    run("config", "--image", layout + ":pause", "--config.entrypoint", "/pause")
+    tar = os.path.join(tmp, "images.tar")
+    subprocess.run(["tar", "-C", layout, "-cf", tar, "."], check=True)
+    return tar
+
+
+def wait_for(cond, what, timeout=60):
+    end = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v:
+            return v
+        if time.monotonic() > end:
+            raise AssertionError("timed out waiting for " + what)
+        time.sleep(0.1)
+
+
+class Containerd:
+    """containerd with its own config, root, state and sockets under d."""
+
+    def __init__(self, d, config_text, env, images_tar, pb=None):
+        self.d = d
+        self.sock = os.path.join(d, "containerd.sock")
+        self.config = os.path.join(d, "config.toml")
+        self.log_path = os.path.join(d, "containerd.log")
+        self.env = env
+        os.makedirs(d, exist_ok=True)
+        with open(self.config, "w") as f:
+            f.write(config_text)
+        self.proc = None
+        self.images_tar = images_tar
+
+    def start(self):
+        log = open(self.log_path, "a")
+        self.proc = subprocess.Popen(
+            [CONTAINERD, "--config", self.config, "--root", os.path.join(self.d, "root"),
+             "--state", os.path.join(self.d, "state"), "--address", self.sock],
+            env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        wait_for(lambda: os.path.exists(self.sock) or self.proc.poll() is not None,
+                 "containerd's socket")
+        if self.proc.poll() is not None:
+            raise AssertionError("containerd exited: " + self.log())
+        wait_for(lambda: subprocess.run([CTR, "--address", self.sock, "version"],
+                                        capture_output=True).returncode == 0, "containerd")
+
+    def import_images(self):
+        subprocess.run([CTR, "--address", self.sock, "-n", "k8s.io", "images", "import",
+                        "--base-name", "localhost/gpufrac-test/img", self.images_tar],
+                       check=True, capture_output=True)
+        for tag, name in (("probe", IMAGE), ("pause", PAUSE_IMAGE)):
+            subprocess.run([CTR, "--address", self.sock, "-n", "k8s.io", "images", "tag",
+                            "--force", "localhost/gpufrac-test/img:" + tag, name],
+                           check=True, capture_output=True)
+
+    def tag(self, src, dst):
+        subprocess.run([CTR, "--address", self.sock, "-n", "k8s.io", "images", "tag", "--force",
+                        src, dst], check=True, capture_output=True)
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def log(self):
+        with open(self.log_path, errors="replace") as f:
+            return f.read()
+
+    def spec(self, cid):
+        """containerd's own copy of a container's OCI spec."""
+        r = subprocess.run([CTR, "--address", self.sock, "-n", "k8s.io", "containers", "info",
+                            cid], check=True, capture_output=True, text=True)
+        return json.loads(r.stdout)["Spec"]
+
+    def bundle(self, cid):
+        return os.path.join(self.d, "state", "io.containerd.runtime.v2.task", "k8s.io", cid)
+
+
+def test_config(d, handler_block="", cri_extra=""):
+    """A containerd config for tests: private plugin dirs, no CNI (host
+    network pods), no systemd (cgroupfs), oom_score_adj kept within ours."""
+    return """version = 2
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{d}/opt"
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "{pause}"
+  restrict_oom_score_adj = true
+  stream_server_port = "0"
+{cri_extra}
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "{d}/cni-bin"
+    conf_dir = "{d}/cni-conf"
+
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+    runtime_type = "io.containerd.runc.v2"
+{handler}
+""".format(d=d, pause=PAUSE_IMAGE, handler=handler_block, cri_extra=cri_extra)
+
+
+def gpufrac_handler(binary):
+    return """
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.gpufrac]
+    runtime_type = "io.containerd.runc.v2"
+    pod_annotations = ["nvidia.com/*", "gpu-fraction*", "gpu-memory*", "kai.scheduler/*"]
+
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.gpufrac.options]
+    BinaryName = "{b}"
+    SystemdCgroup = false
+""".format(b=binary)
+
+
+class Cri:
+    """The kubelet's side of CRI, as far as the tests need it."""
+
+    def __init__(self, pb, stubs, sock):
+        import grpc
+        self.pb = pb
+        self.grpc = grpc
+        self.channel = grpc.insecure_channel("unix://" + sock)
+        self.rt = stubs.RuntimeServiceStub(self.channel)
+        self.img = stubs.ImageServiceStub(self.channel)
+
+    def close(self):
+        self.channel.close()
+
+    def version(self):
+        return self.rt.Version(self.pb.VersionRequest(version="v1"), timeout=30)
+
+    def ns(self, pid):
+        pb = self.pb
+        return pb.NamespaceOption(network=pb.NODE, pid=pid, ipc=pb.POD)
+
+    def sandbox_config(self, name, uid, namespace, annotations, log_dir, pid):
+        pb = self.pb
+        return pb.PodSandboxConfig(
+            metadata=pb.PodSandboxMetadata(name=name, uid=uid, namespace=namespace),
+            log_directory=log_dir, annotations=annotations,
+            labels={"io.kubernetes.pod.name": name, "io.kubernetes.pod.namespace": namespace},
+            linux=pb.LinuxPodSandboxConfig(security_context=pb.LinuxSandboxSecurityContext(
+                namespace_options=self.ns(pid))))
+
+    def run_sandbox(self, config, handler):
+        return self.rt.RunPodSandbox(self.pb.RunPodSandboxRequest(
+            config=config, runtime_handler=handler), timeout=120).pod_sandbox_id
+
+    def create(self, sandbox, sconfig, name, command, env, mounts, attempt=0, pid=None):
+        pb = self.pb
+        cfg = pb.ContainerConfig(
+            metadata=pb.ContainerMetadata(name=name, attempt=attempt),
+            image=pb.ImageSpec(image=IMAGE), command=command,
+            envs=[pb.KeyValue(key=k, value=v) for k, v in env.items()],
+            mounts=[pb.Mount(container_path=m, host_path=m) for m in mounts],
+            labels={"io.kubernetes.container.name": name},
+            annotations={"io.kubernetes.container.restartCount": str(attempt)},
+            log_path="%s/%d.log" % (name, attempt),
+            linux=pb.LinuxContainerConfig(security_context=pb.LinuxContainerSecurityContext(
+                namespace_options=self.ns(pb.CONTAINER if pid is None else pid))))
+        return self.rt.CreateContainer(pb.CreateContainerRequest(
+            pod_sandbox_id=sandbox, config=cfg, sandbox_config=sconfig),
+            timeout=120).container_id
+
+    def start(self, cid):
+        self.rt.StartContainer(self.pb.StartContainerRequest(container_id=cid), timeout=120)
+
+    def status(self, cid):
+        return self.rt.ContainerStatus(self.pb.ContainerStatusRequest(container_id=cid),
+                                       timeout=30).status
+
+    def exec_sync(self, cid, cmd, timeout=60):
+        return self.rt.ExecSync(self.pb.ExecSyncRequest(container_id=cid, cmd=cmd,
+                                                        timeout=timeout), timeout=timeout + 30)
+
+    def stop(self, cid, timeout=0):
+        self.rt.StopContainer(self.pb.StopContainerRequest(container_id=cid, timeout=timeout),
+                              timeout=120)
+
+    def remove(self, cid):
+        self.rt.RemoveContainer(self.pb.RemoveContainerRequest(container_id=cid), timeout=120)
+
+    def stop_sandbox(self, sid):
+        self.rt.StopPodSandbox(self.pb.StopPodSandboxRequest(pod_sandbox_id=sid), timeout=120)
+
+    def remove_sandbox(self, sid):
+        self.rt.RemovePodSandbox(self.pb.RemovePodSandboxRequest(pod_sandbox_id=sid),
+                                 timeout=120)
+
+    def containers(self, sandbox):
+        return self.rt.ListContainers(self.pb.ListContainersRequest(
+            filter=self.pb.ContainerFilter(pod_sandbox_id=sandbox)), timeout=30).containers
+
+
+def cri_log(path):
+    """The text of a CRI container log (`<time> <stream> <P|F> <text>` lines)."""
+    if not os.path.exists(path):
+        return ""
+    out = []
+    with open(path, errors="replace") as f:
+        for ln in f:
+            parts = ln.rstrip("\n").split(" ", 3)
+            if len(parts) == 4:
+                out.append(parts[3])
+    return "\n".join(out) + ("\n" if out else "")
+
+
+def mkdtemp():
+    return tempfile.mkdtemp(prefix="gpufrac-cri-")
