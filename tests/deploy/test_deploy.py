@@ -303,7 +303,16 @@ class Installer(unittest.TestCase):
         main_conf = ('version = 2\n\n[plugins."io.containerd.grpc.v1.cri".containerd]\n'
                      '  default_runtime_name = "runc"\n')
         with tempfile.TemporaryDirectory() as tmp:
-            r, etc = self.run_installer(tmp, "dropin", main_conf, {"GPUFRAC_NVFRACTIONS": "1"})
+            # containerd 1.x: a drop-in would replace config.toml's CRI settings
+            r, etc = self.run_installer(tmp, "dropin", main_conf)
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertIn("has CRI settings of its own", r.stdout)
+            self.assertFalse(os.path.exists(os.path.join(etc, "conf.d")))
+            with open(os.path.join(etc, "config.toml")) as f:
+                self.assertEqual(f.read(), main_conf)
+        with tempfile.TemporaryDirectory() as tmp:
+            r, etc = self.run_installer(tmp, "dropin", "version = 2\n",
+                                        {"GPUFRAC_NVFRACTIONS": "1"})
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             self.assertIn("does not import", r.stdout)
             with open(os.path.join(etc, "conf.d", "gpufrac.toml")) as f:
@@ -326,6 +335,19 @@ class Installer(unittest.TestCase):
             self.assertEqual(cri["default_runtime_name"], "runc")
             self.assertEqual(cri["runtimes"]["gpufrac"]["options"]["BinaryName"],
                              "/usr/local/bin/gpufrac-runtime")
+            # containerd 1.6 loses its built-in runc once a file defines runtimes
+            self.assertEqual(cri["runtimes"]["runc"], {"runtime_type": "io.containerd.runc.v2"})
+        with tempfile.TemporaryDirectory() as tmp:
+            own = main_conf + ('\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]\n'
+                               '  runtime_type = "io.containerd.runc.v2"\n'
+                               '  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc'
+                               '.options]\n    SystemdCgroup = true\n')
+            r, etc = self.run_installer(tmp, "append", own)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            with open(os.path.join(etc, "config.toml")) as f:
+                t = tomllib.loads(f.read())  # one runc table: config.toml's own
+            runc = t["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]["runc"]
+            self.assertIs(runc["options"]["SystemdCgroup"], True)
             self.assertTrue(os.path.exists(os.path.join(etc, "config.toml.gpufrac-orig")))
         with tempfile.TemporaryDirectory() as tmp:
             r, etc = self.run_installer(tmp, "append", "version = 3\n")
