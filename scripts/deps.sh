@@ -6,6 +6,9 @@ PKGS="cmake make gcc clang-14 libclang-rt-14-dev pkg-config libcmocka-dev libjan
 command -v kubectl >/dev/null 2>&1 || PKGS="$PKGS kubernetes-client"
 # openssl makes the test API server's certificate
 PKGS="$PKGS openssl"
+# tests/cri: real containerd (started by the test on its own socket), a CRI
+# client (grpcio + grpc-tools compile the CRI subset), local images (umoci)
+PKGS="$PKGS containerd python3-grpcio python3-grpc-tools umoci"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

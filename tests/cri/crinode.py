@@ -166,6 +166,22 @@ class Containerd:
         subprocess.run([CTR, "--address", self.sock, "-n", "k8s.io", "images", "tag", "--force",
                         src, dst], check=True, capture_output=True)
 
+    def kill_shims(self):
+        """Shims this containerd started that outlived it (a failed test): by pid."""
+        for p in os.listdir("/proc"):
+            if not p.isdigit():
+                continue
+            try:
+                with open("/proc/%s/cmdline" % p, "rb") as f:
+                    argv = f.read().split(b"\0")
+            except OSError:
+                continue
+            if argv[0].endswith(b"containerd-shim-runc-v2") and self.sock.encode() in argv:
+                try:
+                    os.kill(int(p), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
     def stop(self, sig=signal.SIGTERM):
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(sig)
@@ -209,11 +225,14 @@ def test_config(d, handler_block="", cri_extra=""):
 
   [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
     runtime_type = "io.containerd.runc.v2"
+
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+    Root = "{d}/runc"
 {handler}
 """.format(d=d, pause=PAUSE_IMAGE, handler=handler_block, cri_extra=cri_extra)
 
 
-def gpufrac_handler(binary):
+def gpufrac_handler(binary, runc_root):
     return """
   [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.gpufrac]
     runtime_type = "io.containerd.runc.v2"
@@ -221,8 +240,9 @@ def gpufrac_handler(binary):
 
   [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.gpufrac.options]
     BinaryName = "{b}"
+    Root = "{r}"
     SystemdCgroup = false
-""".format(b=binary)
+""".format(b=binary, r=runc_root)
 
 
 class Cri:
@@ -299,6 +319,19 @@ class Cri:
     def remove_sandbox(self, sid):
         self.rt.RemovePodSandbox(self.pb.RemovePodSandboxRequest(pod_sandbox_id=sid),
                                  timeout=120)
+
+    def sandboxes(self):
+        return [p.id for p in self.rt.ListPodSandbox(self.pb.ListPodSandboxRequest(),
+                                                     timeout=30).items]
+
+    def remove_everything(self):
+        """What a test left: every pod stopped and removed, as the kubelet would."""
+        for sid in self.sandboxes():
+            try:
+                self.stop_sandbox(sid)
+                self.remove_sandbox(sid)
+            except self.grpc.RpcError:
+                pass
 
     def containers(self, sandbox):
         return self.rt.ListContainers(self.pb.ListContainersRequest(

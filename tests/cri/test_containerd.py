@@ -57,7 +57,8 @@ class Node:
         tar = crinode.build_images(self.tmp)
         d = os.path.join(self.tmp, "containerd")
         self.ctd = crinode.Containerd(
-            d, crinode.test_config(d, crinode.gpufrac_handler(os.path.realpath(RUNTIME))),
+            d, crinode.test_config(d, crinode.gpufrac_handler(os.path.realpath(RUNTIME),
+                                                          os.path.join(d, "runc"))),
             self.env, tar)
         self.agent = None
         self.reset_gpu()
@@ -108,9 +109,11 @@ class Node:
 
     def close(self):
         try:
+            self.cri.remove_everything()
             self.cri.close()
         finally:
             self.ctd.stop()
+            self.ctd.kill_shims()
             self.stop_agent()
             # what containerd's runc left running (a failed test), by pid only
             root = os.path.join(self.ctd.d, "root")
@@ -136,7 +139,6 @@ class Pod:
 
     def __init__(self, test, annotations=None, handler="gpufrac", pid=None, name=None):
         self.t = test
-        self.cri = NODE.cri
         self.pb = NODE.pb
         self.uid = str(uuid.uuid4())
         self.name = name or "pod-" + self.uid[:8]
@@ -148,6 +150,10 @@ class Pod:
         self.pid = pid
         self.cids = {}
         test.addCleanup(self.delete)
+
+    @property
+    def cri(self):
+        return NODE.cri  # a new client after containerd restarts
 
     def env(self):
         return {"PATH": "/bin:/usr/bin", "LD_LIBRARY_PATH": "/usr/lib/gpusim",
@@ -183,8 +189,8 @@ class Pod:
         try:
             self.cri.stop_sandbox(self.id)
             self.cri.remove_sandbox(self.id)
-        except Exception:  # noqa: BLE001 - containerd restarted or already gone
-            pass
+        except NODE.cri.grpc.RpcError:
+            pass  # gone already
 
 
 def allocs(text):

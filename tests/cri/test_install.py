@@ -119,6 +119,7 @@ class InstallTest(unittest.TestCase):
             self.cri.close()
         if self.ctd:
             self.ctd.stop()
+            self.ctd.kill_shims()
             subprocess.run(["umount", "-R", "-l", os.path.join(self.ctd_dir, "root")],
                            capture_output=True)
         if self.agent and self.agent.poll() is None:
