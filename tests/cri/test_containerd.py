@@ -380,7 +380,12 @@ class KaiTest(CriTestCase):
         c3 = pod.run("main", ["/usr/bin/shimprobe", "info"], attempt=1)
         pod.wait_exited(c3)
         self.assertEqual(int(kv(pod.log("main", 1))["total"]), 1 * Gi)
+        claim = os.path.join(NODE.state, "pods", pod.id)
+        with open(claim) as f:
+            self.assertEqual(f.read(), "main")
         NODE.cri.stop(c2, timeout=0)
+        pod.delete()  # the sandbox's delete ends the claim
+        self.assertFalse(os.path.exists(claim))
 
     def test_gpu_memory_and_container_name(self):
         pod = Pod(self, {"gpu-memory": "512", "gpu-fraction-container-name": "worker"})
