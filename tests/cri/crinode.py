@@ -302,6 +302,12 @@ class Cri:
         return self.rt.ContainerStatus(self.pb.ContainerStatusRequest(container_id=cid),
                                        timeout=30).status
 
+    def host_pid(self, cid):
+        """The container's init as the host sees it (ContainerStatus verbose info)."""
+        r = self.rt.ContainerStatus(self.pb.ContainerStatusRequest(container_id=cid,
+                                                                   verbose=True), timeout=30)
+        return json.loads(r.info["info"])["pid"]
+
     def exec_sync(self, cid, cmd, timeout=60):
         return self.rt.ExecSync(self.pb.ExecSyncRequest(container_id=cid, cmd=cmd,
                                                         timeout=timeout), timeout=timeout + 30)
