@@ -200,7 +200,7 @@ class Containerd:
         """containerd's own copy of a container's OCI spec."""
         r = subprocess.run([CTR, "--address", self.sock, "-n", "k8s.io", "containers", "info",
                             cid], check=True, capture_output=True, text=True)
-        return json.loads(r.stdout)["Spec"]
+        return json.loads(r.stdout, object_pairs_hook=dict)["Spec"]
 
     def bundle(self, cid):
         return os.path.join(self.d, "state", "io.containerd.runtime.v2.task", "k8s.io", cid)

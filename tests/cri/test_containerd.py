@@ -419,7 +419,11 @@ class MultiContainerTest(CriTestCase):
         with open(path) as f:
             text = f.read()
         import json
-        self.assertEqual(json.loads(text), NODE.ctd.spec(cid))
+        spec = NODE.ctd.spec(cid)
+        self.assertEqual(json.loads(text), spec)
+        # byte for byte what containerd wrote: Go's json.Marshal of its spec
+        # (struct order, compact), which ctr prints back in the same order
+        self.assertEqual(text, json.dumps(spec, separators=(",", ":"), ensure_ascii=False))
         for trace in ("libgpufrac.so", "ld.so.preload", "hook", "NVIDIA_", os.path.realpath(
                 RUNTIME)):
             self.assertNotIn(trace, text)
