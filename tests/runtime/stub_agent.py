@@ -11,8 +11,9 @@ import threading
 
 
 class StubAgent:
-    def __init__(self, state, ledgertool, device_total):
+    def __init__(self, state, ledgertool, device_total, uuid=None):
         self.state = state
+        self.uuid = uuid  # the one GPU placement (place=) picks
         self.ledgertool = ledgertool
         self.total = device_total
         self.sock_path = os.path.join(state, "agent.sock")
@@ -89,6 +90,9 @@ class StubAgent:
     def admit(self, kv):
         name = kv["name"]
         d = self.frac_dir(name)
+        if "place" in kv:  # no gpus.devices: the one GPU, amounts bytes or portions
+            amount = lambda v: int(float(v) * self.total) if float(v) <= 1 else int(v)  # noqa
+            kv["devices"] = "%s/%d/%d" % (self.uuid, amount(kv["request"]), amount(kv["limit"]))
         devs = [x.split("/") for x in kv["devices"].split(",")]
         want = sum(int(r) for _, r, _ in devs)
         if os.path.isdir(d):
@@ -106,5 +110,5 @@ class StubAgent:
         lines += ["device=%s,%s,%s" % tuple(x) for x in devs]
         with open(os.path.join(d, "config"), "w") as f:
             f.write("\n".join(lines) + "\n")
-        return "gpufrac/1 ok config=%s ledger=%s socket=%s mps=-" % (
-            os.path.join(d, "config"), ledger, self.sock_path)
+        return "gpufrac/1 ok config=%s ledger=%s socket=%s mps=- devices=%s" % (
+            os.path.join(d, "config"), ledger, self.sock_path, kv["devices"])

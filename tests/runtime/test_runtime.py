@@ -109,7 +109,9 @@ class RuntimeTestCase(SimTestCase):
             self.agent.wait(timeout=30)
         self.agent = None
         self.real_agent = False
-        self.stub = StubAgent(self.state, LEDGERTOOL, 4 * Gi)
+        uuid = kv(subprocess.run([PROBE, "uuid"], env=self.env, capture_output=True,
+                                 text=True).stdout)["uuid"]
+        self.stub = StubAgent(self.state, LEDGERTOOL, 4 * Gi, uuid)
 
     def ask(self, text):
         import socket
