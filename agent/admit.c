@@ -206,12 +206,7 @@ void gf_admit_container(gf_agent *a, const gf_msg *in, gf_msg *out, const struct
     gf_msg_add(out, "ledger", f->cfg.ledger);
     gf_msg_add(out, "socket", f->cfg.agent);
     gf_msg_add(out, "mps", pipe);
-    char devs[GF_PROTO_VAL_MAX] = "";
-    for (size_t i = 0, off = 0; i < f->cfg.n_devices && off < sizeof(devs); i++)
-        off += (size_t)snprintf(devs + off, sizeof(devs) - off, "%s%s/%" PRIu64 "/%" PRIu64,
-                                i ? "," : "", f->cfg.devices[i].uuid, f->cfg.devices[i].request,
-                                f->cfg.devices[i].limit);
-    gf_msg_add(out, "devices", devs);
+    gf_place_reply(out, &f->cfg);
 }
 
 void gf_attach_container(gf_agent *a, const gf_msg *in, gf_msg *out, const struct ucred *cr)

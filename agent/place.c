@@ -8,6 +8,7 @@
  * still fit, so whole GPUs stay free for large requests. Ties go to the
  * lower index. The request: place=<count> request=<amount> limit=<amount>,
  * an amount being bytes or a portion of each GPU ("0.25"). */
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -110,4 +111,20 @@ int gf_place(gf_agent *a, const gf_msg *in, gf_fraction_config *cfg, gf_error *e
         d->limit = c[i].limit;
     }
     return 0;
+}
+
+void gf_place_reply(gf_msg *out, const gf_fraction_config *cfg)
+{
+    char devs[GF_PROTO_VAL_MAX] = "";
+    size_t off = 0;
+
+    for (size_t i = 0; i < cfg->n_devices; i++) {
+        int w = snprintf(devs + off, sizeof(devs) - off, "%s%s/%" PRIu64 "/%" PRIu64,
+                         i ? "," : "", cfg->devices[i].uuid, cfg->devices[i].request,
+                         cfg->devices[i].limit);
+        if (w < 0 || (size_t)w >= sizeof(devs) - off)
+            return; /* no devices= at all: the runtime refuses a placed admit without it */
+        off += (size_t)w;
+    }
+    gf_msg_add(out, "devices", devs);
 }

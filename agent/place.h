@@ -8,5 +8,8 @@
 /* Reads place=, request=, limit= and fills cfg->devices (mode from cfg);
  * when nothing fits, the message says what was asked and what is free. */
 int gf_place(gf_agent *a, const gf_msg *in, gf_fraction_config *cfg, gf_error *err);
+/* devices=uuid/request/limit,... of an admitted fraction, for the admit reply
+ * (the runtime takes the placed GPUs from it). */
+void gf_place_reply(gf_msg *out, const gf_fraction_config *cfg);
 
 #endif
