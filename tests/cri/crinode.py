@@ -155,6 +155,7 @@ class Containerd:
 
     def import_images(self):
         subprocess.run([CTR, "--address", self.sock, "-n", "k8s.io", "images", "import",
+                        "--snapshotter", snapshotter(self.d),
                         "--base-name", "localhost/gpufrac-test/img", self.images_tar],
                        check=True, capture_output=True)
         for tag, name in (("probe", IMAGE), ("pause", PAUSE_IMAGE)):
@@ -206,6 +207,14 @@ class Containerd:
         return os.path.join(self.d, "state", "io.containerd.runtime.v2.task", "k8s.io", cid)
 
 
+def snapshotter(path):
+    """overlayfs, unless path is on overlayfs itself (CI in a container):
+    overlay on overlay does not mount, the native snapshotter copies instead."""
+    fs = subprocess.run(["stat", "-f", "-c", "%T", path], capture_output=True,
+                        text=True).stdout.strip()
+    return "native" if fs == "overlayfs" else "overlayfs"
+
+
 def test_config(d, handler_block="", cri_extra=""):
     """A containerd config for tests: private plugin dirs, no CNI (host
     network pods), no systemd (cgroupfs), oom_score_adj kept within ours."""
@@ -223,13 +232,17 @@ def test_config(d, handler_block="", cri_extra=""):
     bin_dir = "{d}/cni-bin"
     conf_dir = "{d}/cni-conf"
 
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "{snap}"
+
   [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
     runtime_type = "io.containerd.runc.v2"
 
   [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
     Root = "{d}/runc"
 {handler}
-""".format(d=d, pause=PAUSE_IMAGE, handler=handler_block, cri_extra=cri_extra)
+""".format(d=d, pause=PAUSE_IMAGE, handler=handler_block, cri_extra=cri_extra,
+           snap=snapshotter(os.path.dirname(d)))
 
 
 def gpufrac_handler(binary, runc_root):

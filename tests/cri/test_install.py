@@ -76,14 +76,22 @@ def default_config():
 
 def fit_machine(text):
     """restrict_oom_score_adj = true: runc here may not lower the sandbox's
-    oom_score_adj (no CAP_SYS_RESOURCE in this machine's own container)."""
+    oom_score_adj (no CAP_SYS_RESOURCE in this machine's own container); and
+    the native snapshotter where the temp dir is on overlayfs."""
     header = '[plugins."io.containerd.grpc.v1.cri"]'
     if "restrict_oom_score_adj = false" in text:
-        return text.replace("restrict_oom_score_adj = false", "restrict_oom_score_adj = true")
-    if re.search(r"^\s*" + re.escape(header) + r"\s*$", text, re.M):
-        return re.sub(r"^(\s*" + re.escape(header) + r"\s*)$",
+        text = text.replace("restrict_oom_score_adj = false", "restrict_oom_score_adj = true")
+    elif re.search(r"^\s*" + re.escape(header) + r"\s*$", text, re.M):
+        text = re.sub(r"^(\s*" + re.escape(header) + r"\s*)$",
                       r"\1\n  restrict_oom_score_adj = true", text, count=1, flags=re.M)
-    return text + "\n" + header + "\n  restrict_oom_score_adj = true\n"
+    else:
+        text += "\n" + header + "\n  restrict_oom_score_adj = true\n"
+    if crinode.snapshotter(T.tmp) == "native":
+        if 'snapshotter = "overlayfs"' in text:
+            text = text.replace('snapshotter = "overlayfs"', 'snapshotter = "native"')
+        else:
+            text += '\n[plugins."io.containerd.grpc.v1.cri".containerd]\n  snapshotter = "native"\n'
+    return text
 
 
 class InstallTest(unittest.TestCase):
