@@ -27,9 +27,9 @@ for cc in $COMPILERS; do
         fi
         echo "== $cc $type" >&2
         if CC=$cc CFLAGS="$cflags" LDFLAGS="$ldflags" \
-               cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE="$type" \
+               cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE="$type" \
                      -DGPUFRAC_TESTS="$TESTS" -DGPUFRAC_FUZZ=OFF >"$log" 2>&1 &&
-           cmake --build "$dir" -j"$JOBS" -- -k 0 >>"$log" 2>&1 &&
+           cmake --build "$dir" -j"$JOBS" -- -k >>"$log" 2>&1 &&
            ! grep -q "warning:" "$log"; then
             echo "   ok" >&2
         else
