@@ -44,7 +44,14 @@ for page in gpufrac gpufracd gpufrac-runtime gpufrac-scheduler; do
     w=$(LC_ALL=C.UTF-8 MANROFFSEQ='' MANWIDTH=80 man --warnings -E UTF-8 -Tutf8 -Z "$page" 2>&1 >/dev/null)
     [ -z "$w" ] || { echo "test-deb: FAIL: man $page: $w" >&2; exit 1; }
 done
-[ "$(grep -c '^ExecStart=/usr/sbin/gpufracd ' /lib/systemd/system/gpufracd.service)" = 1 ]
+unit=/lib/systemd/system/gpufracd.service
+[ "$(grep -c '^ExecStart=/usr/sbin/gpufracd ' "$unit")" = 1 ] || { echo "test-deb: FAIL: $unit: ExecStart" >&2; exit 1; }
+for doc in $(sed -n 's/^Documentation=//p' "$unit"); do
+    case $doc in
+    file://*) [ -f "${doc#file://}" ] || { echo "test-deb: FAIL: $unit names $doc, not installed" >&2; exit 1; } ;;
+    man:*) page=${doc#man:}; man -w "${page%(*}" >/dev/null || { echo "test-deb: FAIL: no $doc" >&2; exit 1; } ;;
+    esac
+done
 rm -rf "$tmp"
 
 trap - EXIT
