@@ -70,6 +70,18 @@ build() {
         --config.label="org.opencontainers.image.version=$version" \
         --config.label="org.opencontainers.image.title=$name"
     umoci gc --layout "$oci"
+    if [ "$(id -u)" = 0 ]; then
+        # the entrypoint starts in the image (its libraries are all there)
+        local root
+        root=$(mktemp -d)
+        tar -C "$root" -xf "$out/$name.rootfs.tar"
+        chroot "$root" "$entry" --help >/dev/null || {
+            rm -rf "$root"
+            echo "build-image: $name: $entry --help fails inside the image" >&2
+            exit 1
+        }
+        rm -rf "$root"
+    fi
     local digest
     digest=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["manifests"][0]["digest"])' \
         "$oci/index.json")
