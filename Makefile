@@ -2,11 +2,18 @@
 #   make demo   builds everything and runs `gpufrac demo`
 #   make check  builds the sanitized test build and runs the whole suite
 # Both install missing Debian packages first (scripts/deps.sh).
+# Shipping it:
+#   make install [PREFIX=/usr/local] [DESTDIR=...]   GNUInstallDirs layout
+#   make deb     the Debian packages (build-deb/*.deb, lintian clean)
+#   make image   the node and scheduler images, offline from Debian packages
+#                (OCI layouts in build-image/oci/; prints their name:tag)
 BUILD      ?= build
 TEST_BUILD ?= build-test
 JOBS       ?= $(shell nproc)
+PREFIX     ?= /usr/local
+DESTDIR    ?=
 
-.PHONY: all deps build demo check bench clean
+.PHONY: all deps build demo check bench clean install deb image ci-builds package-check build-matrix
 
 all: build
 
@@ -24,9 +31,34 @@ check: deps
 	cmake -S . -B $(TEST_BUILD) -DCMAKE_BUILD_TYPE=Debug -DGPUFRAC_SANITIZE=ON -DGPUFRAC_FUZZ=ON
 	cmake --build $(TEST_BUILD) -j$(JOBS)
 	cd $(TEST_BUILD) && ctest --output-on-failure -j$(JOBS)
+	$(MAKE) ci-builds package-check
+	DEBS=build-deb ./scripts/build-image.sh build-image
+
+# CI also builds (no second test run) an optimized gcc build and a clang
+# build, so a warning only they show fails CI.
+ci-builds: deps
+	COMPILERS=gcc TYPES=Release TESTS=ON JOBS=$(JOBS) ./scripts/build-matrix.sh build-ci
+	COMPILERS=clang-14 TYPES=RelWithDebInfo TESTS=ON JOBS=$(JOBS) ./scripts/build-matrix.sh build-ci
+
+# Every build type with gcc and clang (slow: ten builds).
+build-matrix: deps
+	JOBS=$(JOBS) ./scripts/build-matrix.sh build-matrix
+
+install: build
+	DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)"
+
+deb: deps
+	JOBS=$(JOBS) ./scripts/build-deb.sh build-deb
+
+# Builds the .debs, installs them, runs gpufrac demo from /usr/bin, purges.
+package-check: deps
+	JOBS=$(JOBS) ./scripts/test-deb.sh build-deb; rc=$$?; [ $$rc = 0 ] || [ $$rc = 77 ]
+
+image: deb
+	DEBS=build-deb ./scripts/build-image.sh build-image
 
 bench: build
 	$(BUILD)/bin/gpufrac-bench
 
 clean:
-	rm -rf $(BUILD) $(TEST_BUILD)
+	rm -rf $(BUILD) $(TEST_BUILD) build-ci build-matrix build-deb build-image

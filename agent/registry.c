@@ -27,7 +27,8 @@ static pid_t read_supervisor(const char *dir)
     long pid = 0;
     FILE *fp;
 
-    snprintf(path, sizeof(path), "%s/supervisor", dir);
+    if (snprintf(path, sizeof(path), "%s/supervisor", dir) >= (int)sizeof(path))
+        return 0;
     fp = fopen(path, "re");
     if (!fp)
         return 0;

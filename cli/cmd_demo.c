@@ -9,6 +9,7 @@
 #include "amount.h"
 #include "cli.h"
 #include "demo.h"
+#include "install_paths.h"
 #include "fraction.h"
 #include "gpus.h"
 #include "quantity.h"
@@ -58,9 +59,8 @@ static int find_binaries(demo *d, gf_error *err)
     if (gf_exe_dir(d->exe_dir, sizeof(d->exe_dir), err) < 0)
         return -1;
     snprintf(d->self, sizeof(d->self), "%s/gpufrac", d->exe_dir);
-    snprintf(d->probe, sizeof(d->probe), "%s/gpufrac-probe", d->exe_dir);
-    if (access(d->probe, X_OK) < 0)
-        return gf_error_sys(err, "gpufrac-probe should sit next to gpufrac (%s)", d->probe);
+    if (gf_find_probe(d->probe, sizeof(d->probe), err) < 0)
+        return -1;
     if (access(d->self, X_OK) < 0)
         return gf_error_sys(err, "%s", d->self);
     return 0;
@@ -71,10 +71,8 @@ static int use_gpusim(demo *d, gf_error *err)
     char dir[PATH_MAX + 32], lib[PATH_MAX + 64], path[PATH_MAX * 2];
     const char *old = getenv("LD_LIBRARY_PATH");
 
-    snprintf(dir, sizeof(dir), "%s/../lib/gpusim", d->exe_dir);
-    snprintf(lib, sizeof(lib), "%s/libcuda.so.1", dir);
-    if (access(lib, R_OK) < 0)
-        return gf_error_sys(err, "the simulated GPU is not built (%s)", lib);
+    if (gf_find_gpusim_dir(dir, sizeof(dir), err) < 0)
+        return -1;
     snprintf(path, sizeof(path), "%s%s%s", dir, old && *old ? ":" : "", old ? old : "");
     snprintf(lib, sizeof(lib), "%s/gpusim-state", d->tmp);
     if (setenv("GPUSIM_DEVICES", SIM_SIZE, 1) < 0 || setenv("GPUSIM_STATE", lib, 1) < 0 ||

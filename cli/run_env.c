@@ -6,10 +6,9 @@
 
 #include "admit.h"
 #include "cli.h"
+#include "install_paths.h"
 #include "quantity.h"
 #include "run.h"
-
-#define SHIM_INSTALLED "/usr/local/lib/gpufrac/libgpufrac.so"
 
 void run_plan_notices(const run_plan *p)
 {
@@ -33,32 +32,6 @@ void run_plan_notices(const run_plan *p)
         fprintf(stderr,
                 "gpufrac run: note: --mode sm-sharing needs an NVIDIA MPS control daemon "
                 "already running for these GPUs (gpufracd will manage MPS itself)\n");
-}
-
-static int find_shim(char *out, size_t len, gf_error *err)
-{
-    const char *env = getenv("GPUFRAC_SHIM");
-    char dir[PATH_MAX] = "<gpufrac dir>", cand[PATH_MAX + 32];
-
-    if (env && *env) {
-        if (access(env, R_OK) < 0)
-            return gf_error_sys(err, "GPUFRAC_SHIM=%s", env);
-        snprintf(out, len, "%s", env);
-        return 0;
-    }
-    if (gf_exe_dir(dir, sizeof(dir), err) == 0) {
-        snprintf(cand, sizeof(cand), "%s/../lib/libgpufrac.so", dir);
-        if (realpath(cand, out) && access(out, R_OK) == 0)
-            return 0;
-    }
-    if (access(SHIM_INSTALLED, R_OK) == 0) {
-        snprintf(out, len, "%s", SHIM_INSTALLED);
-        return 0;
-    }
-    return gf_error_set(err, GF_ENOTFOUND,
-                        "cannot find libgpufrac.so (looked in %s/../lib and " SHIM_INSTALLED
-                        "); set GPUFRAC_SHIM to its path",
-                        dir);
 }
 
 static int set_preload(const char *shim, gf_error *err)
@@ -139,7 +112,7 @@ int run_env_apply(const run_plan *p, const char *fraction_dir, gf_error *err)
 {
     char shim[PATH_MAX], config[GF_PATH_MAX + 16];
 
-    if (find_shim(shim, sizeof(shim), err) < 0 || set_preload(shim, err) < 0)
+    if (gf_find_shim(shim, sizeof(shim), err) < 0 || set_preload(shim, err) < 0)
         return -1;
     snprintf(config, sizeof(config), "%s/config", fraction_dir);
     if (setenv("GPUFRAC_CONFIG", config, 1) < 0)

@@ -8,13 +8,14 @@ uses (Debian has no helm package):
   {{ .Chart.Name }}  {{ .Chart.Version }}  {{ .Chart.AppVersion }}
   {{ quote X }}  {{ X | quote }}  {{ toYaml X | nindent N }}  {{ X | indent N }}
   {{ if X }} ... {{ else }} ... {{ end }}      (with {{- and -}} trimming)
+  {{ or X Y ... }}  (the first non-empty argument, as in helm; also as an if condition)
 
 and the YAML subset values.yaml is written in (block mappings and sequences,
 plain or quoted scalars, [] and {}, comments). Anything else is an error, so
 the chart cannot silently drift out of what this script understands.
 
-  deploy/render.py [--namespace NS] [--name RELEASE] [--create-namespace] [-f VALUES.yaml]...
-                   [--set a.b=v]... [--chart DIR] [-o FILE]
+  deploy/render.py [CHART] [--namespace NS] [--name RELEASE] [--create-namespace]
+                   [-f VALUES.yaml]... [--set a.b=v]... [--chart DIR] [-o FILE]
 
 Defaults: the chart next to this script, release "gpufrac", namespace = the
 chart's .Values.namespace. Output is what `helm template` would apply: one
@@ -339,7 +340,9 @@ def _eval(expr, ctx, name):
         argv = [_lookup(a, ctx, name) if a.startswith(".") else _scalar(a, name) for a in args]
         if i:
             argv.append(val)
-        if fn == "quote" and len(argv) == 1:
+        if fn == "or" and argv:
+            val = next((a for a in argv if _truthy(a)), argv[-1])
+        elif fn == "quote" and len(argv) == 1:
             val = json.dumps(_to_str(argv[0]))
         elif fn == "toYaml" and len(argv) == 1:
             val = to_yaml(argv[0])
@@ -414,7 +417,9 @@ def render_chart(chart_dir, values, release_name, namespace, create_namespace=Fa
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--chart", default=os.path.join(HERE, "helm", "gpufrac"))
+    ap.add_argument("chart_dir", nargs="?", metavar="CHART",
+                    help="the chart directory, as helm template takes it (same as --chart)")
+    ap.add_argument("--chart", help="the chart directory (default: the chart next to this script)")
     ap.add_argument("--name", default="gpufrac", help="release name (default gpufrac)")
     ap.add_argument("--namespace", "-n", help="namespace (default: .Values.namespace)")
     ap.add_argument("--create-namespace", action="store_true",
@@ -423,6 +428,9 @@ def main(argv=None):
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("-o", "--output", help="write here instead of stdout")
     args = ap.parse_args(argv)
+    if args.chart_dir and args.chart and os.path.realpath(args.chart_dir) != os.path.realpath(args.chart):
+        ap.error("two charts given: %s and --chart %s" % (args.chart_dir, args.chart))
+    args.chart = args.chart_dir or args.chart or os.path.join(HERE, "helm", "gpufrac")
     try:
         with open(os.path.join(args.chart, "values.yaml")) as f:
             values = load_values(f.read())

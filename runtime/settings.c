@@ -118,6 +118,11 @@ int rt_settings_shim(rt_settings *s, gf_error *err)
     snprintf(s->shim, sizeof(s->shim), "%s", RT_SHIM_IN);
     if (access(s->shim, R_OK) == 0)
         return 0;
+#ifdef GF_ABS_SHIM /* where `make install` / the Debian package put it */
+    snprintf(s->shim, sizeof(s->shim), "%s", GF_ABS_SHIM);
+    if (access(s->shim, R_OK) == 0)
+        return 0;
+#endif
     return gf_error_set(err, GF_ENOTFOUND,
                         "libgpufrac.so not found (looked at GPUFRAC_SHIM, <%s dir>/../lib and "
                         RT_SHIM_IN ")",

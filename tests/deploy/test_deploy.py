@@ -131,7 +131,7 @@ class Manifests(unittest.TestCase):
         self.assertEqual(spec["serviceAccountName"], find(ds, "ServiceAccount")["metadata"]["name"])
         agent = spec["containers"][0]
         cmd = agent["command"]
-        self.assertEqual(cmd[0], "/usr/local/bin/gpufracd")
+        self.assertEqual(cmd[0], "/usr/sbin/gpufracd")
         flag = lambda f: cmd[cmd.index(f) + 1]  # noqa: E731
         self.assertEqual(flag("--state-dir"), "/run/gpufrac")
         self.assertEqual(flag("--metrics-listen"), "0.0.0.0:9464")
@@ -227,6 +227,33 @@ class Manifests(unittest.TestCase):
             else:
                 self.assertEqual(a, b)
 
+    def test_kai_global_nvfractions_set_means_enabled(self):
+        # KAI users type global.nvFractions.set=true: the same as nvFractions.enabled=true
+        off = "nvFractions.enabled=false"
+        self.assertEqual(rendered(off, "global.nvFractions.set=true"), rendered())
+        self.assertNotEqual(rendered(off), rendered())
+        self.assertEqual(rendered(off, "global.nvFractions.set=false"), rendered(off))
+
+    def test_readme_render_command_line(self):
+        # the README's form: the chart as an argument, as helm template takes it
+        out = subprocess.run([sys.executable, os.path.join(DEPLOY, "render.py"), CHART,
+                              "--namespace", "gpufrac-system", "--create-namespace"],
+                             capture_output=True, text=True, check=True).stdout
+        self.assertEqual(out, rendered())
+        bad = subprocess.run([sys.executable, os.path.join(DEPLOY, "render.py"), CHART,
+                              "--chart", DEPLOY], capture_output=True, text=True)
+        self.assertEqual(bad.returncode, 2)
+        self.assertIn("two charts given", bad.stderr)
+
+    def test_image_is_the_one_make_image_builds(self):
+        ds = docs(rendered())
+        spec = find(ds, "DaemonSet")["spec"]["template"]["spec"]
+        self.assertEqual(spec["containers"][0]["image"], "localhost/gpufrac-node:0.1.0")
+        with open(os.path.join(SRC, "scripts", "build-image.sh")) as f:
+            script = f.read()
+        self.assertIn("registry=localhost\n", script)
+        self.assertIn("build gpufrac-node /usr/sbin/gpufracd gpufrac\n", script)
+
 
 class Containerd(unittest.TestCase):
     def check(self, text, table, version, globs=GLOBS_KAI, handler="gpufrac", systemd=True):
@@ -279,11 +306,11 @@ class Installer(unittest.TestCase):
         with open(os.path.join(cfg, "install.sh")) as f:
             script = f.read()
         # the image's files, and no nsenter into this machine's PID 1
-        script = script.replace("put /usr/local/", "put %s/usr/local/" % img)
+        script = script.replace("put /usr/", "put %s/usr/" % img)
         script = script.replace("nsenter ", "false ")
         with open(os.path.join(cfg, "install.sh"), "w") as f:
             f.write(script)
-        for p in ("usr/local/bin/gpufrac-runtime", "usr/local/lib/gpufrac/libgpufrac.so"):
+        for p in ("usr/sbin/gpufrac-runtime", "usr/lib/x86_64-linux-gnu/gpufrac/libgpufrac.so"):
             os.makedirs(os.path.dirname(os.path.join(img, p)), exist_ok=True)
             with open(os.path.join(img, p), "w") as f:
                 f.write("x")

@@ -309,8 +309,8 @@ static void test_malformed_requests(void **state)
 {
     fixture *f = *state;
     const char *bodies[] = {"", "{", "[]", "{\"NodeNames\":[\"a\"]}",
-                            "{\"Pod\":{\"metadata\":{\"name\":\"x\",\"uid\":\"u\"}},"
-                            "\"NodeNames\":[1]}",
+                            ("{\"Pod\":{\"metadata\":{\"name\":\"x\",\"uid\":\"u\"}},"
+                             "\"NodeNames\":[1]}"),
                             "{\"Pod\":{\"metadata\":{\"name\":\"x\",\"uid\":\"u\"}}}",
                             "{\"Pod\":\"x\",\"NodeNames\":[]}"};
     json_t *res;
