@@ -10,7 +10,7 @@ PKGS="$PKGS openssl"
 # client (grpcio + grpc-tools compile the CRI subset), local images (umoci)
 PKGS="$PKGS containerd python3-grpcio python3-grpc-tools umoci"
 # man pages (scdoc) and their check; the Debian packages and lintian; make image
-PKGS="$PKGS scdoc man-db debhelper dpkg-dev fakeroot lintian mmdebstrap umoci"
+PKGS="$PKGS scdoc man-db debhelper dpkg-dev fakeroot lintian mmdebstrap"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
