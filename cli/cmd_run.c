@@ -19,6 +19,17 @@ static void release_mps(void *arg)
         fprintf(stderr, "gpufrac run: %s\n", err.msg);
 }
 
+/* The agent attributes the fraction's processes to it by their ancestry from
+ * this process: it learns who we are from the kernel (SO_PEERCRED), here. */
+static int attach_self(const run_plan *p, gf_error *err)
+{
+    gf_msg req, reply;
+
+    gf_msg_init(&req, "attach");
+    gf_msg_add(&req, "name", p->cfg.name);
+    return gf_agent_request(p->cfg.agent, 5, &req, &reply, err);
+}
+
 int gf_cmd_run(int argc, char **argv)
 {
     char dir[GF_PATH_MAX];
@@ -51,7 +62,8 @@ int gf_cmd_run(int argc, char **argv)
     }
     gf_state_unlock(lock);
     /* the workload's first loan must find the fraction's socket open */
-    if (p.cfg.agent[0] && gf_agent_wait_socket(p.cfg.agent, &err) < 0)
+    if (p.cfg.agent[0] && (gf_agent_wait_socket(p.cfg.agent, &err) < 0 ||
+                           attach_self(&p, &err) < 0))
         fprintf(stderr, "gpufrac run: warning: %s; no burst memory for this run\n", err.msg);
     if (run_env_mps(&p, &err) < 0) {
         gf_fraction_remove(&f);

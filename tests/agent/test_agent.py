@@ -320,7 +320,7 @@ class ContainerTest(AgentTestCase):
         init.kill()
         init.wait()
         self.wait_for(lambda: self.fractions() == [], "the agent to reconcile")
-        self.assertIn("poststop hook never released it", self.events())
+        self.assertIn("its supervisor and all its processes are gone", self.events())
 
     def test_admission_refusals_leave_nothing(self):
         uuid = SocketTest.gpu_uuid(self)
@@ -390,7 +390,7 @@ class SocketTest(AgentTestCase):
         self.assertTrue(self.ask(b"gpufrac/1 ping").startswith("gpufrac/1 ok"))
         # borrowing for a fraction one does not belong to is refused
         reply = self.ask(b"gpufrac/1 borrow dev=%s bytes=1048576" % self.gpu_uuid().encode())
-        self.assertIn("holds no slot", reply)
+        self.assertIn("is not a process of any fraction", reply)
         m = self.metrics()
         self.assertGreaterEqual(self.sample(m, "gpufrac_agent_bad_requests_total"), 5)
         self.assertIsNone(self.agent.poll())
@@ -423,7 +423,7 @@ class SocketTest(AgentTestCase):
         # ...and through it, nobody may do what only root or a member may
         self.assertIn("only root", self.as_nobody(
             fsock, "gpufrac/1 mps dev=%s" % self.gpu_uuid()))
-        self.assertIn("holds no slot", self.as_nobody(
+        self.assertIn("is not a process of fraction k8s.u.main", self.as_nobody(
             fsock, "gpufrac/1 borrow dev=%s bytes=1" % self.gpu_uuid()))
 
     def test_a_client_that_never_reads_does_not_block_the_agent(self):
