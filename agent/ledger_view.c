@@ -14,25 +14,32 @@ static int bad(gf_ledger_view *v, const char *why)
     return -1;
 }
 
+#define FIELD(v, buf, f) memcpy(&(v)->f, (const char *)(buf) + offsetof(gf_ledger_header, f), \
+                                sizeof((v)->f))
+
 int gf_ledger_view_parse(const void *buf, size_t len, gf_ledger_view *v)
 {
-    const gf_ledger_header *h = &v->u.hdr;
-
     v->ok = false;
     v->why[0] = '\0';
     if (len < GF_LEDGER_VIEW_BYTES)
         return bad(v, "truncated");
-    memcpy(v->u.raw, buf, GF_LEDGER_VIEW_BYTES);
-    if (h->magic != GF_LEDGER_MAGIC || h->version != GF_LEDGER_VERSION ||
-        h->n_slots != GF_LEDGER_SLOTS || h->n_devices != GF_LEDGER_DEVICES ||
-        h->header_size != sizeof(gf_ledger_header))
+    FIELD(v, buf, magic);
+    FIELD(v, buf, version);
+    FIELD(v, buf, n_slots);
+    FIELD(v, buf, n_devices);
+    FIELD(v, buf, header_size);
+    FIELD(v, buf, name);
+    FIELD(v, buf, dead_reclaims);
+    FIELD(v, buf, watchdog_kills);
+    FIELD(v, buf, devices);
+    if (v->magic != GF_LEDGER_MAGIC || v->version != GF_LEDGER_VERSION ||
+        v->n_slots != GF_LEDGER_SLOTS || v->n_devices != GF_LEDGER_DEVICES ||
+        v->header_size != sizeof(gf_ledger_header))
         return bad(v, "not a gpufrac ledger of this version");
-    for (int d = 0; d < GF_LEDGER_DEVICES; d++) {
-        gf_ledger_device *dv = &v->u.hdr.devices[d];
-        /* the uuid is a string the agent compares and prints: terminate it */
-        dv->uuid[sizeof(dv->uuid) - 1] = '\0';
-    }
-    v->u.hdr.name[sizeof(v->u.hdr.name) - 1] = '\0';
+    /* strings the agent compares and prints: terminated, whatever was written */
+    for (int d = 0; d < GF_LEDGER_DEVICES; d++)
+        v->devices[d].uuid[sizeof(v->devices[d].uuid) - 1] = '\0';
+    v->name[sizeof(v->name) - 1] = '\0';
     v->ok = true;
     return 0;
 }
@@ -59,7 +66,7 @@ int gf_ledger_view_device(const gf_ledger_view *v, const char *uuid)
     if (!v->ok)
         return -1;
     for (int d = 0; d < GF_LEDGER_DEVICES; d++) {
-        const gf_ledger_device *dv = &v->u.hdr.devices[d];
+        const gf_ledger_device *dv = &v->devices[d];
         if (atomic_load_explicit(&dv->state, memory_order_relaxed) == GF_DEV_READY &&
             strcmp(dv->uuid, uuid) == 0)
             return d;

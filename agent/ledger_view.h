@@ -23,12 +23,13 @@
 typedef struct gf_ledger_view {
     bool ok;                     /* false: corrupt, truncated or unreadable */
     char why[160];               /* when !ok: what was wrong */
-    /* a private copy of the header and device table (atomics are plain
-     * memory here: nobody else sees this copy) */
-    union {
-        gf_ledger_header hdr;    /* only the fields before slots are valid */
-        unsigned char raw[GF_LEDGER_VIEW_BYTES];
-    } u;
+    /* private copies of the header fields and the device table (the atomics
+     * are plain memory here: nobody else sees this copy) */
+    uint64_t magic;
+    uint32_t version, n_slots, n_devices, header_size;
+    char name[GF_NAME_MAX];
+    uint64_t dead_reclaims, watchdog_kills;
+    gf_ledger_device devices[GF_LEDGER_DEVICES];
 } gf_ledger_view;
 
 /* Validates len bytes of a ledger's beginning into v (no I/O: what the

@@ -48,7 +48,7 @@ void gf_loans_publish(gf_agent *a, gf_afraction *f)
         if (d < 0)
             continue; /* no entry the shim would read (or a corrupt ledger) */
         uint64_t lent = gf_loans_of(a, f, g), ev = f->evictions[cd - f->cfg.devices];
-        gf_ledger_device *vd = &f->view.u.hdr.devices[d];
+        gf_ledger_device *vd = &f->view.devices[d];
         gf_ledger_view_publish(f->ledger_fd, d, offsetof(gf_ledger_device, lent), lent);
         gf_ledger_view_publish(f->ledger_fd, d, offsetof(gf_ledger_device, evictions), ev);
         atomic_store(&vd->lent, lent); /* the view shows the agent's figures, not the tenant's */

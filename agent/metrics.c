@@ -156,7 +156,7 @@ static const gf_ledger_device *ledger_device(const gf_afraction *f, const char *
 {
     /* the agent's private copy (ledger_view.h), its lent/evictions the agent's own */
     int d = gf_ledger_view_device(&f->view, uuid);
-    return d >= 0 ? &f->view.u.hdr.devices[d] : NULL;
+    return d >= 0 ? &f->view.devices[d] : NULL;
 }
 
 static int build_rows(render *r)
