@@ -53,6 +53,7 @@ static int agent_call(const gf_msg *req, gf_msg *reply, int wait_ms, gf_error *e
     return rc;
 }
 
+/* 0: the agent said ok; 1: it answered with a refusal; -1: no answer. */
 static int agent_ask(const char *verb, const char *uuid, uint64_t bytes, gf_msg *reply)
 {
     gf_msg req;
@@ -64,10 +65,11 @@ static int agent_ask(const char *verb, const char *uuid, uint64_t bytes, gf_msg 
     if (agent_call(&req, reply, strcmp(verb, "reclaim") == 0 ? GF_AGENT_RESTART_WAIT_MS : 0,
                    &err) == 0)
         return 0;
-    if (err.code == GF_ESTATE)
+    if (err.code == GF_ESTATE) {
         gf_log(GF_LOG_INFO, "agent refused %s: %s", verb, err.msg);
-    else
-        gf_log(GF_LOG_WARN, "agent %s: no answer (%s)", gf_state.cfg.agent, err.msg);
+        return 1;
+    }
+    gf_log(GF_LOG_WARN, "agent %s: no answer (%s)", gf_state.cfg.agent, err.msg);
     return -1;
 }
 
@@ -86,7 +88,7 @@ GF_HIDDEN bool gf_agent_borrow(const gf_ordinal *o, uint64_t bytes)
         ask = GF_BURST_CHUNK;
     if (ask > o->limit - cap)
         ask = o->limit - cap;
-    if (agent_ask("borrow", o->uuid, ask, &reply) < 0 ||
+    if (agent_ask("borrow", o->uuid, ask, &reply) != 0 ||
         gf_msg_get_u64(&reply, "granted", &granted, &err) < 0)
         return false;
     atomic_fetch_add(&borrowed[o->dev], granted);
@@ -99,7 +101,10 @@ GF_HIDDEN bool gf_agent_reclaim(const gf_ordinal *o, uint64_t bytes)
     gf_msg reply;
     if (!gf_state.cfg.agent[0])
         return false;
-    return agent_ask("reclaim", o->uuid, bytes, &reply) == 0;
+    /* any answer is worth one more try of the driver: a refusal may mean
+     * the borrowers are already gone (an agent that restarted mid-reclaim
+     * finished the eviction itself) */
+    return agent_ask("reclaim", o->uuid, bytes, &reply) >= 0;
 }
 
 /* After a free: a loan the fraction no longer needs goes back. */

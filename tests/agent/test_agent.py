@@ -16,7 +16,7 @@ from harness import BUILD, GPUFRAC, PROBE, Gi, Mi, SimTestCase, kv  # noqa: E402
 
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-AGENT = os.path.join(BUILD, "bin", "gpufracd")
+AGENT = os.environ.get("GPUFRAC_AGENT") or os.path.join(BUILD, "bin", "gpufracd")
 FAKE_MPS = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "fakes",
                                         "nvidia-cuda-mps-control"))
 
