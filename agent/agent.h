@@ -104,6 +104,7 @@ typedef struct gf_agent {
     uint64_t loan_seq;         /* newest loan number handed out (journaled) */
     uint64_t next_fid;
     gf_loan *loans;            /* GF_AGENT_LOANS_MAX entries */
+    int loans_high;            /* entries at or above this were never used */
     int journal_fd;            /* <state>/agent/journal, append-only */
     size_t journal_bytes;
     struct timespec scanned_mtime; /* of <state>/fractions at the last scan */

@@ -80,7 +80,7 @@ void gf_journal(gf_agent *a, const char *fmt, ...)
 
 static gf_loan *loan_find(gf_agent *a, const char *frac, int gpu, pid_t pid, uint64_t start)
 {
-    for (int i = 0; i < GF_AGENT_LOANS_MAX; i++) {
+    for (int i = 0; i < a->loans_high; i++) {
         gf_loan *l = &a->loans[i];
         if (l->used && l->gpu == gpu && l->pid == pid && l->start == start &&
             strcmp(l->fraction, frac) == 0)
@@ -93,6 +93,8 @@ static gf_loan *loan_new(gf_agent *a)
 {
     for (int i = 0; i < GF_AGENT_LOANS_MAX; i++)
         if (!a->loans[i].used) {
+            if (i >= a->loans_high)
+                a->loans_high = i + 1;
             memset(&a->loans[i], 0, sizeof(a->loans[i]));
             a->loans[i].used = true;
             a->loans[i].pidfd = -1;
@@ -241,7 +243,7 @@ static int snapshot(gf_agent *a, FILE *fp)
     for (int i = 0; i < n_sups; i++) /* not opened yet (first scan still to come) */
         fprintf(fp, "sup %s %d %" PRIu64 " %d\n", sups[i].name, (int)sups[i].pid, sups[i].start,
                 sups[i].admitted);
-    for (int i = 0; i < GF_AGENT_LOANS_MAX; i++) {
+    for (int i = 0; i < a->loans_high; i++) {
         const gf_loan *l = &a->loans[i];
         if (!l->used)
             continue;

@@ -58,7 +58,7 @@ void gf_loans_publish(gf_agent *a, gf_afraction *f)
 
 static gf_loan *find_loan(gf_agent *a, const char *frac, int gpu, pid_t pid, uint64_t start)
 {
-    for (int i = 0; i < GF_AGENT_LOANS_MAX; i++) {
+    for (int i = 0; i < a->loans_high; i++) {
         gf_loan *l = &a->loans[i];
         if (l->used && l->gpu == gpu && l->pid == pid && l->start == start &&
             strcmp(l->fraction, frac) == 0)
@@ -67,11 +67,14 @@ static gf_loan *find_loan(gf_agent *a, const char *frac, int gpu, pid_t pid, uin
     return NULL;
 }
 
-static int free_loan_slot(const gf_agent *a)
+static int free_loan_slot(gf_agent *a)
 {
     for (int i = 0; i < GF_AGENT_LOANS_MAX; i++)
-        if (!a->loans[i].used)
+        if (!a->loans[i].used) {
+            if (i >= a->loans_high)
+                a->loans_high = i + 1;
             return i;
+        }
     return -1;
 }
 
@@ -149,19 +152,19 @@ int gf_return_loan(gf_agent *a, gf_afraction *f, pid_t pid, int gpu, uint64_t by
     gf_journal(a, "return %s %s %d %" PRIu64 " %" PRIu64, f->cfg.name, a->gpus[gpu].uuid,
                (int)pid, start, bytes);
     l->bytes -= bytes;
+    a->gpus[gpu].lent -= bytes < a->gpus[gpu].lent ? bytes : a->gpus[gpu].lent;
     if (!l->bytes && !l->evicting) {
         epoll_ctl(a->loop_epfd, EPOLL_CTL_DEL, l->pidfd, NULL);
         close(l->pidfd);
         l->used = false;
     }
-    gf_registry_sums(a);
     gf_loans_publish(a, f);
     return 0;
 }
 
 static bool evicting_on(const gf_agent *a, int gpu)
 {
-    for (int i = 0; i < GF_AGENT_LOANS_MAX; i++)
+    for (int i = 0; i < a->loans_high; i++)
         if (a->loans[i].used && a->loans[i].evicting && a->loans[i].gpu == gpu)
             return true;
     return false;
@@ -223,7 +226,7 @@ static bool evict_begin(gf_agent *a, gf_loan *l)
 static int newest(const gf_agent *a, int gpu, uint64_t below)
 {
     int best = -1;
-    for (int i = 0; i < GF_AGENT_LOANS_MAX; i++) {
+    for (int i = 0; i < a->loans_high; i++) {
         const gf_loan *l = &a->loans[i];
         if (l->used && !l->evicting && l->gpu == gpu && l->bytes && l->seq < below &&
             (best < 0 || l->seq > a->loans[best].seq))
@@ -244,7 +247,7 @@ int gf_reclaim_start(gf_agent *a, int gpu, uint64_t bytes, int client, uint64_t 
     if (slot < 0)
         return gf_error_set(err, GF_ENOSPACE, "%d reclaims are already waiting",
                             GF_AGENT_RECLAIMS_MAX);
-    for (i = 0; i < GF_AGENT_LOANS_MAX; i++) /* already on their way back */
+    for (i = 0; i < a->loans_high; i++) /* already on their way back */
         if (a->loans[i].used && a->loans[i].evicting && a->loans[i].gpu == gpu) {
             back += a->loans[i].bytes;
             evicted++;
@@ -292,7 +295,7 @@ static void finish(gf_agent *a, gf_loan *l, const char *how)
         close(l->pidfd);
     }
     l->used = false;
-    gf_registry_sums(a);
+    a->gpus[l->gpu].lent -= l->bytes < a->gpus[l->gpu].lent ? l->bytes : a->gpus[l->gpu].lent;
     if (f)
         gf_loans_publish(a, f);
 }
@@ -307,7 +310,7 @@ void gf_loan_exited(gf_agent *a, int i)
 
 void gf_loans_recover(gf_agent *a)
 {
-    for (int i = 0; i < GF_AGENT_LOANS_MAX; i++) {
+    for (int i = 0; i < a->loans_high; i++) {
         gf_loan *l = &a->loans[i];
         gf_afraction *f;
         if (!l->used)

@@ -225,7 +225,7 @@ void gf_registry_sums(gf_agent *a)
             gpu->guaranteed += cd->request;
         }
     }
-    for (int i = 0; i < GF_AGENT_LOANS_MAX; i++)
+    for (int i = 0; i < a->loans_high; i++)
         if (a->loans[i].used)
             a->gpus[a->loans[i].gpu].lent += a->loans[i].bytes;
 }
@@ -301,7 +301,7 @@ gf_afraction *gf_registry_find_fid(gf_agent *a, uint64_t fid)
 uint64_t gf_loans_of(const gf_agent *a, const gf_afraction *f, int gpu)
 {
     uint64_t sum = 0;
-    for (int i = 0; i < GF_AGENT_LOANS_MAX; i++) {
+    for (int i = 0; i < a->loans_high; i++) {
         const gf_loan *l = &a->loans[i];
         if (l->used && l->gpu == gpu && strcmp(l->fraction, f->cfg.name) == 0)
             sum += l->bytes;
