@@ -190,6 +190,10 @@ void gf_journal(gf_agent *a, const char *fmt, ...) __attribute__((format(printf,
 void gf_journal_compact(gf_agent *a);
 /* Journals the agent-wide counters when they changed since the last time. */
 void gf_journal_counters(gf_agent *a);
+/* A fraction's own counters (watchdog kills, evictions per device): journaled
+ * when they change, restored when the fraction is opened again. */
+void gf_journal_fraction_counts(gf_agent *a, const gf_afraction *f);
+void gf_journal_restore_counts(gf_agent *a, gf_afraction *f);
 /* The supervisor the journal recorded for a fraction (consumed on open). */
 bool gf_journal_supervisor(gf_agent *a, const char *name, pid_t *pid, uint64_t *start,
                            bool *admitted);

@@ -17,7 +17,8 @@
  *   return FRACTION UUID PID START BYTES
  *   evict FRACTION UUID PID START             SIGKILL decided, not yet seen done
  *   evicted FRACTION UUID PID START           the borrower is gone, counted
- *   gone FRACTION UUID PID START              the borrower ended on its own */
+ *   gone FRACTION UUID PID START              the borrower ended on its own
+ *   fcount FRACTION KILLS EVICTIONS...         a fraction's counters (one per config device) */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -46,6 +47,66 @@ typedef struct jsup {
 
 static jsup sups[GF_AGENT_FRACTIONS_MAX];
 static int n_sups;
+
+typedef struct jcount {
+    char name[GF_NAME_MAX];
+    uint64_t kills, evictions[GF_CONFIG_DEVICES_MAX];
+} jcount;
+
+static jcount counts[GF_AGENT_FRACTIONS_MAX];
+static int n_counts;
+
+static void fcount_line(char *out, size_t len, const char *name, uint64_t kills,
+                        const uint64_t *ev)
+{
+    int n = snprintf(out, len, "fcount %s %" PRIu64, name, kills);
+    for (int d = 0; d < GF_CONFIG_DEVICES_MAX && n > 0 && (size_t)n < len; d++)
+        n += snprintf(out + n, len - (size_t)n, " %" PRIu64, ev[d]);
+}
+
+void gf_journal_fraction_counts(gf_agent *a, const gf_afraction *f)
+{
+    char line[512];
+    fcount_line(line, sizeof(line), f->cfg.name, f->watchdog_kills, f->evictions);
+    gf_journal(a, "%s", line);
+}
+
+void gf_journal_restore_counts(gf_agent *a, gf_afraction *f)
+{
+    (void)a;
+    for (int i = 0; i < n_counts; i++)
+        if (strcmp(counts[i].name, f->cfg.name) == 0) {
+            f->watchdog_kills = counts[i].kills;
+            memcpy(f->evictions, counts[i].evictions, sizeof(f->evictions));
+            counts[i] = counts[--n_counts];
+            return;
+        }
+}
+
+static void replay_fcount(const char *line)
+{
+    char name[GF_NAME_MAX];
+    const char *p = line + strlen("fcount ");
+    jcount c = {0};
+    int used = 0;
+
+    if (sscanf(p, "%63s %" SCNu64 "%n", name, &c.kills, &used) != 2)
+        return;
+    p += used;
+    for (int d = 0; d < GF_CONFIG_DEVICES_MAX; d++) {
+        if (sscanf(p, " %" SCNu64 "%n", &c.evictions[d], &used) != 1)
+            break;
+        p += used;
+    }
+    snprintf(c.name, sizeof(c.name), "%s", name);
+    for (int i = 0; i < n_counts; i++)
+        if (strcmp(counts[i].name, name) == 0) {
+            counts[i] = c;
+            return;
+        }
+    if (n_counts < GF_AGENT_FRACTIONS_MAX)
+        counts[n_counts++] = c;
+}
 
 #ifdef GF_TEST_HOOKS
 void gf_test_crash_point(const char *step)
@@ -113,6 +174,10 @@ static void replay_line(gf_agent *a, char *line)
 
     if (sscanf(line, "%15s", verb) != 1)
         return;
+    if (strcmp(verb, "fcount") == 0) {
+        replay_fcount(line);
+        return;
+    }
     if (strcmp(verb, "seq") == 0 && sscanf(line, "seq %llu", &v[0]) == 1) {
         if (v[0] > a->loan_seq)
             a->loan_seq = v[0];
@@ -239,6 +304,17 @@ static int snapshot(gf_agent *a, FILE *fp)
         if (f->supervisor > 0)
             fprintf(fp, "sup %s %d %" PRIu64 " %d\n", f->cfg.name, (int)f->supervisor,
                     f->sup_start, f->sup_admitted);
+    }
+    for (int i = 0; i < a->n_fractions; i++) {
+        const gf_afraction *f = &a->fractions[i];
+        char line[512];
+        fcount_line(line, sizeof(line), f->cfg.name, f->watchdog_kills, f->evictions);
+        fprintf(fp, "%s\n", line);
+    }
+    for (int i = 0; i < n_counts; i++) {
+        char line[512];
+        fcount_line(line, sizeof(line), counts[i].name, counts[i].kills, counts[i].evictions);
+        fprintf(fp, "%s\n", line);
     }
     for (int i = 0; i < n_sups; i++) /* not opened yet (first scan still to come) */
         fprintf(fp, "sup %s %d %" PRIu64 " %d\n", sups[i].name, (int)sups[i].pid, sups[i].start,

@@ -281,6 +281,7 @@ static void finish(gf_agent *a, gf_loan *l, const char *how)
             const gf_config_device *cd = gf_config_find_device(&f->cfg, uuid);
             if (cd)
                 f->evictions[cd - f->cfg.devices]++;
+            gf_journal_fraction_counts(a, f);
         }
         gf_counters_save(a);
         gf_bytes_human(l->bytes, h, sizeof(h));

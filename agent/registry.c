@@ -175,6 +175,7 @@ static int open_fraction(gf_agent *a, const char *name, gf_error *err)
     open_socket(a, f, dfd);
     close(dfd);
     restore_supervisor(a, f);
+    gf_journal_restore_counts(a, f);
     f->seen = true;
     a->n_fractions++;
     gf_attrib_dirty();

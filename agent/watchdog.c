@@ -14,6 +14,7 @@
  * All scratch space is static: a tick allocates nothing. Not reentrant; the
  * agent runs it from its one loop under a->lock. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -101,6 +102,13 @@ static void enforce(gf_agent *a, int g, int i, int n)
     w->killed = wd.tick;
     f->watchdog_kills++;
     a->watchdog_kills_total++;
+    gf_journal_fraction_counts(a, f);
+    /* the shim's copy, for gpufrac status */
+    if (f->ledger_fd >= 0 &&
+        pwrite(f->ledger_fd, &f->watchdog_kills, sizeof(f->watchdog_kills),
+               (off_t)offsetof(gf_ledger_header, watchdog_kills)) < 0) {
+        /* a ledger the tenant broke: metrics still have it */
+    }
     gf_agent_event(a, "watchdog: killed pid %d of fraction %s: driver reports %llu bytes on %s, "
                       "bound %llu (limit %llu)",
                    (int)wd.procs[k].pid, f->cfg.name, (unsigned long long)w->sum,

@@ -64,6 +64,31 @@ class LoanOrderTest(CrashTest):
         self.assertTrue(self.status().get("b1", {}).get("burst"), "b1 keeps its older loan")
 
 
+class CountersTest(CrashTest):
+    def test_counters_survive_sigkill(self):
+        self.run_bg("leaky", "--memory", "256Mi", "--", "sh", "-c",
+                    "env -u LD_PRELOAD %s alloc 1Gi hold 60; sleep 60" % PROBE)
+        self.wait_for(lambda: "of fraction leaky" in self.events(), "the watchdog")
+        self.ask(b"gpufrac/1 ping")
+        m = self.metrics()
+        requests = self.sample(m, "gpufrac_agent_requests_total")
+        self.assertEqual(self.sample(m, "gpufrac_fraction_watchdog_kills_total",
+                                     fraction="leaky"), 1.0)
+        # the request counts reach the journal on the next tick
+        def journaled_requests():
+            with open(os.path.join(self.state, "agent", "journal")) as f:
+                counts = [ln.split() for ln in f if ln.startswith("count ")]
+            return counts and int(counts[-1][3]) >= requests
+        self.wait_for(journaled_requests, "the request count journaled")
+        self.stop_agent(signal.SIGKILL)
+        self.start_agent()
+        m = self.metrics()
+        self.assertEqual(self.sample(m, "gpufrac_fraction_watchdog_kills_total",
+                                     fraction="leaky"), 1.0)
+        self.assertEqual(self.sample(m, "gpufrac_agent_watchdog_kills_total"), 1.0)
+        self.assertGreaterEqual(self.sample(m, "gpufrac_agent_requests_total"), requests)
+
+
 class MidReclaimTest(CrashTest):
     crash_at = "reclaim-killed"
 
