@@ -265,8 +265,14 @@ int gf_registry_scan(gf_agent *a, gf_error *err)
         if (de->d_name[0] == '.' || !gf_name_valid(de->d_name))
             continue; /* ".", "..", and fractions being made or removed */
         if ((f = by_name(a, de->d_name))) {
+            bool was_ok = f->view.ok;
             f->seen = true;
             gf_ledger_view_read(f->ledger_fd, &f->view);
+            if (was_ok != f->view.ok)
+                gf_agent_event(a, "fraction %s: ledger %s", f->cfg.name,
+                               f->view.ok ? "readable again" : f->view.why);
+            if (was_ok && !f->view.ok)
+                gf_agent_event(a, "fraction %s: judged by the driver only", f->cfg.name);
         } else if (open_fraction(a, de->d_name, &ferr) < 0 && ferr.code != GF_ESYS) {
             gf_agent_event(a, "ignoring %s/fractions/%s: %s", a->state_dir, de->d_name, ferr.msg);
         }

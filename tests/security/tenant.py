@@ -7,6 +7,8 @@ import os
 import socket
 import subprocess
 import sys
+import threading  # noqa: F401 (for the attack bodies)
+import time  # noqa: F401
 
 SOCK, LEDGER, CONFIG, FORGE, PROBE, SHIM = sys.argv[1:7]
 BODY = sys.argv[7]

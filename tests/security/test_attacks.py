@@ -77,10 +77,9 @@ class AttackBase(AgentTestCase):
         reply = self.ask(b"gpufrac/1 attach name=%s pid=%d" % (name.encode(), pid))
         self.assertTrue(reply.startswith("gpufrac/1 ok"), reply)
 
-    def tenant(self, name, body, request=512 * Mi, limit=512 * Mi, ns=False):
+    def start_tenant(self, name, body, request=512 * Mi, limit=512 * Mi, ns=False):
         """Admits fraction `name` for uid 65534, starts its init as the
-        tenant running `body` (tenant.py), attaches it, returns (process,
-        output lines up to "done")."""
+        tenant running `body` (tenant.py), attaches it and lets it go."""
         f = self.admit(name, request, limit)
         cmd = [sys.executable, TENANT, f["socket"], f["ledger"], f["config"], FORGE, PROBE,
                SHIM, body]
@@ -93,12 +92,20 @@ class AttackBase(AgentTestCase):
         self.attach(name, p.pid)
         p.stdin.write("go\n")
         p.stdin.flush()
-        out = []
+        self.last_fraction = f
+        return p, []
+
+    def read_tenant(self, p, out):
+        """The tenant's output lines up to "done"."""
         for line in p.stdout:
             out.append(line.rstrip("\n"))
             if line.strip() == "done":
                 break
-        return p, out, f
+        return out
+
+    def tenant(self, name, body, request=512 * Mi, limit=512 * Mi, ns=False):
+        p, out = self.start_tenant(name, body, request, limit, ns)
+        return p, self.read_tenant(p, out), self.last_fraction
 
     def healthz(self):
         url = "http://127.0.0.1:%s/healthz" % self.metrics_port()
@@ -140,14 +147,21 @@ class AttackTest(AttackBase):
         self.assert_node_unharmed()
 
     def test_misattribute_and_forged_supervisor_file(self):
-        # a root job with GPU memory written into the tenant's live slot and
-        # its supervisor file; the tenant's own bypasser shows the watchdog ran
+        # a root job with GPU memory written into the tenant's live slot, and
+        # (as a tenant can where it owns the fraction's directory) its pid in
+        # the fraction's supervisor file; the tenant's own bypasser, started
+        # after both, shows a watchdog pass saw them
+        sup_file = os.path.join(self.state, "fractions", "k8s.t2", "supervisor")
         body = ("say('forge', forge('slot', %d, 1, 0, 60, background=True))\n"
-                "open(os.path.join(os.path.dirname(LEDGER), 'supervisor'), 'w')"
-                ".write('%d\\n') if os.access(os.path.dirname(LEDGER), os.W_OK) else None\n"
+                "while not os.path.exists(%r): time.sleep(0.02)\n"
                 "say(probe('alloc', '1Gi', 'hold', '60', shim=False, background=True))\n"
-                % (self.root_canary.pid, self.root_canary.pid))
-        self.tenant("k8s.t2", body, 256 * Mi, 256 * Mi)
+                % (self.root_canary.pid, sup_file + ".forged"))
+        p, out = self.start_tenant("k8s.t2", body, 256 * Mi, 256 * Mi)
+        with open(sup_file, "w") as f:
+            f.write("%d\n" % self.root_canary.pid)
+        open(sup_file + ".forged", "w").close()
+        self.read_tenant(p, out)
+        self.assertIn("forge forged", out)
         self.wait_watchdog_kill("k8s.t2")
         self.assertNotIn("pid %d " % self.root_canary.pid, self.events())
         self.assert_node_unharmed()
@@ -160,22 +174,24 @@ class AttackTest(AttackBase):
         self.assert_node_unharmed()
 
     def test_crash_truncated_ledger_then_restart(self):
+        again = os.path.join(self.tmp, "bypass-again")
         body = ("say('forge', forge('truncate'))\n"
-                "say(probe('alloc', '1Gi', 'hold', '60', shim=False, background=True))\n")
+                "say(probe('alloc', '1Gi', 'hold', '60', shim=False, background=True))\n"
+                "def later():\n"
+                "    while not os.path.exists(%r): time.sleep(0.02)\n"
+                "    say(probe('alloc', '1Gi', 'hold', '60', shim=False, background=True))\n"
+                "threading.Thread(target=later, daemon=True).start()\n" % again)
         _, out, _ = self.tenant("k8s.t4", body, 256 * Mi, 256 * Mi)
         self.assertIn("forge forged", out)
         self.wait_watchdog_kill("k8s.t4")
+        self.assertIn("judged by the driver only", self.events())
         self.assert_node_unharmed()
         # after a restart the fraction is still watched, judged by the driver
         self.stop_agent(signal.SIGKILL)
         self.start_agent()
-        before = self.events().count("watchdog: killed pid")
-        bypass = subprocess.Popen([PROBE, "alloc", "1Gi", "hold", "60"], env=self.env,
-                                  user=NOBODY, stdout=subprocess.DEVNULL)
-        self.procs.append(bypass)
-        # started outside the fraction: only its init's descendants are its
-        self.assertIn("judged by the driver only", self.events())
-        self.assertEqual(self.events().count("watchdog: killed pid"), before)
+        open(again, "w").close()
+        self.wait_for(lambda: self.events().count("of fraction k8s.t4:") >= 2,
+                      "the watchdog to kill the second bypasser after the restart")
         self.assert_node_unharmed()
 
     def test_out_borrow_by_writing_lent(self):
