@@ -446,5 +446,19 @@ class SocketTest(AgentTestCase):
         return kv(r.stdout)["uuid"]
 
 
+class IdleTest(AgentTestCase):
+    extra_args = ["--client-idle-s", "1"]
+
+    def test_idle_connections_are_closed_and_a_new_one_works(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        s.connect(self.sock)
+        s.send(b"gpufrac/1 ping")
+        self.assertTrue(s.recv(4096).startswith(b"gpufrac/1 ok"))
+        s.settimeout(20)
+        self.assertEqual(s.recv(4096), b"", "the idle connection is closed by the agent")
+        s.close()
+        self.assertTrue(self.ask(b"gpufrac/1 ping").startswith("gpufrac/1 ok"))
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
