@@ -164,6 +164,14 @@ class WatchdogTest(AgentTestCase):
         self.assertIn("fraction leaky", self.events())
         self.wait_for(lambda: "leaky" not in self.status(), "the leaky run to end")
 
+    def test_run_started_before_the_agent_is_watched(self):
+        self.stop_agent()
+        self.run_bg("early", "--memory", "512Mi", "--", "env", "-u", "LD_PRELOAD", PROBE,
+                    "alloc", "2Gi", "hold", "60")
+        self.wait_for(lambda: "holding=" in self.output("early"), "the bypasser")
+        self.start_agent()  # gpufrac run attaches itself once the agent is there
+        self.wait_for(lambda: "of fraction early:" in self.events(), "the watchdog", 30)
+
     def test_process_within_its_limit_is_left_alone(self):
         p = self.run_bg("fine", "--memory", "1Gi", "--", "env", "-u", "LD_PRELOAD", PROBE,
                         "alloc", "256Mi", "hold", "3")
