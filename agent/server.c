@@ -200,6 +200,13 @@ static void do_reclaim(gf_agent *a, const gf_msg *in, gf_msg *out, req *r)
         return gf_reply_error(out, "only a fraction guaranteed memory on this GPU may reclaim");
     if (bytes > cd->request)
         bytes = cd->request; /* nobody takes back more than its own guarantee */
+    /* the driver has the memory already: nobody is evicted for nothing */
+    if (gf_agent_nvml_refresh(a, &err) == 0 && a->gpus[g].total > a->gpus[g].used &&
+        a->gpus[g].total - a->gpus[g].used >= bytes) {
+        gf_msg_init(out, "ok");
+        gf_msg_add_u64(out, "evicted", 0);
+        return;
+    }
     if (gf_reclaim_start(a, g, bytes, r->client, clients[r->client].gen, &err) < 0)
         return gf_reply_error(out, err.msg);
     r->deferred = true; /* answered when the borrowers are gone */

@@ -142,7 +142,7 @@ class AttackTest(AttackBase):
         _, out, _ = self.tenant("k8s.t1", body)
         self.assertIn("forge forged", out)
         reply = [ln for ln in out if ln.startswith("reply")][0]
-        self.assertIn("nothing on loan", reply)
+        self.assertRegex(reply, "nothing on loan|ok evicted=0")
         self.assertNotIn(str(self.root_canary.pid), reply)
         self.assert_node_unharmed()
 
@@ -210,6 +210,24 @@ class AttackTest(AttackBase):
                            env=dict(self.env, LD_PRELOAD=SHIM, GPUFRAC_CONFIG=owner["config"]),
                            capture_output=True, text=True, timeout=60)
         self.assertIn("alloc=ok", r.stdout, r.stderr)
+        self.assert_node_unharmed()
+
+    def test_reclaim_without_need_evicts_nobody(self):
+        # a real borrower in another fraction; the tenant asks to reclaim while
+        # the GPU has the memory free: nobody is evicted
+        b = self.admit("k8s.lender", 256 * Mi, 1 * Gi, uid=0)
+        init = subprocess.Popen(["sh", "-c", "read x; exec %s alloc 700Mi hold 60" % PROBE],
+                                env=dict(self.env, LD_PRELOAD=SHIM, GPUFRAC_CONFIG=b["config"]),
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.procs.append(init)
+        self.attach("k8s.lender", init.pid)
+        init.stdin.write("go\n")
+        init.stdin.flush()
+        self.assertTrue(init.stdout.readline().startswith("alloc=ok"))
+        body = "say('reply', ask('gpufrac/1 reclaim dev=%s bytes=536870912'))\n" % self.uuid
+        _, out, _ = self.tenant("k8s.t9", body)
+        self.assertIn("ok evicted=0", [ln for ln in out if ln.startswith("reply")][0])
+        self.assertIsNone(init.poll(), "a borrower was evicted for nothing")
         self.assert_node_unharmed()
 
     def test_release_itself(self):
@@ -347,7 +365,8 @@ class PidNamespaceTest(AttackBase):
                 "say('borrow', ask('gpufrac/1 borrow dev=%s bytes=1'))\n"
                 % (self.root_canary.pid, self.uuid, self.uuid))
         _, out, _ = self.tenant("k8s.nsk", body, ns=True)
-        self.assertIn("nothing on loan", [ln for ln in out if ln.startswith("reply")][0])
+        self.assertRegex([ln for ln in out if ln.startswith("reply")][0],
+                         "nothing on loan|ok evicted=0")
         self.assert_node_unharmed()
 
 
