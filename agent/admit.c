@@ -6,9 +6,11 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -17,42 +19,42 @@
 #include "place.h"
 #include "quantity.h"
 
-static int write_file(const char *dir, const char *name, const char *text, mode_t mode,
-                      gf_error *err)
+/* Files the agent writes into a fraction's directory: relative to its fd,
+ * never through a link, mode set on the open file. */
+static int write_file_at(int dfd, const char *name, const char *text, mode_t mode, gf_error *err)
 {
-    char path[GF_PATH_MAX + 64];
-    int fd;
     size_t len = strlen(text);
+    int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
+                    mode);
 
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
-    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
     if (fd < 0)
-        return gf_error_sys(err, "creating %s", path);
-    if (write(fd, text, len) != (ssize_t)len) {
-        gf_error_sys(err, "writing %s", path);
+        return gf_error_sys(err, "creating %s", name);
+    if (write(fd, text, len) != (ssize_t)len || fchmod(fd, mode) < 0) {
+        gf_error_sys(err, "writing %s", name);
         close(fd);
         return -1;
     }
-    fchmod(fd, mode);
     close(fd);
     return 0;
 }
 
-static void rm_tree(const char *dir)
+/* Empties and removes directory `name` of dfd: one level (what a fraction
+ * holds), unlinkat never follows a link. */
+static void rm_tree_at(int dfd, const char *name)
 {
-    char path[GF_PATH_MAX + 300];
+    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     struct dirent *de;
-    DIR *d = opendir(dir);
+    DIR *d;
 
-    while (d && (de = readdir(d))) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-        unlink(path);
-    }
-    if (d)
+    if (fd >= 0 && (d = fdopendir(fd))) {
+        while ((de = readdir(d)))
+            if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+                unlinkat(fd, de->d_name, 0);
         closedir(d);
-    rmdir(dir);
+    } else if (fd >= 0) {
+        close(fd);
+    }
+    unlinkat(dfd, name, AT_REMOVEDIR);
 }
 
 /* "uuid/request/limit,..." into cfg->devices. */
@@ -131,43 +133,53 @@ static int check_fit(gf_agent *a, const gf_fraction_config *cfg, gf_error *err)
 
 static int make_fraction(gf_agent *a, gf_fraction_config *cfg, const gf_msg *in, gf_error *err)
 {
-    char tmp[GF_PATH_MAX + 96], dir[GF_PATH_MAX + 96], text[GF_CONFIG_TEXT_MAX], id[512];
+    char tmp[GF_NAME_MAX + 16], dir[GF_PATH_MAX + 96], text[GF_CONFIG_TEXT_MAX], id[512];
+    char ledger_tmp[GF_PATH_MAX + 128];
     uint64_t uid = 0;
+    int dfd = -1;
 
     snprintf(dir, sizeof(dir), "%s/fractions/%s", a->state_dir, cfg->name);
-    snprintf(tmp, sizeof(tmp), "%s/fractions/.new-%s", a->state_dir, cfg->name);
+    snprintf(tmp, sizeof(tmp), ".new-%s", cfg->name);
     if ((size_t)snprintf(cfg->ledger, sizeof(cfg->ledger), "%s/ledger", dir) >= sizeof(cfg->ledger))
         return gf_error_set(err, GF_EINVAL, "state directory path too long");
     if ((size_t)snprintf(cfg->agent, sizeof(cfg->agent), "%s/agent.sock", dir) >= sizeof(cfg->agent))
         return gf_error_set(err, GF_EINVAL, "state directory path too long");
-    rm_tree(tmp);
-    if (mkdir(tmp, 0711) < 0)
-        return gf_error_sys(err, "creating %s", tmp);
+    rm_tree_at(a->frac_dfd, tmp);
+    if (mkdirat(a->frac_dfd, tmp, 0711) < 0)
+        return gf_error_sys(err, "creating %s/fractions/%s", a->state_dir, tmp);
+    if ((dfd = openat(a->frac_dfd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+        gf_error_sys(err, "opening %s/fractions/%s", a->state_dir, tmp);
+        goto fail;
+    }
     if (gf_config_format(cfg, text, sizeof(text)) < 0 ||
-        write_file(tmp, "config", text, 0444, err) < 0)
+        write_file_at(dfd, "config", text, 0444, err) < 0)
         goto fail;
     snprintf(id, sizeof(id), "namespace=%s\npod=%s\ncontainer=%s\nadmitted=%lld\n",
              gf_msg_get(in, "ns") ? gf_msg_get(in, "ns") : "",
              gf_msg_get(in, "pod") ? gf_msg_get(in, "pod") : "",
              gf_msg_get(in, "container") ? gf_msg_get(in, "container") : "", (long long)time(NULL));
-    char ledger_tmp[GF_PATH_MAX + 128];
-    snprintf(ledger_tmp, sizeof(ledger_tmp), "%s/ledger", tmp);
-    if (write_file(tmp, "identity", id, 0444, err) < 0 ||
+    snprintf(ledger_tmp, sizeof(ledger_tmp), "%s/fractions/%s/ledger", a->state_dir, tmp);
+    /* the directory is root's and new: a path into it is not redirected */
+    if (write_file_at(dfd, "identity", id, 0444, err) < 0 ||
         gf_ledger_create_for(ledger_tmp, cfg, 0600, err) < 0)
         goto fail;
     /* the fraction is given to the container's user: its ledger, nobody else's */
     if (gf_msg_get(in, "uid") && gf_msg_get_u64(in, "uid", &uid, err) == 0 &&
-        chown(ledger_tmp, (uid_t)uid, (gid_t)-1) < 0) {
+        fchownat(dfd, "ledger", (uid_t)uid, (gid_t)-1, AT_SYMLINK_NOFOLLOW) < 0) {
         gf_error_sys(err, "giving %s to uid %" PRIu64, ledger_tmp, uid);
         goto fail;
     }
-    if (rename(tmp, dir) < 0) {
+    if (renameat(a->frac_dfd, tmp, a->frac_dfd, cfg->name) < 0) {
         gf_error_sys(err, "installing %s", dir);
         goto fail;
     }
+    close(dfd);
+    gf_test_crash_point("admit");
     return 0;
 fail:
-    rm_tree(tmp);
+    if (dfd >= 0)
+        close(dfd);
+    rm_tree_at(a->frac_dfd, tmp);
     return -1;
 }
 
@@ -209,66 +221,105 @@ void gf_admit_container(gf_agent *a, const gf_msg *in, gf_msg *out, const struct
     gf_place_reply(out, &f->cfg);
 }
 
-void gf_attach_container(gf_agent *a, const gf_msg *in, gf_msg *out, const struct ucred *cr)
+static int attach_pid(gf_agent *a, gf_afraction *f, pid_t pid, bool admitted, gf_error *err)
+{
+    uint64_t start;
+    int fd = gf_pidfd_open(pid);
+
+    if (fd < 0 || !gf_proc_stat(pid, &start, NULL) || gf_pidfd_exited(fd)) {
+        if (fd >= 0)
+            close(fd);
+        return gf_error_set(err, GF_ENOTFOUND, "pid= is no live process of this node");
+    }
+    if (f->sup_pidfd >= 0) {
+        epoll_ctl(a->loop_epfd, EPOLL_CTL_DEL, f->sup_pidfd, NULL);
+        close(f->sup_pidfd);
+    }
+    f->supervisor = pid;
+    f->sup_start = start;
+    f->sup_pidfd = fd;
+    f->sup_admitted = admitted;
+    f->sup_seen = true;
+    gf_journal(a, "sup %s %d %" PRIu64 " %d", f->cfg.name, (int)pid, start, admitted);
+    gf_loop_watch(a, fd, GF_EV(GF_EV_SUP, f->fid));
+    gf_attrib_dirty();
+    return 0;
+}
+
+/* attach: the runtime (root, root's socket) names a container's init with
+ * pid=; gpufrac run attaches itself (its own pid, from SO_PEERCRED) through
+ * its fraction's socket, once, for a fraction its user owns. */
+void gf_attach(gf_agent *a, const gf_msg *in, gf_msg *out, const struct ucred *cr, uint64_t fid)
 {
     const char *name = gf_msg_get(in, "name");
+    bool runtime = cr->uid == 0 && fid == 0 && gf_msg_get(in, "pid");
     char text[32];
-    uint64_t pid;
+    uint64_t pid = (uint64_t)cr->pid;
     gf_afraction *f;
     gf_error err;
 
-    if (cr->uid != 0)
-        return gf_reply_error(out, "only root (the container runtime) may attach a container");
-    if (gf_msg_get_u64(in, "pid", &pid, &err) < 0 || !pid)
-        return gf_reply_error(out, "pid= must be the container's init process");
+    if (runtime && (gf_msg_get_u64(in, "pid", &pid, &err) < 0 || !pid || pid > INT32_MAX))
+        return gf_reply_error(out, "pid= must be the container's init process (a host pid)");
     gf_registry_scan_if_changed(a, &err);
-    if (!name || !(f = gf_registry_find_name_fresh(a, name)))
-        return gf_reply_error(out, "name= names no fraction of this node");
-    snprintf(text, sizeof(text), "%" PRIu64 "\n", pid);
-    if (write_file(f->dir, "supervisor", text, 0444, &err) < 0)
+    f = fid ? gf_registry_find_fid(a, fid) : name ? gf_registry_find_name_fresh(a, name) : NULL;
+    if (!f || (name && strcmp(name, f->cfg.name) != 0))
+        return gf_reply_error(out, "name= names no fraction of this node (or not this socket's)");
+    if (!runtime) {
+        if (f->pod[0])
+            return gf_reply_error(out, "a container's fraction is attached by its runtime only");
+        if (cr->uid != 0 && cr->uid != f->owner)
+            return gf_reply_error(out, "only the fraction's owner may attach to it");
+        if (f->sup_pidfd >= 0 && !gf_pidfd_exited(f->sup_pidfd))
+            return gf_reply_error(out, "the fraction already has a live supervisor");
+    }
+    if (attach_pid(a, f, (pid_t)pid, runtime, &err) < 0)
         return gf_reply_error(out, err.msg);
-    f->supervisor = (pid_t)pid;
+    if (runtime) { /* shown by gpufrac status; the agent itself never reads it back */
+        int dfd = openat(a->frac_dfd, f->cfg.name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        snprintf(text, sizeof(text), "%" PRIu64 "\n", pid);
+        if (dfd >= 0) {
+            write_file_at(dfd, "supervisor", text, 0444, &err);
+            close(dfd);
+        }
+    }
     gf_msg_init(out, "ok");
 }
 
 void gf_release_fraction(gf_agent *a, gf_afraction *f)
 {
-    char old[GF_PATH_MAX + 96], name[GF_NAME_MAX];
+    char old[GF_NAME_MAX + 16], name[GF_NAME_MAX];
     gf_error err;
 
     snprintf(name, sizeof(name), "%s", f->cfg.name);
-    snprintf(old, sizeof(old), "%s/fractions/.old-%s", a->state_dir, name);
-    if (rename(f->dir, old) == 0)
-        rm_tree(old);
-    gf_registry_scan_if_changed(a, &err);
-    gf_agent_event(a, "released container fraction %s", name);
+    snprintf(old, sizeof(old), ".old-%s", name);
+    if (renameat(a->frac_dfd, name, a->frac_dfd, old) == 0)
+        rm_tree_at(a->frac_dfd, old);
+    gf_journal(a, "unsup %s", name);
+    gf_registry_scan(a, &err);
+    gf_agent_event(a, "released fraction %s", name);
 }
 
-static bool has_live_slot(gf_afraction *f)
-{
-    for (int s = 0, high = gf_ledger_slot_high(&f->ledger); s < high; s++)
-        if (atomic_load(&f->ledger.hdr->slots[s].pid) && gf_ledger_slot_live(&f->ledger, s))
-            return true;
-    return false;
-}
-
-static bool is_container(const gf_afraction *f)
-{
-    char path[GF_PATH_MAX + 16];
-    snprintf(path, sizeof(path), "%s/identity", f->dir);
-    return access(path, F_OK) == 0;
-}
-
-void gf_reconcile_containers(gf_agent *a)
+/* A fraction whose supervisor (attached by the agent) is gone and that no
+ * process holds a slot of any more (the kernel's lock table says so) is
+ * released: its guarantee ends within a tick, whoever made it. */
+void gf_release_stale(gf_agent *a)
 {
     for (int i = 0; i < a->n_fractions; i++) {
         gf_afraction *f = &a->fractions[i];
-        if (!f->supervisor || !is_container(f) || kill(f->supervisor, 0) == 0 || errno != ESRCH ||
-            has_live_slot(f))
+        if (f->sup_pidfd >= 0 && gf_pidfd_exited(f->sup_pidfd)) {
+            epoll_ctl(a->loop_epfd, EPOLL_CTL_DEL, f->sup_pidfd, NULL);
+            close(f->sup_pidfd);
+            f->sup_pidfd = -1;
+            gf_attrib_dirty();
+        }
+        if (!f->sup_seen || f->sup_pidfd >= 0 || gf_ledger_view_any_live(f->ledger_fd))
             continue;
-        gf_agent_event(a, "container of fraction %s is gone and its poststop hook never "
-                          "released it: releasing", f->cfg.name);
+        gf_agent_event(a, "fraction %s: its supervisor and all its processes are gone: "
+                          "releasing its guarantee", f->cfg.name);
+        int before = a->n_fractions;
+        f->sup_seen = false; /* tried once: a fraction that cannot be removed is not retried */
         gf_release_fraction(a, f);
-        i = -1; /* the registry changed under us: start over */
+        if (a->n_fractions < before)
+            i = -1; /* the registry changed under us: start over */
     }
 }

@@ -10,10 +10,10 @@
 
 void gf_reply_error(gf_msg *out, const char *msg);
 void gf_admit_container(gf_agent *a, const gf_msg *in, gf_msg *out, const struct ucred *cr);
-void gf_attach_container(gf_agent *a, const gf_msg *in, gf_msg *out, const struct ucred *cr);
+void gf_attach(gf_agent *a, const gf_msg *in, gf_msg *out, const struct ucred *cr, uint64_t fid);
 /* Removes a fraction's directory and forgets it. */
 void gf_release_fraction(gf_agent *a, gf_afraction *f);
-/* Removes container fractions whose container is gone without a release. */
-void gf_reconcile_containers(gf_agent *a);
+/* Releases fractions whose supervisor and processes are all gone. */
+void gf_release_stale(gf_agent *a);
 
 #endif

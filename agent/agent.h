@@ -1,12 +1,19 @@
 /* gpufracd internals: the pieces of the node agent and what they share.
  *
- * The agent's registry is the state directory itself:
- *   <state>/fractions/<name>/{config,ledger,supervisor}   (as `gpufrac run` makes them)
- *   <state>/agent.sock                                   (the socket, see core/proto.h)
- *   <state>/mps/<short-uuid>/                            (MPS pipe dirs, sm-sharing)
- *   <state>/events.log                                   (one line per reclaim/eviction/kill)
- * Everything that must survive a restart (fractions, loans, counters) lives
- * in the fractions' ledgers, so a SIGKILLed agent loses nothing. */
+ * Trusted (the agent's own, root-only):
+ *   <state>/agent/journal                               (loans, supervisors, counters;
+ *                                                        see journal.c)
+ *   <state>/agent.sock                                  (root's socket, see core/proto.h)
+ *   the fraction configs, read once when a fraction appears
+ * Tenant-written (untrusted, read only through bounded copies):
+ *   <state>/fractions/<name>/ledger                     (see ledger_view.h)
+ *   <state>/fractions/<name>/supervisor                 (never read by the agent)
+ * Written by the agent for others:
+ *   <state>/fractions/<name>/agent.sock                 (the fraction's socket)
+ *   <state>/mps/<short-uuid>/                           (MPS pipe dirs, sm-sharing)
+ *   <state>/events.log                                  (one line per reclaim/eviction/kill)
+ * Every pid the agent keeps is a host pid with its start time, and every
+ * signal goes through a pidfd (proc.h). */
 #ifndef GPUFRAC_AGENT_H
 #define GPUFRAC_AGENT_H
 
@@ -19,9 +26,29 @@
 #include "config.h"
 #include "error.h"
 #include "ledger.h"
+#include "ledger_view.h"
+#include "proc.h"
 
 #define GF_AGENT_FRACTIONS_MAX 4096
 #define GF_AGENT_GPUS_MAX 16
+#define GF_AGENT_LOANS_MAX 16384
+#define GF_AGENT_CLIENTS_MAX 16384      /* connections of the whole node */
+#define GF_AGENT_CLIENTS_PER_FRACTION 1024 /* of one fraction's socket (and of root's) */
+#define GF_AGENT_CLIENT_IDLE_S 60        /* an idle connection is closed after this */
+#define GF_AGENT_RECLAIMS_MAX 64         /* reclaims waiting for their victims to exit */
+#define GF_AGENT_RECLAIM_WAIT_MS 5000    /* the longest a reclaim waits for them */
+
+/* A loan the agent granted: the truth about burst memory (DESIGN 3.4). */
+typedef struct gf_loan {
+    bool used;
+    char fraction[GF_NAME_MAX];
+    int gpu;
+    pid_t pid;        /* host pid of the borrower (SO_PEERCRED) */
+    uint64_t start;   /* its start time: pid + start is its identity */
+    uint64_t bytes, seq;
+    int pidfd;        /* -1 once it is gone */
+    bool evicting;    /* SIGKILLed to take it back; finished when the pidfd fires */
+} gf_loan;
 
 /* One GPU of the node, as NVML reports it. */
 typedef struct gf_gpu {
@@ -43,8 +70,16 @@ typedef struct gf_gpu {
 typedef struct gf_afraction {
     char dir[GF_PATH_MAX];
     gf_fraction_config cfg;
-    gf_ledger ledger;          /* opened, no slot claimed */
-    pid_t supervisor;          /* 0 when none */
+    int ledger_fd;             /* opened O_NOFOLLOW, never mapped */
+    uint64_t fid;              /* unique per fraction the agent opened (never reused) */
+    pid_t supervisor;          /* host pid the agent attached itself; 0 when none */
+    uint64_t sup_start;        /* its start time */
+    int sup_pidfd;             /* -1 when none or gone */
+    bool sup_admitted;         /* a container's init, attached by the runtime */
+    bool sup_seen;             /* a supervisor was attached once (stale when gone) */
+    uid_t owner;               /* owner of the ledger file at open */
+    gf_ledger_view view;       /* last copy of the ledger (tenant data) */
+    uint64_t evictions[GF_CONFIG_DEVICES_MAX]; /* the agent's own counts, per config device */
     char ns[64], pod[128], container[64]; /* Kubernetes identity, "" on one host */
     uint64_t driver_used[GF_CONFIG_DEVICES_MAX]; /* watchdog: NVML per-process sum */
     uint64_t watchdog_kills;
@@ -58,37 +93,62 @@ typedef struct gf_agent {
     char socket_path[GF_PATH_MAX];
     char metrics_listen[128];   /* "127.0.0.1:9400", "" = off */
     int watchdog_period_ms;     /* default 500 */
-    uint64_t watchdog_ctx_allowance; /* bytes per process over the limit; 0 = GF_WATCHDOG_CTX_ALLOWANCE */
+    uint64_t watchdog_tolerance; /* bytes per GPU over the limit; 0 = gf_watchdog_tolerance() */
+    int client_idle_s;          /* GF_AGENT_CLIENT_IDLE_S unless --client-idle-s */
+    int state_dfd, priv_dfd, frac_dfd; /* <state>, <state>/agent (0700), <state>/fractions */
     char mps_control[GF_PATH_MAX]; /* nvidia-cuda-mps-control to run */
     gf_gpu gpus[GF_AGENT_GPUS_MAX];
     int n_gpus;
     gf_afraction *fractions;   /* GF_AGENT_FRACTIONS_MAX entries */
     int n_fractions;
-    uint64_t loan_seq;         /* newest loan number handed out */
+    uint64_t loan_seq;         /* newest loan number handed out (journaled) */
+    uint64_t next_fid;
+    gf_loan *loans;            /* GF_AGENT_LOANS_MAX entries */
+    int loans_high;            /* entries at or above this were never used */
+    int journal_fd;            /* <state>/agent/journal, append-only */
+    size_t journal_bytes;
     struct timespec scanned_mtime; /* of <state>/fractions at the last scan */
     /* publishing the GPU inventory on the Node (for gpufrac-scheduler) */
     char node_name[256], api_server[512], token_file[GF_PATH_MAX];
     bool api_insecure, published;
     time_t publish_next;
     uint64_t requests_total, requests_bad;
-    uint64_t evictions_total, watchdog_kills_total; /* kept in <state>/counters */
+    uint64_t evictions_total, watchdog_kills_total; /* journaled */
+    uint64_t counters_saved;   /* sum of the four when last journaled */
     int log_fd;
     int epfd;                  /* epoll of the fractions' listening sockets, -1 before main */
+    int loop_epfd;             /* the loop's epoll (pidfds of loans and supervisors too) */
+    _Atomic int64_t loop_beat, watchdog_beat; /* CLOCK_MONOTONIC ms of the last pass */
 } gf_agent;
 
-/* registry.c: (re)reads <state>/fractions, opening ledgers of new fractions
- * and closing those that are gone; recomputes per-GPU sums. */
+/* What an event in the loop's epoll is (data.u64 = kind << 56 | id). */
+enum { GF_EV_SIG = 1, GF_EV_TIMER, GF_EV_DIR, GF_EV_ROOT, GF_EV_FRACS, GF_EV_CLIENT,
+       GF_EV_LOAN, GF_EV_SUP };
+#define GF_EV(kind, id) (((uint64_t)(kind) << 56) | ((uint64_t)(id) & ((1ULL << 56) - 1)))
+/* Adds fd to the loop's epoll (when the loop runs) for EPOLLIN. */
+void gf_loop_watch(gf_agent *a, int fd, uint64_t data);
+
+/* registry.c: (re)reads <state>/fractions, opening new fractions (config
+ * once, ledger O_NOFOLLOW, never mapped) and closing those that are gone;
+ * refreshes each ledger's view and recomputes per-GPU sums (guarantees from
+ * the configs, loans from the agent's own record). */
 int gf_registry_scan(gf_agent *a, gf_error *err);
 /* As gf_registry_scan, but skipped when the fractions directory has not
  * changed since the last scan (what requests use). The tick does the full one. */
 int gf_registry_scan_if_changed(gf_agent *a, gf_error *err);
-gf_afraction *gf_registry_find_pid(gf_agent *a, pid_t pid, int *slot);
 gf_afraction *gf_registry_find_name(gf_agent *a, const char *name);
-/* The same, rescanning once on a miss (a fraction made since the last scan):
- * for requests, not for the watchdog's per-process lookups. */
-gf_afraction *gf_registry_find_pid_fresh(gf_agent *a, pid_t pid, int *slot);
+gf_afraction *gf_registry_find_fid(gf_agent *a, uint64_t fid);
+/* The same, rescanning once on a miss (a fraction made since the last scan). */
 gf_afraction *gf_registry_find_name_fresh(gf_agent *a, const char *name);
+void gf_registry_sums(gf_agent *a);
 int gf_gpu_index(const gf_agent *a, const char *uuid);
+
+/* attrib.c: which fraction a host pid belongs to, from the kernel only: its
+ * ancestry up to init (a supervisor the agent attached), else, for container
+ * fractions, the supervisor's cgroup. -1: none. gf_attrib_dirty after the
+ * supervisors or the fractions change. */
+int gf_attribute(gf_agent *a, pid_t pid);
+void gf_attrib_dirty(void);
 
 /* nvml.c: the agent's NVML (dlopen). */
 int gf_agent_nvml_init(gf_agent *a, gf_error *err);
@@ -100,21 +160,65 @@ typedef struct gf_proc_mem {
 int gf_agent_nvml_procs(gf_agent *a, int gpu, gf_proc_mem *out, int max, gf_error *err);
 int gf_agent_nvml_refresh(gf_agent *a, gf_error *err); /* updates gpus[].used */
 
-/* lender.c: burst loans and reclaim. */
-int gf_lend(gf_agent *a, gf_afraction *f, int slot, int dev, uint64_t bytes, uint64_t *granted,
-            gf_error *err);
-int gf_return_loan(gf_agent *a, gf_afraction *f, int slot, int dev, uint64_t bytes);
-/* Frees `bytes` on GPU uuid by terminating borrowers, newest loan first. */
-int gf_reclaim(gf_agent *a, const char *uuid, uint64_t bytes, int *evicted, gf_error *err);
+/* lender.c: burst loans and reclaim, from the agent's own loan record. */
+/* Lends to the process pid (host pid, attributed to f by the caller), whose
+ * pidfd the loan takes over (closed on failure). */
+int gf_lend(gf_agent *a, gf_afraction *f, pid_t pid, int pidfd, int gpu, uint64_t bytes,
+            uint64_t *granted, gf_error *err);
+int gf_return_loan(gf_agent *a, gf_afraction *f, pid_t pid, int gpu, uint64_t bytes);
+/* Starts taking back `bytes` on GPU gpu, newest loan first: SIGKILLs the
+ * victims through their pidfds and returns at once. The reply goes to the
+ * client (slot, gen) once they are gone (or after GF_AGENT_RECLAIM_WAIT_MS). */
+int gf_reclaim_start(gf_agent *a, int gpu, uint64_t bytes, int client, uint64_t gen,
+                     gf_error *err);
+/* The loop saw loan i's pidfd fire: the borrower is gone. */
+void gf_loan_exited(gf_agent *a, int i);
+/* Reclaims past their deadline answer now. */
+void gf_reclaim_expire(gf_agent *a);
+uint64_t gf_loans_of(const gf_agent *a, const gf_afraction *f, int gpu);
+/* Writes the agent's loans and evictions into f's ledger (the shim's copy). */
+void gf_loans_publish(gf_agent *a, gf_afraction *f);
+/* After the journal was replayed: reopens the borrowers' pidfds, finishes
+ * evictions a killed agent left half done, drops loans of dead borrowers. */
+void gf_loans_recover(gf_agent *a);
+void gf_loan_watch(gf_agent *a, int i);
 
-/* watchdog.c: compares NVML per-process memory with each fraction's limit;
- * terminates a process of a fraction whose true usage passes its limit.
- * The driver counts each process's context (hundreds of MiB) that the shim
- * does not charge, so a fraction is over when its driver figure on a GPU
- * passes limit + SLACK + allowance x its processes there. Call with a->lock
- * held (it writes driver_used and watchdog_kills, which metrics read). */
-#define GF_WATCHDOG_SLACK 0ULL
-#define GF_WATCHDOG_CTX_ALLOWANCE (512ULL << 20)
+/* journal.c: the agent's durable state in <state>/agent/journal, one line per
+ * change (append + fdatasync), compacted at start and when it grows. */
+int gf_journal_open(gf_agent *a, gf_error *err);
+void gf_journal(gf_agent *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void gf_journal_compact(gf_agent *a);
+/* Journals the agent-wide counters when they changed since the last time. */
+void gf_journal_counters(gf_agent *a);
+/* A fraction's own counters (watchdog kills, evictions per device): journaled
+ * when they change, restored when the fraction is opened again. */
+void gf_journal_fraction_counts(gf_agent *a, const gf_afraction *f);
+void gf_journal_restore_counts(gf_agent *a, gf_afraction *f);
+/* The supervisor the journal recorded for a fraction (consumed on open). */
+bool gf_journal_supervisor(gf_agent *a, const char *name, pid_t *pid, uint64_t *start,
+                           bool *admitted);
+
+/* server.c: the clients of the agent's sockets. */
+/* A listening socket at name in directory dfd, owned by owner, mode 0600: made
+ * in <state>/agent (root's alone) and renamed into place, so nothing a user
+ * put at that name is followed or chowned. */
+int gf_socket_listen_in(gf_agent *a, int dfd, const char *name, uid_t owner, gf_error *err);
+void gf_server_reply_to(gf_agent *a, int client, uint64_t gen, const char *text);
+
+/* test builds only: GPUFRAC_TEST_CRASH_AT=<step> SIGKILLs the agent there */
+#ifdef GF_TEST_HOOKS
+void gf_test_crash_point(const char *step);
+#else
+#define gf_test_crash_point(step) ((void)0)
+#endif
+
+/* watchdog.c: compares NVML per-process memory with each fraction's bound;
+ * terminates a process of a fraction whose driver-measured footprint on a
+ * GPU passes it. The bound is the config's limit (or, for a fraction that
+ * borrows from this agent, request + what the agent lent it), plus one
+ * tolerance per GPU (gf_watchdog_tolerance). Call with a->lock held. */
+#define GF_WATCHDOG_TOLERANCE_MIN (64ULL << 20)
+uint64_t gf_watchdog_tolerance(const gf_agent *a, int gpu);
 int gf_watchdog_tick(gf_agent *a, gf_error *err);
 
 /* mps.c: one MPS control daemon per GPU in sm-sharing use. */
@@ -128,8 +232,7 @@ int gf_metrics_render(gf_agent *a, char **out, size_t *len, gf_error *err);
 int gf_metrics_start(gf_agent *a, gf_error *err); /* HTTP server on metrics_listen */
 void gf_metrics_stop(gf_agent *a);
 
-/* counters.c: the agent-wide counters survive restarts in <state>/counters. */
-void gf_counters_load(gf_agent *a);
+/* counters.c: the agent-wide counters survive restarts in the journal. */
 void gf_counters_save(gf_agent *a);
 
 /* publish.c: the node annotation gpufrac.io/gpus (when --node-name is set). */
@@ -137,5 +240,6 @@ void gf_publish_tick(gf_agent *a);
 
 /* events: one line per reclaim/eviction/kill in the log and events.log. */
 void gf_agent_event(gf_agent *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int64_t gf_now_ms(void);
 
 #endif

@@ -1,159 +1,338 @@
 /* Burst: memory between a fraction's request and its limit is lent only from
  * what no fraction on that GPU is guaranteed and nobody has on loan, and is
- * taken back, newest loan first, when a guaranteed owner needs it. */
+ * taken back, newest loan first, when a guaranteed owner needs it.
+ *
+ * The agent's loan record (a->loans, journaled) is the truth: who borrowed
+ * (host pid + start time, a pidfd held for the loan's life), how much, in
+ * which order. The ledger's `lent` is the shim's copy, written from it.
+ * Taking a loan back never waits in the loop: the victims are SIGKILLed
+ * through their pidfds, whose exit the loop sees like any other event, and
+ * the reclaimer gets its answer then. */
 #include <errno.h>
-#include <signal.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <time.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
 #include "agent.h"
+#include "proto.h"
 #include "quantity.h"
 
-static int ledger_dev(gf_afraction *f, const gf_gpu *g, gf_error *err)
+typedef struct reclaim {
+    bool used;
+    int client;
+    uint64_t gen;
+    int gpu;
+    int evicted;
+    int64_t deadline;
+} reclaim;
+
+static reclaim pending[GF_AGENT_RECLAIMS_MAX];
+
+void gf_loan_watch(gf_agent *a, int i)
 {
-    const gf_config_device *cd = gf_config_find_device(&f->cfg, g->uuid);
-    if (!cd)
-        return gf_error_set(err, GF_EINVAL, "fraction %s has no share of %s", f->cfg.name,
-                            g->uuid);
-    return gf_ledger_device_index(&f->ledger, g->uuid, cd->request, cd->limit, err);
+    gf_loop_watch(a, a->loans[i].pidfd, GF_EV(GF_EV_LOAN, i));
 }
 
-int gf_lend(gf_agent *a, gf_afraction *f, int slot, int gpu, uint64_t bytes, uint64_t *granted,
-            gf_error *err)
+void gf_loans_publish(gf_agent *a, gf_afraction *f)
+{
+    for (int g = 0; g < a->n_gpus; g++) {
+        const gf_config_device *cd = gf_config_find_device(&f->cfg, a->gpus[g].uuid);
+        int d;
+        if (!cd)
+            continue;
+        d = gf_ledger_view_device(&f->view, a->gpus[g].uuid);
+        if (d < 0)
+            d = gf_ledger_view_device(&f->view, cd->uuid);
+        if (d < 0)
+            continue; /* no entry the shim would read (or a corrupt ledger) */
+        uint64_t lent = gf_loans_of(a, f, g), ev = f->evictions[cd - f->cfg.devices];
+        gf_ledger_device *vd = &f->view.devices[d];
+        gf_ledger_view_publish(f->ledger_fd, d, offsetof(gf_ledger_device, lent), lent);
+        gf_ledger_view_publish(f->ledger_fd, d, offsetof(gf_ledger_device, evictions), ev);
+        atomic_store(&vd->lent, lent); /* the view shows the agent's figures, not the tenant's */
+        atomic_store(&vd->evictions, ev);
+    }
+}
+
+static gf_loan *find_loan(gf_agent *a, const char *frac, int gpu, pid_t pid, uint64_t start)
+{
+    for (int i = 0; i < a->loans_high; i++) {
+        gf_loan *l = &a->loans[i];
+        if (l->used && l->gpu == gpu && l->pid == pid && l->start == start &&
+            strcmp(l->fraction, frac) == 0)
+            return l;
+    }
+    return NULL;
+}
+
+static int free_loan_slot(gf_agent *a)
+{
+    for (int i = 0; i < GF_AGENT_LOANS_MAX; i++)
+        if (!a->loans[i].used) {
+            if (i >= a->loans_high)
+                a->loans_high = i + 1;
+            return i;
+        }
+    return -1;
+}
+
+int gf_lend(gf_agent *a, gf_afraction *f, pid_t pid, int pidfd, int gpu, uint64_t bytes,
+            uint64_t *granted, gf_error *err)
 {
     gf_gpu *g = &a->gpus[gpu];
+    const gf_config_device *cd = gf_config_find_device(&f->cfg, g->uuid);
     char h1[32], h2[32];
-    int d;
+    uint64_t start, lent, room_fraction, room_gpu, committed, give = bytes;
+    gf_loan *l;
 
     *granted = 0;
-    if ((d = ledger_dev(f, g, err)) < 0)
-        return -1;
-    gf_ledger_device *ld = &f->ledger.hdr->devices[d];
-    uint64_t lent = atomic_load(&ld->lent);
-    uint64_t room_fraction = ld->limit > ld->request + lent ? ld->limit - ld->request - lent : 0;
-    uint64_t committed = g->guaranteed + g->lent;
-    uint64_t room_gpu = g->total > committed ? g->total - committed : 0;
-    uint64_t give = bytes;
-
+    if (!cd) {
+        close(pidfd);
+        return gf_error_set(err, GF_EINVAL, "fraction %s has no share of %s", f->cfg.name,
+                            g->uuid);
+    }
+    if (!gf_proc_stat(pid, &start, NULL)) {
+        close(pidfd);
+        return gf_error_set(err, GF_ESTATE, "the borrower exited");
+    }
+    lent = gf_loans_of(a, f, gpu);
+    room_fraction = cd->limit > cd->request + lent ? cd->limit - cd->request - lent : 0;
+    committed = g->guaranteed + g->lent;
+    room_gpu = g->total > committed ? g->total - committed : 0;
     if (give > room_fraction)
         give = room_fraction;
     if (give > room_gpu)
         give = room_gpu;
     if (give == 0) {
+        close(pidfd);
         gf_bytes_human(room_gpu, h1, sizeof(h1));
         gf_bytes_human(bytes, h2, sizeof(h2));
         return gf_error_set(err, GF_ESTATE,
                             "no burst memory for %s on %s: %s asked, %s neither guaranteed nor "
                             "lent, %s left below its limit",
-                            f->cfg.name, g->uuid, h2, h1,
-                            room_fraction ? "some" : "nothing");
+                            f->cfg.name, g->uuid, h2, h1, room_fraction ? "some" : "nothing");
     }
-    gf_ledger_lend(&f->ledger, slot, d, give, ++a->loan_seq);
+    if ((l = find_loan(a, f->cfg.name, gpu, pid, start))) {
+        close(pidfd); /* the loan holds one already */
+    } else {
+        int i = free_loan_slot(a);
+        if (i < 0) {
+            close(pidfd);
+            return gf_error_set(err, GF_ENOSPACE, "the agent holds %d loans, its most",
+                                GF_AGENT_LOANS_MAX);
+        }
+        l = &a->loans[i];
+        *l = (gf_loan){.used = true, .gpu = gpu, .pid = pid, .start = start, .pidfd = pidfd};
+        snprintf(l->fraction, sizeof(l->fraction), "%s", f->cfg.name);
+        gf_loan_watch(a, i);
+    }
+    l->bytes += give;
+    l->seq = ++a->loan_seq;
+    /* journaled before anyone can act on it: a crash from here on keeps it */
+    gf_journal(a, "lend %s %s %d %" PRIu64 " %" PRIu64 " %" PRIu64, f->cfg.name, g->uuid,
+               (int)pid, start, give, l->seq);
+    gf_test_crash_point("lend");
     g->lent += give;
+    gf_loans_publish(a, f);
     *granted = give;
     return 0;
 }
 
-int gf_return_loan(gf_agent *a, gf_afraction *f, int slot, int gpu, uint64_t bytes)
+int gf_return_loan(gf_agent *a, gf_afraction *f, pid_t pid, int gpu, uint64_t bytes)
 {
-    gf_error err;
-    int d = ledger_dev(f, &a->gpus[gpu], &err);
-    if (d < 0)
+    uint64_t start;
+    gf_loan *l;
+
+    if (!gf_proc_stat(pid, &start, NULL) || !(l = find_loan(a, f->cfg.name, gpu, pid, start)))
         return -1;
-    uint64_t had = atomic_load(&f->ledger.hdr->slots[slot].borrowed[d]);
-    gf_ledger_unlend(&f->ledger, slot, d, bytes);
-    uint64_t back = had - atomic_load(&f->ledger.hdr->slots[slot].borrowed[d]);
-    a->gpus[gpu].lent -= back < a->gpus[gpu].lent ? back : a->gpus[gpu].lent;
+    if (bytes > l->bytes)
+        bytes = l->bytes;
+    gf_journal(a, "return %s %s %d %" PRIu64 " %" PRIu64, f->cfg.name, a->gpus[gpu].uuid,
+               (int)pid, start, bytes);
+    l->bytes -= bytes;
+    a->gpus[gpu].lent -= bytes < a->gpus[gpu].lent ? bytes : a->gpus[gpu].lent;
+    if (!l->bytes && !l->evicting) {
+        epoll_ctl(a->loop_epfd, EPOLL_CTL_DEL, l->pidfd, NULL);
+        close(l->pidfd);
+        l->used = false;
+    }
+    gf_loans_publish(a, f);
     return 0;
 }
 
-typedef struct borrower {
-    gf_afraction *f;
-    int slot, dev;
-    pid_t pid;
-    uint64_t seq, borrowed;
-} borrower;
-
-/* Every live process holding a loan on GPU g, newest loan first. */
-static int borrowers(gf_agent *a, const gf_gpu *g, borrower *out, int max)
+static bool evicting_on(const gf_agent *a, int gpu)
 {
-    int n = 0;
-    for (int i = 0; i < a->n_fractions && n < max; i++) {
-        gf_afraction *f = &a->fractions[i];
-        gf_error err;
-        int d = gf_config_find_device(&f->cfg, g->uuid) ? ledger_dev(f, g, &err) : -1;
-        if (d < 0)
-            continue;
-        for (int s = 0, high = gf_ledger_slot_high(&f->ledger); s < high && n < max; s++) {
-            gf_ledger_slot *sl = &f->ledger.hdr->slots[s];
-            uint64_t b = atomic_load(&sl->borrowed[d]);
-            if (!b || !gf_ledger_slot_live(&f->ledger, s))
-                continue;
-            out[n++] = (borrower){f, s, d, atomic_load(&sl->pid), atomic_load(&sl->loan_seq), b};
-        }
-    }
-    for (int i = 1; i < n; i++) /* insertion sort, newest first: n is small */
-        for (int j = i; j > 0 && out[j].seq > out[j - 1].seq; j--) {
-            borrower t = out[j];
-            out[j] = out[j - 1];
-            out[j - 1] = t;
-        }
-    return n;
-}
-
-/* Waits (bounded) until pid is gone. */
-static bool wait_gone(pid_t pid, int ms)
-{
-    struct timespec ts = {0, 5 * 1000 * 1000};
-    for (int waited = 0; waited < ms; waited += 5) {
-        if (kill(pid, 0) < 0 && errno == ESRCH)
+    for (int i = 0; i < a->loans_high; i++)
+        if (a->loans[i].used && a->loans[i].evicting && a->loans[i].gpu == gpu)
             return true;
-        nanosleep(&ts, NULL);
-    }
     return false;
 }
 
-static void evict(gf_agent *a, const gf_gpu *g, const borrower *b)
+static void answer(gf_agent *a, reclaim *r, bool timed_out)
 {
-    char h[32];
-    if (g->mode == GF_MODE_SM_SHARING) {
-        gf_error err;
-        /* let MPS tear the client down first: killing one mid-work can wedge
-         * the server for every tenant */
-        if (gf_mps_terminate_clients(a, (int)(g - a->gpus), &b->pid, 1, &err) < 0)
-            gf_agent_event(a, "reclaim: %s", err.msg);
-    }
-    kill(b->pid, SIGKILL);
-    wait_gone(b->pid, 5000);
-    gf_ledger_reclaim_dead(&b->f->ledger);
-    atomic_fetch_add(&b->f->ledger.hdr->devices[b->dev].evictions, 1);
-    a->evictions_total++;
-    gf_counters_save(a);
-    gf_bytes_human(b->borrowed, h, sizeof(h));
-    gf_agent_event(a, "reclaim: terminated pid %d of fraction %s on %s to take back its loan of %s",
-                   (int)b->pid, b->f->cfg.name, g->uuid, h);
+    char text[128];
+    if (timed_out)
+        snprintf(text, sizeof(text), GF_PROTO_MAGIC " error msg=borrowers on this GPU did not "
+                 "exit within %d ms of SIGKILL", GF_AGENT_RECLAIM_WAIT_MS);
+    else
+        snprintf(text, sizeof(text), GF_PROTO_MAGIC " ok evicted=%d", r->evicted);
+    gf_server_reply_to(a, r->client, r->gen, text);
+    r->used = false;
 }
 
-int gf_reclaim(gf_agent *a, const char *uuid, uint64_t bytes, int *evicted, gf_error *err)
+static void reclaims_check(gf_agent *a)
 {
-    borrower list[256];
-    int gpu = gf_gpu_index(a, uuid), n;
-    uint64_t back = 0;
+    for (int i = 0; i < GF_AGENT_RECLAIMS_MAX; i++)
+        if (pending[i].used && !evicting_on(a, pending[i].gpu))
+            answer(a, &pending[i], false);
+}
 
-    *evicted = 0;
-    if (gpu < 0)
-        return gf_error_set(err, GF_ENOTFOUND, "no GPU %s on this node", uuid);
-    n = borrowers(a, &a->gpus[gpu], list, 256);
-    for (int i = 0; i < n && back < bytes; i++) {
-        evict(a, &a->gpus[gpu], &list[i]);
-        back += list[i].borrowed;
-        (*evicted)++;
+void gf_reclaim_expire(gf_agent *a)
+{
+    int64_t now = gf_now_ms();
+    for (int i = 0; i < GF_AGENT_RECLAIMS_MAX; i++)
+        if (pending[i].used && now >= pending[i].deadline)
+            answer(a, &pending[i], true);
+}
+
+/* SIGKILLs the borrower of loan l, if it is still the process that borrowed
+ * (pidfd open since the loan, start time unchanged) and still belongs to the
+ * loan's fraction at this moment. */
+static bool evict_begin(gf_agent *a, gf_loan *l)
+{
+    gf_afraction *f = gf_registry_find_name(a, l->fraction);
+    uint64_t start;
+    gf_error err;
+
+    if (!f || gf_pidfd_exited(l->pidfd) || !gf_proc_stat(l->pid, &start, NULL) ||
+        start != l->start || gf_attribute(a, l->pid) != (int)(f - a->fractions))
+        return false;
+    gf_journal(a, "evict %s %s %d %" PRIu64, l->fraction, a->gpus[l->gpu].uuid, (int)l->pid,
+               l->start);
+    gf_test_crash_point("reclaim-journaled");
+    if (a->gpus[l->gpu].mode == GF_MODE_SM_SHARING &&
+        gf_mps_terminate_clients(a, l->gpu, &l->pid, 1, &err) < 0)
+        /* let MPS tear the client down first: killing one mid-work can wedge
+         * the server for every tenant */
+        gf_agent_event(a, "reclaim: %s", err.msg);
+    gf_pidfd_kill(l->pidfd);
+    l->evicting = true;
+    gf_test_crash_point("reclaim-killed");
+    return true;
+}
+
+static int newest(const gf_agent *a, int gpu, uint64_t below)
+{
+    int best = -1;
+    for (int i = 0; i < a->loans_high; i++) {
+        const gf_loan *l = &a->loans[i];
+        if (l->used && !l->evicting && l->gpu == gpu && l->bytes && l->seq < below &&
+            (best < 0 || l->seq > a->loans[best].seq))
+            best = i;
     }
-    gf_registry_scan(a, err);
-    if (*evicted == 0)
-        return gf_error_set(err, GF_ESTATE, "nothing on loan on %s to take back", uuid);
+    return best;
+}
+
+int gf_reclaim_start(gf_agent *a, int gpu, uint64_t bytes, int client, uint64_t gen,
+                     gf_error *err)
+{
+    uint64_t back = 0, below = UINT64_MAX;
+    int evicted = 0, slot = -1, i;
+
+    for (i = 0; i < GF_AGENT_RECLAIMS_MAX && slot < 0; i++)
+        if (!pending[i].used)
+            slot = i;
+    if (slot < 0)
+        return gf_error_set(err, GF_ENOSPACE, "%d reclaims are already waiting",
+                            GF_AGENT_RECLAIMS_MAX);
+    for (i = 0; i < a->loans_high; i++) /* already on their way back */
+        if (a->loans[i].used && a->loans[i].evicting && a->loans[i].gpu == gpu) {
+            back += a->loans[i].bytes;
+            evicted++;
+        }
+    while (back < bytes && (i = newest(a, gpu, below)) >= 0) {
+        below = a->loans[i].seq;
+        if (evict_begin(a, &a->loans[i])) {
+            back += a->loans[i].bytes;
+            evicted++;
+        }
+    }
+    if (!evicted)
+        return gf_error_set(err, GF_ESTATE, "nothing on loan on %s to take back",
+                            a->gpus[gpu].uuid);
+    pending[slot] = (reclaim){.used = true, .client = client, .gen = gen, .gpu = gpu,
+                              .evicted = evicted,
+                              .deadline = gf_now_ms() + GF_AGENT_RECLAIM_WAIT_MS};
     return 0;
+}
+
+static void finish(gf_agent *a, gf_loan *l, const char *how)
+{
+    gf_afraction *f = gf_registry_find_name(a, l->fraction);
+    const char *uuid = a->gpus[l->gpu].uuid;
+    char h[32];
+
+    if (l->evicting) {
+        gf_journal(a, "evicted %s %s %d %" PRIu64, l->fraction, uuid, (int)l->pid, l->start);
+        a->evictions_total++;
+        if (f) {
+            const gf_config_device *cd = gf_config_find_device(&f->cfg, uuid);
+            if (cd)
+                f->evictions[cd - f->cfg.devices]++;
+            gf_journal_fraction_counts(a, f);
+        }
+        gf_counters_save(a);
+        gf_bytes_human(l->bytes, h, sizeof(h));
+        gf_agent_event(a, "reclaim: terminated pid %d of fraction %s on %s to take back its loan "
+                          "of %s%s",
+                       (int)l->pid, l->fraction, uuid, h, how);
+    } else {
+        gf_journal(a, "gone %s %s %d %" PRIu64, l->fraction, uuid, (int)l->pid, l->start);
+    }
+    if (l->pidfd >= 0) {
+        epoll_ctl(a->loop_epfd, EPOLL_CTL_DEL, l->pidfd, NULL);
+        close(l->pidfd);
+    }
+    l->used = false;
+    a->gpus[l->gpu].lent -= l->bytes < a->gpus[l->gpu].lent ? l->bytes : a->gpus[l->gpu].lent;
+    if (f)
+        gf_loans_publish(a, f);
+}
+
+void gf_loan_exited(gf_agent *a, int i)
+{
+    if (i < 0 || i >= GF_AGENT_LOANS_MAX || !a->loans[i].used)
+        return;
+    finish(a, &a->loans[i], "");
+    reclaims_check(a);
+}
+
+void gf_loans_recover(gf_agent *a)
+{
+    for (int i = 0; i < a->loans_high; i++) {
+        gf_loan *l = &a->loans[i];
+        gf_afraction *f;
+        if (!l->used)
+            continue;
+        l->pidfd = gf_pidfd_verified(l->pid, l->start);
+        f = gf_registry_find_name(a, l->fraction);
+        if (l->pidfd < 0 || !f) {
+            /* gone while the agent was down: an eviction it had begun is
+             * finished here, recorded and counted */
+            finish(a, l, l->evicting ? " (finished after a restart)" : "");
+            continue;
+        }
+        gf_loan_watch(a, i);
+        if (l->evicting) { /* begun, then the agent died: do it again */
+            l->evicting = false;
+            if (!evict_begin(a, l))
+                gf_agent_event(a, "reclaim: pid %d no longer belongs to fraction %s; its "
+                                  "eviction is undone", (int)l->pid, l->fraction);
+        }
+    }
+    gf_registry_sums(a);
+    for (int k = 0; k < a->n_fractions; k++)
+        gf_loans_publish(a, &a->fractions[k]);
 }

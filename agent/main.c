@@ -24,11 +24,10 @@
 #include "log.h"
 #include "server.h"
 
-#define CLIENTS_MAX 256
-
 static const char usage[] =
     "Usage: gpufracd [--state-dir DIR] [--socket PATH] [--metrics-listen HOST:PORT]\n"
-    "                [--watchdog-period-ms N] [--mps-control PATH]\n"
+    "                [--watchdog-period-ms N] [--watchdog-tolerance BYTES]\n"
+    "                [--client-idle-s N] [--mps-control PATH]\n"
     "\n"
     "The gpufrac node agent: lends burst memory between a fraction's request and\n"
     "its limit and takes it back when a guaranteed owner needs it, runs one MPS\n"
@@ -40,18 +39,33 @@ static const char usage[] =
     "  --metrics-listen H:P     metrics address (default 127.0.0.1:9464; \"off\" disables;\n"
     "                           port 0 picks a free one and logs it)\n"
     "  --watchdog-period-ms N   watchdog period (default 500)\n"
+    "  --watchdog-tolerance B   bytes a fraction's driver footprint may pass its bound by,\n"
+    "                           per GPU (default: 64 MiB or 1/512 of the GPU, the larger)\n"
+    "  --client-idle-s N        close a connection idle this long (default 60)\n"
     "  --mps-control PATH       nvidia-cuda-mps-control to run (default: from PATH)\n"
     "  --node-name NAME         publish the GPU inventory as annotation gpufrac.io/gpus of\n"
     "                           this Node (default: $NODE_NAME; unset = do not publish)\n"
     "  --api-server URL         Kubernetes API (default: in-cluster); --token-file F,\n"
     "                           --insecure-skip-tls-verify as for gpufrac-scheduler\n"
     "\n"
-    "Runs in the foreground; stop it with SIGTERM. State lives in the fractions'\n"
-    "ledgers, so the agent can be restarted at any moment without losing anything.\n";
+    "Runs in the foreground; stop it with SIGTERM. Its own state (loans, supervisors,\n"
+    "counters) is journaled in <state-dir>/agent, so the agent can be SIGKILLed and\n"
+    "restarted at any moment without losing anything.\n";
+
+static gf_agent *loop_agent;
+
+void gf_loop_watch(gf_agent *a, int fd, uint64_t data)
+{
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = data};
+    (void)loop_agent;
+    if (a->loop_epfd >= 0 && fd >= 0)
+        epoll_ctl(a->loop_epfd, EPOLL_CTL_ADD, fd, &ev);
+}
 
 void gf_agent_event(gf_agent *a, const char *fmt, ...)
 {
-    char line[1024], path[GF_PATH_MAX + 16];
+    char line[1024];
+    struct stat st;
     va_list ap;
     time_t now = time(NULL);
     struct tm tm;
@@ -61,10 +75,19 @@ void gf_agent_event(gf_agent *a, const char *fmt, ...)
     vsnprintf(line, sizeof(line), fmt, ap);
     va_end(ap);
     gf_log_write(a->log_fd, GF_LOG_INFO, "gpufracd", "%s", line);
-    snprintf(path, sizeof(path), "%s/events.log", a->state_dir);
-    fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+    /* the state directory may be a user's: no link is followed, and only a
+     * plain file of the agent's own, linked once, is appended to */
+    fd = a->state_dfd < 0 ? -1
+                          : openat(a->state_dfd, "events.log",
+                                   O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW |
+                                       O_NONBLOCK, 0644);
     if (fd < 0)
         return;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+        st.st_nlink != 1) {
+        close(fd);
+        return;
+    }
     gmtime_r(&now, &tm);
     char stamp[32];
     strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", &tm);
@@ -84,6 +107,8 @@ static int parse_args(gf_agent *a, int argc, char **argv)
         {"metrics-listen", required_argument, NULL, 'm'},
         {"watchdog-period-ms", required_argument, NULL, 'w'},
         {"mps-control", required_argument, NULL, 'c'},
+        {"watchdog-tolerance", required_argument, NULL, 'T'},
+        {"client-idle-s", required_argument, NULL, 'I'},
         {"node-name", required_argument, NULL, 'n'},
         {"api-server", required_argument, NULL, 'a'},
         {"token-file", required_argument, NULL, 't'},
@@ -100,6 +125,7 @@ static int parse_args(gf_agent *a, int argc, char **argv)
     if (getenv("NODE_NAME"))
         snprintf(a->node_name, sizeof(a->node_name), "%s", getenv("NODE_NAME"));
     a->watchdog_period_ms = 500;
+    a->client_idle_s = GF_AGENT_CLIENT_IDLE_S;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 's': snprintf(a->state_dir, sizeof(a->state_dir), "%s", optarg); break;
@@ -121,6 +147,22 @@ static int parse_args(gf_agent *a, int argc, char **argv)
                 return 2;
             }
             break;
+        case 'T':
+            a->watchdog_tolerance = strtoull(optarg, &end, 10);
+            if (*end || !a->watchdog_tolerance) {
+                fprintf(stderr, "gpufracd: --watchdog-tolerance: \"%s\" is not a positive number "
+                                "of bytes\n", optarg);
+                return 2;
+            }
+            break;
+        case 'I':
+            a->client_idle_s = (int)strtol(optarg, &end, 10);
+            if (*end || a->client_idle_s < 1 || a->client_idle_s > 86400) {
+                fprintf(stderr, "gpufracd: --client-idle-s: \"%s\" is not a number of seconds "
+                                "from 1 to 86400\n", optarg);
+                return 2;
+            }
+            break;
         case 'h': fputs(usage, stdout); return 0;
         default: fputs("Try 'gpufracd --help'.\n", stderr); return 2;
         }
@@ -139,14 +181,40 @@ static int parse_args(gf_agent *a, int argc, char **argv)
     return -1;
 }
 
+/* A directory the agent made or was given, opened once without following a
+ * link; later files are made relative to the descriptor. */
+static int open_dir(int at, const char *name, mode_t mode, bool private_, const char *shown,
+                    gf_error *err)
+{
+    struct stat st;
+    int fd;
+
+    if (mkdirat(at, name, mode) < 0 && errno != EEXIST)
+        return gf_error_sys(err, "creating %s", shown);
+    fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return gf_error_sys(err, "opening %s (a directory, not a link)", shown);
+    if (private_ && (fstat(fd, &st) < 0 || st.st_uid != geteuid() || (st.st_mode & 077))) {
+        /* someone else's, or open to others: make it ours, as the agent made it */
+        if (fchown(fd, geteuid(), getegid()) < 0 || fchmod(fd, 0700) < 0) {
+            close(fd);
+            return gf_error_sys(err, "%s must be the agent's alone", shown);
+        }
+    }
+    return fd;
+}
+
 static int make_dirs(gf_agent *a, gf_error *err)
 {
-    char path[GF_PATH_MAX + 16];
-    if (mkdir(a->state_dir, 0755) < 0 && errno != EEXIST)
-        return gf_error_sys(err, "creating %s", a->state_dir);
-    snprintf(path, sizeof(path), "%s/fractions", a->state_dir);
-    if (mkdir(path, 0755) < 0 && errno != EEXIST)
-        return gf_error_sys(err, "creating %s", path);
+    char shown[GF_PATH_MAX + 16];
+    if ((a->state_dfd = open_dir(AT_FDCWD, a->state_dir, 0755, false, a->state_dir, err)) < 0)
+        return -1;
+    snprintf(shown, sizeof(shown), "%s/agent", a->state_dir);
+    if ((a->priv_dfd = open_dir(a->state_dfd, "agent", 0700, true, shown, err)) < 0)
+        return -1;
+    snprintf(shown, sizeof(shown), "%s/fractions", a->state_dir);
+    if ((a->frac_dfd = open_dir(a->state_dfd, "fractions", 0755, false, shown, err)) < 0)
+        return -1;
     return 0;
 }
 
@@ -184,95 +252,101 @@ static void tick(gf_agent *a)
     gf_agent_nvml_refresh(a, &err);
     if (gf_watchdog_tick(a, &err) < 0)
         gf_log_write(a->log_fd, GF_LOG_WARN, "gpufracd", "watchdog: %s", err.msg);
+    atomic_store(&a->watchdog_beat, gf_now_ms());
     for (int g = 0; g < a->n_gpus; g++)
         if (a->gpus[g].mps_running && gf_mps_check(a, g, &err) < 0)
             gf_log_write(a->log_fd, GF_LOG_WARN, "gpufracd", "%s", err.msg);
-    gf_reconcile_containers(a);
+    gf_release_stale(a);
+    gf_reclaim_expire(a);
+    gf_server_sweep(a);
+    gf_journal_counters(a);
+    for (int i = 0; i < a->n_fractions; i++)
+        gf_loans_publish(a, &a->fractions[i]); /* the shim's copy, restored if a tenant wrote it */
     gf_publish_tick(a);
     gf_mps_stop_idle(a, &err);
     pthread_mutex_unlock(&a->lock);
 }
 
-static void accept_one(int lfd, int *clients, int *n_clients)
-{
-    int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (c >= 0 && *n_clients < CLIENTS_MAX)
-        clients[(*n_clients)++] = c;
-    else if (c >= 0)
-        close(c); /* full: the client sees the connection close */
-}
-
-/* Fixed slots: the root socket, signals, the timer, the fractions directory's
- * inotify, the epoll of the fractions' sockets; then the clients. */
-enum { P_ROOT, P_SIG, P_TIMER, P_DIR, P_FRAC, P_FIXED };
-
-static void accept_fractions(gf_agent *a, int *clients, int *n_clients)
+static void accept_fractions(gf_agent *a)
 {
     struct epoll_event ev[64];
     int n = epoll_wait(a->epfd, ev, 64, 0);
-    for (int i = 0; i < n; i++)
-        accept_one(ev[i].data.fd, clients, n_clients);
+    for (int i = 0; i < n; i++) {
+        gf_afraction *f = gf_registry_find_fid(a, ev[i].data.u64);
+        if (f && f->listen_fd >= 0)
+            gf_server_accept(a, f->listen_fd, f->fid);
+    }
+}
+
+static void on_sup_exit(gf_agent *a, uint64_t fid)
+{
+    gf_afraction *f;
+    pthread_mutex_lock(&a->lock);
+    if ((f = gf_registry_find_fid(a, fid)) && f->sup_pidfd >= 0) {
+        epoll_ctl(a->loop_epfd, EPOLL_CTL_DEL, f->sup_pidfd, NULL);
+        close(f->sup_pidfd);
+        f->sup_pidfd = -1;
+        gf_attrib_dirty();
+    }
+    gf_release_stale(a);
+    pthread_mutex_unlock(&a->lock);
 }
 
 static int loop(gf_agent *a, int lfd, int sfd, int tfd, int ifd)
 {
-    static struct pollfd p[P_FIXED + CLIENTS_MAX];
-    static int clients[CLIENTS_MAX];
-    int n_clients = 0;
+    struct epoll_event ev[128];
 
+    gf_loop_watch(a, sfd, GF_EV(GF_EV_SIG, 0));
+    gf_loop_watch(a, tfd, GF_EV(GF_EV_TIMER, 0));
+    gf_loop_watch(a, ifd, GF_EV(GF_EV_DIR, 0));
+    gf_loop_watch(a, lfd, GF_EV(GF_EV_ROOT, 0));
+    gf_loop_watch(a, a->epfd, GF_EV(GF_EV_FRACS, 0));
     for (;;) {
-        int n = P_FIXED;
-        p[P_ROOT] = (struct pollfd){.fd = lfd, .events = POLLIN};
-        p[P_SIG] = (struct pollfd){.fd = sfd, .events = POLLIN};
-        p[P_TIMER] = (struct pollfd){.fd = tfd, .events = POLLIN};
-        p[P_DIR] = (struct pollfd){.fd = ifd, .events = POLLIN};
-        p[P_FRAC] = (struct pollfd){.fd = a->epfd, .events = POLLIN};
-        for (int i = 0; i < n_clients; i++)
-            p[n++] = (struct pollfd){.fd = clients[i], .events = POLLIN};
-        if (poll(p, (nfds_t)n, -1) < 0 && errno != EINTR)
+        int n = epoll_wait(a->loop_epfd, ev, 128, a->watchdog_period_ms);
+        if (n < 0 && errno != EINTR)
             return 1;
-        if (p[P_SIG].revents & POLLIN)
-            return 0; /* SIGTERM/SIGINT/SIGHUP: state is already on disk */
-        if (p[P_TIMER].revents & POLLIN) {
-            uint64_t x;
-            if (read(tfd, &x, sizeof(x)) == sizeof(x))
-                tick(a);
-        }
-        if (p[P_DIR].revents & POLLIN) {
-            char buf[4096];
-            gf_error err;
-            while (read(ifd, buf, sizeof(buf)) > 0)
-                ;
-            /* a fraction came or went: its socket opens (or closes) at once */
-            pthread_mutex_lock(&a->lock);
-            gf_registry_scan_if_changed(a, &err);
-            pthread_mutex_unlock(&a->lock);
-        }
-        for (int i = 0, k = P_FIXED; i < n_clients; i++, k++) {
-            if (!p[k].revents)
-                continue;
-            if ((p[k].revents & (POLLHUP | POLLERR)) || gf_server_serve(a, clients[i]) < 0) {
-                close(clients[i]);
-                clients[i] = -1;
+        atomic_store(&a->loop_beat, gf_now_ms());
+        for (int i = 0; i < n; i++) {
+            uint64_t d = ev[i].data.u64, id = d & ((1ULL << 56) - 1);
+            switch ((int)(d >> 56)) {
+            case GF_EV_SIG:
+                return 0; /* SIGTERM/SIGINT/SIGHUP: state is already on disk */
+            case GF_EV_TIMER: {
+                uint64_t x;
+                if (read(tfd, &x, sizeof(x)) == sizeof(x))
+                    tick(a);
+                break;
+            }
+            case GF_EV_DIR: {
+                char buf[4096];
+                gf_error err;
+                while (read(ifd, buf, sizeof(buf)) > 0)
+                    ;
+                /* a fraction came or went: its socket opens (or closes) at once */
+                pthread_mutex_lock(&a->lock);
+                gf_registry_scan_if_changed(a, &err);
+                pthread_mutex_unlock(&a->lock);
+                break;
+            }
+            case GF_EV_ROOT: gf_server_accept(a, lfd, 0); break;
+            case GF_EV_FRACS: accept_fractions(a); break;
+            case GF_EV_CLIENT: gf_server_client(a, (int)id, ev[i].events); break;
+            case GF_EV_LOAN:
+                pthread_mutex_lock(&a->lock);
+                gf_loan_exited(a, (int)id);
+                pthread_mutex_unlock(&a->lock);
+                break;
+            case GF_EV_SUP: on_sup_exit(a, id); break;
             }
         }
-        int kept = 0;
-        for (int i = 0; i < n_clients; i++)
-            if (clients[i] >= 0)
-                clients[kept++] = clients[i];
-        n_clients = kept;
-        if (p[P_ROOT].revents & POLLIN)
-            accept_one(lfd, clients, &n_clients);
-        if (p[P_FRAC].revents & POLLIN)
-            accept_fractions(a, clients, &n_clients);
     }
 }
 
 static int watch_fractions_dir(gf_agent *a)
 {
-    char dir[GF_PATH_MAX + 16];
+    char dir[64];
     int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    snprintf(dir, sizeof(dir), "%s/fractions", a->state_dir);
+    snprintf(dir, sizeof(dir), "/proc/self/fd/%d", a->frac_dfd); /* the one opened, no link */
     if (fd >= 0)
         inotify_add_watch(fd, dir, IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM);
     return fd;
@@ -293,7 +367,11 @@ int main(int argc, char **argv)
     pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
     pthread_mutex_init(&a->lock, &ma);
     a->log_fd = 2;
+    a->state_dfd = a->priv_dfd = a->frac_dfd = a->journal_fd = -1;
     a->epfd = epoll_create1(EPOLL_CLOEXEC);
+    a->loop_epfd = epoll_create1(EPOLL_CLOEXEC);
+    loop_agent = a;
+    gf_server_init();
     if ((rc = parse_args(a, argc, argv)) >= 0)
         return rc;
     /* one open ledger per fraction: let the descriptor limit not be the cap */
@@ -302,16 +380,20 @@ int main(int argc, char **argv)
         setrlimit(RLIMIT_NOFILE, &nofile);
     }
     a->fractions = calloc(GF_AGENT_FRACTIONS_MAX, sizeof(*a->fractions));
-    if (!a->fractions) {
+    a->loans = calloc(GF_AGENT_LOANS_MAX, sizeof(*a->loans));
+    if (!a->fractions || !a->loans || a->epfd < 0 || a->loop_epfd < 0) {
         fputs("gpufracd: out of memory\n", stderr);
         return 1;
     }
-    if (make_dirs(a, &err) < 0)
+    if (make_dirs(a, &err) < 0 || gf_agent_nvml_init(a, &err) < 0 ||
+        gf_journal_open(a, &err) < 0 || gf_registry_scan(a, &err) < 0)
         goto fail;
-    gf_counters_load(a);
-    if (gf_agent_nvml_init(a, &err) < 0 ||
-        gf_registry_scan(a, &err) < 0 || (lfd = gf_server_listen(a, &err)) < 0)
+    gf_loans_recover(a); /* evictions a killed agent began are finished here */
+    gf_journal_compact(a);
+    if ((lfd = gf_server_listen(a, &err)) < 0)
         goto fail;
+    atomic_store(&a->loop_beat, gf_now_ms());
+    atomic_store(&a->watchdog_beat, gf_now_ms());
     /* signals are blocked before any thread starts, so every thread inherits
      * the mask and only the loop's signalfd sees SIGTERM */
     sfd = make_signalfd();
@@ -328,6 +410,8 @@ int main(int argc, char **argv)
                  a->n_fractions, a->socket_path, a->metrics_listen[0] ? a->metrics_listen : "off");
     rc = loop(a, lfd, sfd, tfd, ifd);
     gf_metrics_stop(a);
+    a->counters_saved = 0;
+    gf_journal_counters(a);
     unlink(a->socket_path);
     return rc;
 fail:

@@ -154,13 +154,9 @@ static void sample(render *r, const char *name, size_t labels, size_t len, const
 
 static const gf_ledger_device *ledger_device(const gf_afraction *f, const char *uuid)
 {
-    const gf_ledger_header *h = f->ledger.hdr;
-
-    for (int d = 0; h && d < GF_LEDGER_DEVICES; d++)
-        if (atomic_load(&h->devices[d].state) == GF_DEV_READY &&
-            strcmp(h->devices[d].uuid, uuid) == 0)
-            return &h->devices[d];
-    return NULL;
+    /* the agent's private copy (ledger_view.h), its lent/evictions the agent's own */
+    int d = gf_ledger_view_device(&f->view, uuid);
+    return d >= 0 ? &f->view.devices[d] : NULL;
 }
 
 static int build_rows(render *r)
@@ -247,7 +243,7 @@ static void fraction_metrics(render *r)
            "more memory than the fraction's limit.");
     for (int i = 0; i < r->a->n_fractions; i++)
         sample(r, "gpufrac_fraction_watchdog_kills_total", r->flabels[i], r->flabels_len[i], NULL,
-               atomic_load(&r->a->fractions[i].ledger.hdr->watchdog_kills));
+               r->a->fractions[i].watchdog_kills);
 }
 
 typedef enum gval { GV_TOTAL, GV_GUARANTEED, GV_USED, GV_LENT, GV_MPS_UP, GV_MPS_FAULTS } gval;

@@ -51,6 +51,25 @@ static enum MHD_Result metrics(struct MHD_Connection *c, gf_agent *a)
     return reply(c, MHD_HTTP_OK, CONTENT_TYPE, body, len, MHD_RESPMEM_MUST_FREE);
 }
 
+/* Healthy while the loop and the watchdog keep ticking. Read without a->lock:
+ * a loop stuck holding it must still show as unhealthy. */
+static enum MHD_Result healthz(struct MHD_Connection *c, gf_agent *a)
+{
+    char msg[160];
+    int64_t now = gf_now_ms(), limit = 3LL * a->watchdog_period_ms;
+    int64_t loop_age = now - atomic_load(&a->loop_beat);
+    int64_t wd_age = now - atomic_load(&a->watchdog_beat);
+
+    if (limit < 2000)
+        limit = 2000;
+    if (loop_age <= limit && wd_age <= limit)
+        return text(c, MHD_HTTP_OK, "ok\n");
+    snprintf(msg, sizeof(msg), "unhealthy: main loop last ticked %lld ms ago, watchdog %lld ms "
+             "ago (limit %lld ms)\n", (long long)loop_age, (long long)wd_age, (long long)limit);
+    return reply(c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain; charset=utf-8", msg, strlen(msg),
+                 MHD_RESPMEM_MUST_COPY);
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
                               const char *method, const char *version, const char *upload,
                               size_t *upload_size, void **ctx)
@@ -66,7 +85,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     if (strcmp(url, "/metrics") == 0)
         return metrics(c, cls);
     if (strcmp(url, "/healthz") == 0)
-        return text(c, MHD_HTTP_OK, "ok\n");
+        return healthz(c, cls);
     return text(c, MHD_HTTP_NOT_FOUND, "not found; try /metrics\n");
 }
 

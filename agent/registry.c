@@ -1,8 +1,14 @@
-/* The registry is the state directory: every <state>/fractions/<name> with a
- * config and a ledger is a fraction. A scan opens new ones, closes gone ones
- * and recomputes what each GPU has guaranteed and lent. */
+/* The registry: every <state>/fractions/<name> with a config and a ledger is
+ * a fraction. A scan opens new ones, closes gone ones, refreshes each
+ * ledger's view and recomputes what each GPU has guaranteed and lent.
+ *
+ * A fraction directory may belong to its user (gpufrac run): everything in
+ * it is opened relative to a directory fd, O_NOFOLLOW | O_NONBLOCK, checked
+ * to be a regular file, and read with a bound. The config is read once, when
+ * the fraction first appears; the ledger is never mapped (ledger_view.h). */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,42 +19,60 @@
 #include "agent.h"
 #include "server.h"
 
-static gf_afraction *by_dir(gf_agent *a, const char *dir)
+static gf_afraction *by_name(gf_agent *a, const char *name)
 {
     for (int i = 0; i < a->n_fractions; i++)
-        if (strcmp(a->fractions[i].dir, dir) == 0)
+        if (strcmp(a->fractions[i].cfg.name, name) == 0)
             return &a->fractions[i];
     return NULL;
 }
 
-static pid_t read_supervisor(const char *dir)
+/* A regular file in dfd, opened without following a link or blocking on a
+ * FIFO; -1 with errno otherwise. */
+static int open_file(int dfd, const char *name, int flags, struct stat *st)
 {
-    char path[GF_PATH_MAX + 16];
-    long pid = 0;
-    FILE *fp;
+    int fd = openat(dfd, name, flags | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0)
+        return -1;
+    if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode)) {
+        close(fd);
+        errno = EINVAL;
+        return -1;
+    }
+    return fd;
+}
 
-    if (snprintf(path, sizeof(path), "%s/supervisor", dir) >= (int)sizeof(path))
-        return 0;
-    fp = fopen(path, "re");
-    if (!fp)
-        return 0;
-    if (fscanf(fp, "%ld", &pid) != 1)
-        pid = 0;
-    fclose(fp);
-    return (pid_t)pid;
+static ssize_t read_file(int dfd, const char *name, char *buf, size_t len)
+{
+    struct stat st;
+    size_t got = 0;
+    int fd = open_file(dfd, name, O_RDONLY, &st);
+
+    if (fd < 0)
+        return -1;
+    while (got < len) {
+        ssize_t n = read(fd, buf + got, len - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    close(fd);
+    return (ssize_t)got;
 }
 
 /* Kubernetes identity of a container fraction (written at admission). */
-static void read_identity(gf_afraction *f)
+static void read_identity(gf_afraction *f, int dfd)
 {
-    char path[GF_PATH_MAX + 16], line[256];
-    FILE *fp;
+    char text[1024];
+    ssize_t n = read_file(dfd, "identity", text, sizeof(text) - 1);
 
-    snprintf(path, sizeof(path), "%s/identity", f->dir);
-    if (!(fp = fopen(path, "re")))
+    if (n <= 0)
         return;
-    while (fgets(line, sizeof(line), fp)) {
-        line[strcspn(line, "\n")] = '\0';
+    text[n] = '\0';
+    for (char *save = NULL, *line = strtok_r(text, "\n", &save); line;
+         line = strtok_r(NULL, "\n", &save)) {
         if (strncmp(line, "namespace=", 10) == 0)
             snprintf(f->ns, sizeof(f->ns), "%.63s", line + 10);
         else if (strncmp(line, "pod=", 4) == 0)
@@ -56,55 +80,121 @@ static void read_identity(gf_afraction *f)
         else if (strncmp(line, "container=", 10) == 0)
             snprintf(f->container, sizeof(f->container), "%.63s", line + 10);
     }
-    fclose(fp);
 }
 
 /* The fraction's own socket, given to whoever owns its ledger. */
-static void open_socket(gf_agent *a, gf_afraction *f)
+static void open_socket(gf_agent *a, gf_afraction *f, int dfd)
 {
-    char path[GF_PATH_MAX + 16];
-    struct stat st;
     gf_error err;
 
-    f->listen_fd = -1;
-    snprintf(path, sizeof(path), "%s/agent.sock", f->dir);
-    if (fstat(f->ledger.fd, &st) < 0 ||
-        (f->listen_fd = gf_socket_listen(path, st.st_uid, &err)) < 0) {
+    f->listen_fd = gf_socket_listen_in(a, dfd, "agent.sock", f->owner, &err);
+    if (f->listen_fd < 0) {
         gf_agent_event(a, "fraction %s gets no agent socket: %s", f->cfg.name, err.msg);
         return;
     }
     /* one epoll for all of them: the loop polls a single descriptor, however
      * many fractions there are */
-    struct epoll_event ev = {.events = EPOLLIN, .data.fd = f->listen_fd};
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = f->fid};
     if (a->epfd >= 0)
         epoll_ctl(a->epfd, EPOLL_CTL_ADD, f->listen_fd, &ev);
 }
 
-static int open_fraction(gf_agent *a, const char *dir, gf_error *err)
+/* The supervisor the journal says the agent attached before a restart. */
+static void restore_supervisor(gf_agent *a, gf_afraction *f)
 {
-    char path[GF_PATH_MAX + 32];
+    pid_t pid;
+    uint64_t start;
+    bool admitted;
+
+    if (!gf_journal_supervisor(a, f->cfg.name, &pid, &start, &admitted))
+        return;
+    f->supervisor = pid;
+    f->sup_start = start;
+    f->sup_admitted = admitted;
+    f->sup_seen = true;
+    f->sup_pidfd = gf_pidfd_verified(pid, start); /* -1: gone while we were down */
+    if (f->sup_pidfd >= 0)
+        gf_loop_watch(a, f->sup_pidfd, GF_EV(GF_EV_SUP, f->fid));
+}
+
+static int load_config(int dfd, const char *name, gf_fraction_config *cfg, gf_error *err)
+{
+    char text[GF_CONFIG_TEXT_MAX + 1];
+    ssize_t n = read_file(dfd, "config", text, sizeof(text));
+
+    if (n < 0)
+        return gf_error_sys(err, "opening %s/config", name);
+    if (n > GF_CONFIG_TEXT_MAX)
+        return gf_error_set(err, GF_ERANGE, "%s/config is larger than %d bytes", name,
+                            GF_CONFIG_TEXT_MAX);
+    if (gf_config_parse(text, (size_t)n, cfg, err) < 0)
+        return gf_error_wrap(err, "%s/config", name);
+    if (strcmp(cfg->name, name) != 0)
+        return gf_error_set(err, GF_EINVAL, "%s/config names fraction \"%s\", not its directory",
+                            name, cfg->name);
+    return 0;
+}
+
+static int open_fraction(gf_agent *a, const char *name, gf_error *err)
+{
+    struct stat st;
     gf_afraction *f;
+    int dfd;
 
     if (a->n_fractions == GF_AGENT_FRACTIONS_MAX)
         return gf_error_set(err, GF_ENOSPACE, "more than %d fractions: %s is not watched",
-                            GF_AGENT_FRACTIONS_MAX, dir);
-    if (strlen(dir) + sizeof("/config") > sizeof(f->dir))
-        return gf_error_set(err, GF_EINVAL, "path too long: %s", dir);
+                            GF_AGENT_FRACTIONS_MAX, name);
     f = &a->fractions[a->n_fractions];
     memset(f, 0, sizeof(*f));
-    f->ledger.fd = -1;
-    f->listen_fd = -1;
-    memcpy(f->dir, dir, strlen(dir) + 1);
-    snprintf(path, sizeof(path), "%s/config", f->dir);
-    if (gf_config_load(path, &f->cfg, err) < 0 ||
-        gf_ledger_open(f->cfg.ledger, &f->ledger, err) < 0)
-        return -1;
-    f->supervisor = read_supervisor(dir);
-    read_identity(f);
-    open_socket(a, f);
+    f->ledger_fd = f->listen_fd = f->sup_pidfd = -1;
+    if ((size_t)snprintf(f->dir, sizeof(f->dir), "%s/fractions/%s", a->state_dir, name) >=
+        sizeof(f->dir) - 16)
+        return gf_error_set(err, GF_EINVAL, "path too long: %s", name);
+    dfd = openat(a->frac_dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0)
+        return gf_error_sys(err, "opening %s", f->dir);
+    if (load_config(dfd, name, &f->cfg, err) < 0)
+        goto fail;
+    /* the shim's ledger path in the config is the tenant's business: the
+     * agent's is always the one in the fraction's directory */
+    if ((size_t)snprintf(f->cfg.ledger, sizeof(f->cfg.ledger), "%.*s/ledger",
+                         (int)(sizeof(f->cfg.ledger) - 8), f->dir) >= sizeof(f->cfg.ledger)) {
+        gf_error_set(err, GF_EINVAL, "path too long: %s", f->dir);
+        goto fail;
+    }
+    if ((f->ledger_fd = open_file(dfd, "ledger", O_RDWR, &st)) < 0) {
+        gf_error_sys(err, "opening %s/ledger", f->dir);
+        goto fail;
+    }
+    f->owner = st.st_uid;
+    gf_ledger_view_read(f->ledger_fd, &f->view);
+    if (!f->view.ok)
+        gf_agent_event(a, "fraction %s: ledger %s; judged by the driver only", name, f->view.why);
+    f->fid = ++a->next_fid;
+    read_identity(f, dfd);
+    open_socket(a, f, dfd);
+    close(dfd);
+    restore_supervisor(a, f);
+    gf_journal_restore_counts(a, f);
     f->seen = true;
     a->n_fractions++;
+    gf_attrib_dirty();
     return 0;
+fail:
+    if (f->ledger_fd >= 0)
+        close(f->ledger_fd);
+    close(dfd);
+    return -1;
+}
+
+static void close_fraction(gf_afraction *f)
+{
+    if (f->ledger_fd >= 0)
+        close(f->ledger_fd);
+    if (f->listen_fd >= 0)
+        close(f->listen_fd);
+    if (f->sup_pidfd >= 0)
+        close(f->sup_pidfd);
 }
 
 static void close_unseen(gf_agent *a)
@@ -114,20 +204,13 @@ static void close_unseen(gf_agent *a)
             i++;
             continue;
         }
-        gf_ledger_close(&a->fractions[i].ledger);
-        if (a->fractions[i].listen_fd >= 0)
-            close(a->fractions[i].listen_fd);
+        close_fraction(&a->fractions[i]);
         a->fractions[i] = a->fractions[--a->n_fractions];
+        gf_attrib_dirty();
     }
 }
 
-/* Which of the fraction's config devices is GPU g (exact UUID, else "*"). */
-static const gf_config_device *device_on(const gf_afraction *f, const gf_gpu *g)
-{
-    return gf_config_find_device(&f->cfg, g->uuid);
-}
-
-static void gpu_sums(gf_agent *a)
+void gf_registry_sums(gf_agent *a)
 {
     for (int g = 0; g < a->n_gpus; g++) {
         gf_gpu *gpu = &a->gpus[g];
@@ -135,27 +218,24 @@ static void gpu_sums(gf_agent *a)
         gpu->n_fractions = 0;
         for (int i = 0; i < a->n_fractions; i++) {
             gf_afraction *f = &a->fractions[i];
-            const gf_config_device *cd = device_on(f, gpu);
-            gf_error err;
+            const gf_config_device *cd = gf_config_find_device(&f->cfg, gpu->uuid);
             if (!cd)
                 continue;
             gpu->n_fractions++;
             gpu->mode = f->cfg.mode;
             gpu->guaranteed += cd->request;
-            int d = gf_ledger_device_index(&f->ledger, gpu->uuid, cd->request, cd->limit, &err);
-            if (d >= 0)
-                gpu->lent += atomic_load(&f->ledger.hdr->devices[d].lent);
         }
     }
+    for (int i = 0; i < a->loans_high; i++)
+        if (a->loans[i].used)
+            a->gpus[a->loans[i].gpu].lent += a->loans[i].bytes;
 }
 
 int gf_registry_scan_if_changed(gf_agent *a, gf_error *err)
 {
-    char dir[GF_PATH_MAX + 16];
     struct stat st;
 
-    snprintf(dir, sizeof(dir), "%s/fractions", a->state_dir);
-    if (stat(dir, &st) == 0 && st.st_mtim.tv_sec == a->scanned_mtime.tv_sec &&
+    if (fstat(a->frac_dfd, &st) == 0 && st.st_mtim.tv_sec == a->scanned_mtime.tv_sec &&
         st.st_mtim.tv_nsec == a->scanned_mtime.tv_nsec)
         return 0;
     return gf_registry_scan(a, err);
@@ -163,95 +243,77 @@ int gf_registry_scan_if_changed(gf_agent *a, gf_error *err)
 
 int gf_registry_scan(gf_agent *a, gf_error *err)
 {
-    char dir[GF_PATH_MAX + 16], path[GF_PATH_MAX + 300];
     struct dirent *de;
     struct stat st;
     DIR *d;
+    int fd;
 
-    snprintf(dir, sizeof(dir), "%s/fractions", a->state_dir);
     /* taken before reading: a change during the scan shows as a newer mtime */
-    if (stat(dir, &st) == 0)
+    if (fstat(a->frac_dfd, &st) == 0)
         a->scanned_mtime = st.st_mtim;
     for (int i = 0; i < a->n_fractions; i++)
         a->fractions[i].seen = false;
-    d = opendir(dir);
-    if (!d && errno != ENOENT)
-        return gf_error_sys(err, "reading %s", dir);
-    while (d && (de = readdir(d))) {
+    if ((fd = openat(a->frac_dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 ||
+        !(d = fdopendir(fd))) {
+        if (fd >= 0)
+            close(fd);
+        return gf_error_sys(err, "reading %s/fractions", a->state_dir);
+    }
+    while ((de = readdir(d))) {
         gf_afraction *f;
         gf_error ferr;
-        if (de->d_name[0] == '.')
+        if (de->d_name[0] == '.' || !gf_name_valid(de->d_name))
             continue; /* ".", "..", and fractions being made or removed */
-        snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-        if ((f = by_dir(a, path))) {
+        if ((f = by_name(a, de->d_name))) {
+            bool was_ok = f->view.ok;
             f->seen = true;
-            if (!f->supervisor)
-                f->supervisor = read_supervisor(path);
-        } else if (open_fraction(a, path, &ferr) < 0 && ferr.code != GF_ESYS) {
-            gf_agent_event(a, "ignoring %s: %s", path, ferr.msg);
+            gf_ledger_view_read(f->ledger_fd, &f->view);
+            if (was_ok != f->view.ok)
+                gf_agent_event(a, "fraction %s: ledger %s", f->cfg.name,
+                               f->view.ok ? "readable again" : f->view.why);
+            if (was_ok && !f->view.ok)
+                gf_agent_event(a, "fraction %s: judged by the driver only", f->cfg.name);
+        } else if (open_fraction(a, de->d_name, &ferr) < 0 && ferr.code != GF_ESYS) {
+            gf_agent_event(a, "ignoring %s/fractions/%s: %s", a->state_dir, de->d_name, ferr.msg);
         }
     }
-    if (d)
-        closedir(d);
+    closedir(d);
     close_unseen(a);
-    gpu_sums(a);
+    gf_registry_sums(a);
     return 0;
-}
-
-static gf_afraction *find_pid(gf_agent *a, pid_t pid, int *slot);
-static gf_afraction *find_name(gf_agent *a, const char *name);
-
-/* A directory's mtime is coarse (a clock tick): a fraction made in the same
- * tick as the last scan may not be known yet, so a miss rescans once. */
-gf_afraction *gf_registry_find_pid_fresh(gf_agent *a, pid_t pid, int *slot)
-{
-    gf_error err;
-    gf_afraction *f = find_pid(a, pid, slot);
-    if (!f && gf_registry_scan(a, &err) == 0)
-        f = find_pid(a, pid, slot);
-    return f;
 }
 
 gf_afraction *gf_registry_find_name_fresh(gf_agent *a, const char *name)
 {
     gf_error err;
-    gf_afraction *f = find_name(a, name);
+    gf_afraction *f = by_name(a, name);
     if (!f && gf_registry_scan(a, &err) == 0)
-        f = find_name(a, name);
+        f = by_name(a, name);
     return f;
-}
-
-gf_afraction *gf_registry_find_pid(gf_agent *a, pid_t pid, int *slot)
-{
-    return find_pid(a, pid, slot);
 }
 
 gf_afraction *gf_registry_find_name(gf_agent *a, const char *name)
 {
-    return find_name(a, name);
+    return by_name(a, name);
 }
 
-static gf_afraction *find_pid(gf_agent *a, pid_t pid, int *slot)
+gf_afraction *gf_registry_find_fid(gf_agent *a, uint64_t fid)
 {
-    for (int i = 0; i < a->n_fractions; i++) {
-        gf_ledger *lg = &a->fractions[i].ledger;
-        for (int s = 0, high = gf_ledger_slot_high(lg); s < high; s++) {
-            if (atomic_load(&lg->hdr->slots[s].pid) != pid || !gf_ledger_slot_live(lg, s))
-                continue;
-            if (slot)
-                *slot = s;
+    for (int i = 0; fid && i < a->n_fractions; i++)
+        if (a->fractions[i].fid == fid)
             return &a->fractions[i];
-        }
+    return NULL;
+}
+
+uint64_t gf_loans_of(const gf_agent *a, const gf_afraction *f, int gpu)
+{
+    uint64_t sum = 0;
+    for (int i = 0; i < a->loans_high; i++) {
+        const gf_loan *l = &a->loans[i];
+        if (l->used && l->gpu == gpu && strcmp(l->fraction, f->cfg.name) == 0)
+            sum += l->bytes;
     }
-    return NULL;
-}
-
-static gf_afraction *find_name(gf_agent *a, const char *name)
-{
-    for (int i = 0; i < a->n_fractions; i++)
-        if (strcmp(a->fractions[i].cfg.name, name) == 0)
-            return &a->fractions[i];
-    return NULL;
+    return sum;
 }
 
 int gf_gpu_index(const gf_agent *a, const char *uuid)

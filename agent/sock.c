@@ -4,6 +4,8 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <stdio.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "server.h"
@@ -30,3 +32,27 @@ int gf_socket_listen(const char *path, uid_t owner, gf_error *err)
     return fd;
 }
 
+
+int gf_socket_listen_in(gf_agent *a, int dfd, const char *name, uid_t owner, gf_error *err)
+{
+    static unsigned serial;
+    char tmp[32], path[GF_PATH_MAX + 48];
+    int fd;
+
+    snprintf(tmp, sizeof(tmp), "s%u.%d", ++serial, (int)getpid());
+    if ((size_t)snprintf(path, sizeof(path), "%s/agent/%s", a->state_dir, tmp) >= sizeof(path))
+        return gf_error_set(err, GF_EINVAL, "state directory path too long");
+    unlinkat(a->priv_dfd, tmp, 0);
+    /* <state>/agent is root's alone: binding, chmod and chown by path there
+     * cannot be redirected; the rename then replaces whatever is at name
+     * (a link included) without following it */
+    if ((fd = gf_socket_listen(path, owner, err)) < 0)
+        return -1;
+    if (renameat(a->priv_dfd, tmp, dfd, name) < 0) {
+        gf_error_sys(err, "moving socket %s into place as %s", path, name);
+        unlinkat(a->priv_dfd, tmp, 0);
+        close(fd);
+        return -1;
+    }
+    return fd;
+}

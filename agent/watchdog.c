@@ -1,198 +1,87 @@
-/* The watchdog (DESIGN 3.3, defence in depth): the driver's per-process
- * memory, summed per fraction and GPU, against the fraction's limit. A
- * process belongs to a fraction when it owns a live slot of the fraction's
- * ledger, else when it descends from the fraction's supervisor, else (only
- * for Kubernetes fractions, whose container cgroup is theirs alone) when it
- * shares the supervisor's cgroup. Everything else is left alone.
+/* The watchdog (DESIGN 3.3, the enforcement layer): the driver's per-process
+ * memory on every GPU (NVML, host pids), summed per fraction, against the
+ * fraction's bound. A process belongs to a fraction as attrib.c decides from
+ * the kernel (ancestry to a supervisor the agent attached, or a container's
+ * cgroup); ledgers play no part, so a corrupt or forged ledger changes
+ * nothing here. Contexts are counted where the driver shows them: the
+ * footprint is what NVML reports for processes that really hold memory on
+ * that GPU, and the only slack is one tolerance per GPU.
+ *
+ * The bound is the config's limit; a fraction that borrows from this agent
+ * (its config names the agent) is bound by request + what the agent lent it
+ * on that GPU (its own record), so writing `lent` into a ledger buys nothing.
  *
  * All scratch space is static: a tick allocates nothing. Not reentrant; the
  * agent runs it from its one loop under a->lock. */
 #include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "agent.h"
 
 #define WD_PROCS_MAX 1024
-#define WD_ANCESTRY_MAX 64
-#define WD_CGROUP_MAX 256
-
-typedef struct wd_proc {
-    int f;        /* fraction index, -1: not ours */
-    bool slotted; /* owns a live ledger slot (goes through the shim) */
-} wd_proc;
 
 typedef struct wd_frac {
     unsigned stamp;          /* == wd.stamp: sum/n are this GPU's */
     unsigned killed;         /* == wd.tick: already killed one this tick */
-    unsigned cg_tick;        /* == wd.tick: cg holds the supervisor's cgroup */
     uint64_t sum;
     int n;
-    char cg[WD_CGROUP_MAX];
 } wd_frac;
 
 static struct {
     unsigned tick, stamp;
     gf_proc_mem procs[WD_PROCS_MAX];
-    wd_proc who[WD_PROCS_MAX];
+    int who[WD_PROCS_MAX];
     int touched[WD_PROCS_MAX];
     wd_frac frac[GF_AGENT_FRACTIONS_MAX];
-    char own_cg[WD_CGROUP_MAX];
 } wd;
 
-static pid_t parent_of(pid_t pid)
+uint64_t gf_watchdog_tolerance(const gf_agent *a, int gpu)
 {
-    char path[64], text[512], *p;
-    long ppid = 0;
-    ssize_t n;
-    int fd;
-
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-        return 0;
-    n = read(fd, text, sizeof(text) - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    text[n] = '\0';
-    /* "pid (comm) state ppid ...": comm may hold ')' and spaces */
-    if (!(p = strrchr(text, ')')) || sscanf(p + 1, " %*c %ld", &ppid) != 1)
-        return 0;
-    return (pid_t)ppid;
+    uint64_t t = a->gpus[gpu].total / 512;
+    if (a->watchdog_tolerance)
+        return a->watchdog_tolerance;
+    return t > GF_WATCHDOG_TOLERANCE_MIN ? t : GF_WATCHDOG_TOLERANCE_MIN;
 }
 
-static int ancestry(pid_t pid, pid_t *chain)
-{
-    int n = 0;
-
-    while (pid > 1 && n < WD_ANCESTRY_MAX) {
-        chain[n++] = pid;
-        pid = parent_of(pid);
-    }
-    return n;
-}
-
-/* The process's cgroup: the v2 path ("0::/..."), else the v1 memory one. */
-static bool cgroup_of(pid_t pid, char *out)
-{
-    char path[64], line[WD_CGROUP_MAX + 32];
-    bool found = false;
-    FILE *fp;
-
-    snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
-    if (!(fp = fopen(path, "re")))
-        return false;
-    while (!found && fgets(line, sizeof(line), fp)) {
-        const char *cg = strchr(line, ':') ? strchr(strchr(line, ':') + 1, ':') : NULL;
-        if (!cg || (strncmp(line, "0::", 3) != 0 && !strstr(line, ":memory:")))
-            continue;
-        snprintf(out, WD_CGROUP_MAX, "%s", cg + 1);
-        out[strcspn(out, "\n")] = '\0';
-        found = strcmp(out, "/") != 0;
-    }
-    fclose(fp);
-    return found;
-}
-
-static const char *supervisor_cgroup(int i, pid_t sup)
-{
-    wd_frac *w = &wd.frac[i];
-
-    if (w->cg_tick != wd.tick) {
-        w->cg_tick = wd.tick;
-        if (!cgroup_of(sup, w->cg) || strcmp(w->cg, wd.own_cg) == 0)
-            w->cg[0] = '\0'; /* no cgroup of its own: never match by cgroup */
-    }
-    return w->cg;
-}
-
-static int by_lineage(gf_agent *a, pid_t pid)
-{
-    pid_t chain[WD_ANCESTRY_MAX];
-    int n = ancestry(pid, chain);
-
-    for (int i = 0; i < a->n_fractions; i++)
-        for (int k = 0; a->fractions[i].supervisor > 0 && k < n; k++)
-            if (chain[k] == a->fractions[i].supervisor)
-                return i;
-    return -1;
-}
-
-static int by_cgroup(gf_agent *a, pid_t pid)
-{
-    char cg[WD_CGROUP_MAX];
-    bool have = false;
-
-    for (int i = 0; i < a->n_fractions; i++) {
-        const gf_afraction *f = &a->fractions[i];
-        if (!f->pod[0] || f->supervisor <= 0)
-            continue;
-        if (!have && !(have = cgroup_of(pid, cg)))
-            return -1;
-        const char *scg = supervisor_cgroup(i, f->supervisor);
-        if (scg[0] && strcmp(scg, cg) == 0)
-            return i;
-    }
-    return -1;
-}
-
-static wd_proc attribute(gf_agent *a, pid_t pid)
-{
-    gf_afraction *f = gf_registry_find_pid(a, pid, NULL);
-    int i;
-
-    if (f)
-        return (wd_proc){.f = (int)(f - a->fractions), .slotted = true};
-    if ((i = by_lineage(a, pid)) >= 0 || (i = by_cgroup(a, pid)) >= 0)
-        return (wd_proc){.f = i};
-    return (wd_proc){.f = -1};
-}
-
-/* Signals pid only if, seen through a pidfd (so the number cannot be reused
- * meanwhile), it still belongs to fraction i. */
+/* Signals pid only through a pidfd opened now, and only if, seen through
+ * it, the process still belongs to fraction i. */
 static int terminate(gf_agent *a, pid_t pid, int i)
 {
-#ifdef SYS_pidfd_open
-    int fd = (int)syscall(SYS_pidfd_open, pid, 0);
-    int rc;
+    int fd = gf_pidfd_open(pid), rc = -1;
 
-    if (fd >= 0) {
-        rc = attribute(a, pid).f == i ? (int)syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0)
-                                      : -1;
-        close(fd);
-        return rc;
-    }
-    if (errno != ENOSYS)
+    if (fd < 0)
         return -1;
-#endif
-    (void)a;
-    (void)i;
-    return kill(pid, SIGKILL);
+    if (gf_attribute(a, pid) == i && !gf_pidfd_exited(fd))
+        rc = gf_pidfd_kill(fd);
+    close(fd);
+    return rc;
 }
 
-/* The process to stop: one that bypassed the shim first, then the largest. */
+/* The process to stop: the largest of the fraction's, never its supervisor. */
 static int victim(const gf_afraction *f, int i, int n)
 {
     int best = -1;
 
     for (int k = 0; k < n; k++) {
         pid_t pid = wd.procs[k].pid;
-        if (wd.who[k].f != i || pid <= 1 || pid == getpid() || pid == f->supervisor)
+        if (wd.who[k] != i || pid <= 1 || pid == getpid() || pid == f->supervisor)
             continue;
-        if (best < 0 || (!wd.who[k].slotted && wd.who[best].slotted) ||
-            (wd.who[k].slotted == wd.who[best].slotted && wd.procs[k].used > wd.procs[best].used))
+        if (best < 0 || wd.procs[k].used > wd.procs[best].used)
             best = k;
     }
     return best;
 }
 
-static uint64_t allowance(const gf_agent *a)
+static uint64_t bound(gf_agent *a, const gf_afraction *f, const gf_config_device *cd, int g)
 {
-    return a->watchdog_ctx_allowance ? a->watchdog_ctx_allowance : GF_WATCHDOG_CTX_ALLOWANCE;
+    uint64_t b;
+    if (!f->cfg.agent[0] || cd->limit <= cd->request)
+        return cd->limit; /* no burst through this agent: the shim's cap is the limit */
+    b = cd->request + gf_loans_of(a, f, g);
+    return b < cd->limit ? b : cd->limit;
 }
 
 static void enforce(gf_agent *a, int g, int i, int n)
@@ -200,21 +89,30 @@ static void enforce(gf_agent *a, int g, int i, int n)
     gf_afraction *f = &a->fractions[i];
     wd_frac *w = &wd.frac[i];
     const gf_config_device *cd = gf_config_find_device(&f->cfg, a->gpus[g].uuid);
+    uint64_t b;
     int k;
 
-    if (!cd || w->killed == wd.tick ||
-        w->sum <= cd->limit + GF_WATCHDOG_SLACK + allowance(a) * (uint64_t)w->n)
+    if (!cd || w->killed == wd.tick)
+        return;
+    b = bound(a, f, cd, g);
+    if (w->sum <= b + gf_watchdog_tolerance(a, g))
         return;
     if ((k = victim(f, i, n)) < 0 || terminate(a, wd.procs[k].pid, i) < 0)
         return;
     w->killed = wd.tick;
     f->watchdog_kills++;
-    atomic_fetch_add(&f->ledger.hdr->watchdog_kills, 1);
     a->watchdog_kills_total++;
+    gf_journal_fraction_counts(a, f);
+    /* the shim's copy, for gpufrac status */
+    if (f->ledger_fd >= 0 &&
+        pwrite(f->ledger_fd, &f->watchdog_kills, sizeof(f->watchdog_kills),
+               (off_t)offsetof(gf_ledger_header, watchdog_kills)) < 0) {
+        /* a ledger the tenant broke: metrics still have it */
+    }
     gf_agent_event(a, "watchdog: killed pid %d of fraction %s: driver reports %llu bytes on %s, "
-                      "limit %llu",
+                      "bound %llu (limit %llu)",
                    (int)wd.procs[k].pid, f->cfg.name, (unsigned long long)w->sum,
-                   a->gpus[g].uuid, (unsigned long long)cd->limit);
+                   a->gpus[g].uuid, (unsigned long long)b, (unsigned long long)cd->limit);
     gf_counters_save(a);
 }
 
@@ -225,21 +123,21 @@ static int sum_gpu(gf_agent *a, int g, int n)
 
     wd.stamp++;
     for (int k = 0; k < n; k++) {
-        wd.who[k] = attribute(a, wd.procs[k].pid);
-        if (wd.who[k].f < 0)
+        wd.who[k] = gf_attribute(a, wd.procs[k].pid);
+        if (wd.who[k] < 0)
             continue;
-        gf_afraction *f = &a->fractions[wd.who[k].f];
+        gf_afraction *f = &a->fractions[wd.who[k]];
         const gf_config_device *cd = gf_config_find_device(&f->cfg, a->gpus[g].uuid);
-        wd_frac *w = &wd.frac[wd.who[k].f];
+        wd_frac *w = &wd.frac[wd.who[k]];
         if (!cd) {
-            wd.who[k].f = -1; /* a GPU the fraction was not given: not its limit to judge */
+            wd.who[k] = -1; /* a GPU the fraction was not given: not its limit to judge */
             continue;
         }
         if (w->stamp != wd.stamp) {
             w->stamp = wd.stamp;
             w->sum = 0;
             w->n = 0;
-            wd.touched[touched++] = wd.who[k].f;
+            wd.touched[touched++] = wd.who[k];
         }
         w->sum += wd.procs[k].used;
         w->n++;
@@ -252,8 +150,7 @@ int gf_watchdog_tick(gf_agent *a, gf_error *err)
 {
     int rc = 0;
 
-    if (++wd.tick == 1 && !cgroup_of(getpid(), wd.own_cg))
-        wd.own_cg[0] = '\0';
+    ++wd.tick;
     for (int i = 0; i < a->n_fractions; i++)
         memset(a->fractions[i].driver_used, 0, sizeof(a->fractions[i].driver_used));
     for (int g = 0; g < a->n_gpus; g++) {

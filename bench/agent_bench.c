@@ -474,6 +474,22 @@ static void burst_report(ab_burst *b, long n, const char *prefix, bench_results 
     put_dist(r, p, "us", b->return_ns, (size_t)n);
 }
 
+/* The agent attributes a borrower from the kernel only: this process becomes
+ * the fraction's supervisor (as the runtime attaches a container's init). */
+static int attach_self(const ab_agent *ag, const char *name, gf_error *err)
+{
+    char req[256], reply[GF_PROTO_MAX + 1];
+    uint64_t ns;
+    int fd = seq_connect(ag->sock, err), len, rc;
+
+    if (fd < 0)
+        return -1;
+    len = snprintf(req, sizeof(req), GF_PROTO_MAGIC " attach name=%s pid=%d", name, (int)getpid());
+    rc = ask(fd, req, len, reply, sizeof(reply), &ns, err);
+    close(fd);
+    return rc;
+}
+
 /* This process takes a slot in the fraction's ledger (as the shim would),
  * then times n ping round trips and n borrow + return pairs. */
 static int measure_burst(const ab_agent *ag, const char *name, const char *uuid, long n,
@@ -494,7 +510,7 @@ static int measure_burst(const ab_agent *ag, const char *name, const char *uuid,
     if (!b.ping_ns || !b.borrow_ns || !b.return_ns || b.borrow_len < 0 || b.return_len < 0)
         gf_error_set(err, GF_ENOSPACE, "out of memory or a request too long");
     else if (gf_ledger_open(path, &lg, err) == 0 && gf_ledger_claim_slot(&lg, err) == 0 &&
-             (b.fd = seq_connect(ag->sock, err)) >= 0 && check_grant(&b, err) == 0 &&
+             attach_self(ag, name, err) == 0 && (b.fd = seq_connect(ag->sock, err)) >= 0 && check_grant(&b, err) == 0 &&
              burst_loop(&b, n, err) == 0)
         rc = 0;
     if (rc == 0)
@@ -693,7 +709,13 @@ static int measure_watchdog(const ab_env *e, const ab_agent *ag, int runs, bench
     int n = 0, missed = 0;
     bool killed;
 
+    char burst[GF_PATH_MAX + 32];
+    snprintf(burst, sizeof(burst), "%s/fractions/burst", ag->state);
+    nftw(burst, rm_one, 8, FTW_DEPTH | FTW_PHYS); /* its supervisor is this process too */
     if (make_fraction(ag->state, "wd", AB_WD_LIMIT, AB_WD_LIMIT, ag->sock, getpid(), err) < 0)
+        return -1;
+    sleep_ms(2 * AB_PERIOD_MS); /* the agent sees the fraction */
+    if (attach_self(ag, "wd", err) < 0)
         return -1;
     sleep_ms(2 * AB_PERIOD_MS); /* a tick reads its supervisor */
     for (int i = 0; i < runs && i < 64; i++) {

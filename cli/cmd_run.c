@@ -19,6 +19,41 @@ static void release_mps(void *arg)
         fprintf(stderr, "gpufrac run: %s\n", err.msg);
 }
 
+/* The agent attributes the fraction's processes to it by their ancestry from
+ * this process: it learns who we are from the kernel (SO_PEERCRED), here. */
+static int attach_self(const run_plan *p, gf_error *err)
+{
+    gf_msg req, reply;
+
+    gf_msg_init(&req, "attach");
+    gf_msg_add(&req, "name", p->cfg.name);
+    return gf_agent_request(p->cfg.agent, 5, &req, &reply, err);
+}
+
+/* A run made while no agent was up is attached once one is: its socket
+ * appears in the fraction's directory when the agent finds the fraction.
+ * Tried every 2 s; any answer (attached, or refused) ends the tries. */
+typedef struct late_attach {
+    const run_plan *p;
+    char sock[GF_PATH_MAX];
+    bool done;
+    int ticks;
+} late_attach;
+
+static void attach_late(void *arg)
+{
+    late_attach *l = arg;
+    gf_msg req, reply;
+    gf_error err;
+
+    if (l->done || ++l->ticks % 8)
+        return;
+    gf_msg_init(&req, "attach");
+    gf_msg_add(&req, "name", l->p->cfg.name);
+    if (gf_agent_request(l->sock, 1, &req, &reply, &err) == 0 || err.code == GF_ESTATE)
+        l->done = true;
+}
+
 int gf_cmd_run(int argc, char **argv)
 {
     char dir[GF_PATH_MAX];
@@ -51,8 +86,17 @@ int gf_cmd_run(int argc, char **argv)
     }
     gf_state_unlock(lock);
     /* the workload's first loan must find the fraction's socket open */
-    if (p.cfg.agent[0] && gf_agent_wait_socket(p.cfg.agent, &err) < 0)
+    static late_attach late;
+    late.p = &p;
+    late.done = p.cfg.agent[0] && gf_agent_wait_socket(p.cfg.agent, &err) == 0 &&
+                attach_self(&p, &err) == 0;
+    if (p.cfg.agent[0] && !late.done)
         fprintf(stderr, "gpufrac run: warning: %s; no burst memory for this run\n", err.msg);
+    /* without an agent now, the watchdog of one that starts later still
+     * watches this fraction once it is attached */
+    if (!late.done && gf_fraction_path(late.sock, sizeof(late.sock), p.state, p.cfg.name,
+                                       "agent.sock", &err) == 0)
+        run_supervise_on_tick(attach_late, &late);
     if (run_env_mps(&p, &err) < 0) {
         gf_fraction_remove(&f);
         return gf_cli_fail("run", GF_EXIT_FAIL, &err);

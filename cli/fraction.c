@@ -115,12 +115,25 @@ int gf_fraction_inspect(const char *dir, gf_fraction_state *state, pid_t *pids, 
     return 0;
 }
 
+bool gf_fraction_made_by_run(const char *dir)
+{
+    char path[GF_PATH_MAX];
+    struct stat st;
+    /* the agent's container fractions carry their Kubernetes identity; they
+     * are the agent's and the runtime's to release, never a gpufrac run's */
+    if (gf_path_join(path, sizeof(path), dir, "identity") < 0)
+        return false;
+    return lstat(path, &st) < 0 && errno == ENOENT;
+}
+
 static bool fraction_stale(const char *dir)
 {
     gf_fraction_state st;
     size_t n;
     gf_error err;
 
+    if (!gf_fraction_made_by_run(dir))
+        return false;
     if (gf_fraction_inspect(dir, &st, NULL, 0, &n, &err) < 0)
         return false; /* cannot tell: leave it */
     return st == GF_FRACTION_STALE;

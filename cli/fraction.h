@@ -64,4 +64,8 @@ int gf_path_join(char *buf, size_t len, const char *dir, const char *file);
 /* Removes a directory tree (best effort, does not follow links). */
 void gf_rm_tree(const char *path);
 
+/* Whether dir is a fraction gpufrac run made (not a container's, which the
+ * agent made for the runtime): the only kind gpufrac run ever removes. */
+bool gf_fraction_made_by_run(const char *dir);
+
 #endif

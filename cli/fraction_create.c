@@ -78,7 +78,7 @@ static int install(const char *tmp, const char *dir, const char *name, gf_error 
             return gf_error_sys(err, "installing fraction %s", dir);
         if (gf_fraction_inspect(dir, &st, NULL, 0, &n, err) < 0)
             return gf_error_wrap(err, "fraction \"%s\" exists and cannot be inspected", name);
-        if (st != GF_FRACTION_STALE) {
+        if (st != GF_FRACTION_STALE || !gf_fraction_made_by_run(dir)) {
             gf_fraction_supervised(dir, &pid);
             return gf_error_set(err, GF_ESTATE,
                                 "a fraction named \"%s\" is in use (%s, gpufrac run pid %d, "

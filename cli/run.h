@@ -49,5 +49,8 @@ int run_supervise(char **cmd, gf_ledger *lg);
 
 /* fn runs once, before the first stop signal is passed on to the fraction. */
 void run_supervise_on_stop(void (*fn)(void *), void *arg);
+/* fn(arg) on every tick of the supervisor (250 ms), e.g. to attach to an
+ * agent that started after the run. */
+void run_supervise_on_tick(void (*fn)(void *), void *arg);
 
 #endif

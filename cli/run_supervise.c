@@ -121,6 +121,15 @@ static const struct timespec reclaim_tick = {0, 250 * 1000 * 1000};
 static void (*before_stop)(void *);
 static void *before_stop_arg;
 
+static void (*on_tick)(void *);
+static void *on_tick_arg;
+
+void run_supervise_on_tick(void (*fn)(void *), void *arg)
+{
+    on_tick = fn;
+    on_tick_arg = arg;
+}
+
 void run_supervise_on_stop(void (*fn)(void *), void *arg)
 {
     before_stop = fn;
@@ -139,6 +148,8 @@ static int wait_all(char **cmd, pid_t child, gf_ledger *lg, const sigset_t *set)
         int sig = sigtimedwait(set, &si, &reclaim_tick);
         if (sig < 0) {
             gf_ledger_reclaim_dead(lg);
+            if (on_tick)
+                on_tick(on_tick_arg);
             continue; /* the tick, or EINTR from a stop/continue */
         }
         if (sig != SIGCHLD) {

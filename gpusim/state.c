@@ -277,6 +277,25 @@ void gs_reclaim(void)
     pthread_mutex_unlock(&gs.reclaim_mu);
 }
 
+/* The pid NVML reports for this process: like the real driver, the host's
+ * (the initial PID namespace's), also for a process in a container's PID
+ * namespace. /proc/self resolves in the namespace of the procfs mount, so
+ * with the host's /proc (a container that did not mount its own) it names
+ * the host pid; otherwise the namespace's own is all there is. */
+static int32_t host_pid(void)
+{
+    char link[32];
+    ssize_t n = readlink("/proc/self", link, sizeof(link) - 1);
+    long pid;
+
+    if (n > 0) {
+        link[n] = '\0';
+        if ((pid = strtol(link, NULL, 10)) > 0)
+            return (int32_t)pid;
+    }
+    return (int32_t)getpid();
+}
+
 int gs_claim_slot(void)
 {
     int rc = -1;
@@ -294,7 +313,7 @@ int gs_claim_slot(void)
         if (ofd_lock(gs.lock_fd, F_WRLCK, GS_LOCK_SLOT(i), 0) != 0)
             continue;
         reclaim_slot(i, true);
-        atomic_store(&gs.shm->slot[i].pid, (int32_t)getpid());
+        atomic_store(&gs.shm->slot[i].pid, host_pid());
         gs.slot = i;
         rc = 0;
         goto out;

@@ -16,7 +16,7 @@ from harness import BUILD, GPUFRAC, PROBE, Gi, Mi, SimTestCase, kv  # noqa: E402
 
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-AGENT = os.path.join(BUILD, "bin", "gpufracd")
+AGENT = os.environ.get("GPUFRAC_AGENT") or os.path.join(BUILD, "bin", "gpufracd")
 FAKE_MPS = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "fakes",
                                         "nvidia-cuda-mps-control"))
 
@@ -163,6 +163,14 @@ class WatchdogTest(AgentTestCase):
         self.wait_for(lambda: "watchdog: killed pid" in self.events(), "the watchdog")
         self.assertIn("fraction leaky", self.events())
         self.wait_for(lambda: "leaky" not in self.status(), "the leaky run to end")
+
+    def test_run_started_before_the_agent_is_watched(self):
+        self.stop_agent()
+        self.run_bg("early", "--memory", "512Mi", "--", "env", "-u", "LD_PRELOAD", PROBE,
+                    "alloc", "2Gi", "hold", "60")
+        self.wait_for(lambda: "holding=" in self.output("early"), "the bypasser")
+        self.start_agent()  # gpufrac run attaches itself once the agent is there
+        self.wait_for(lambda: "of fraction early:" in self.events(), "the watchdog", 30)
 
     def test_process_within_its_limit_is_left_alone(self):
         p = self.run_bg("fine", "--memory", "1Gi", "--", "env", "-u", "LD_PRELOAD", PROBE,
@@ -320,7 +328,7 @@ class ContainerTest(AgentTestCase):
         init.kill()
         init.wait()
         self.wait_for(lambda: self.fractions() == [], "the agent to reconcile")
-        self.assertIn("poststop hook never released it", self.events())
+        self.assertIn("its supervisor and all its processes are gone", self.events())
 
     def test_admission_refusals_leave_nothing(self):
         uuid = SocketTest.gpu_uuid(self)
@@ -390,7 +398,7 @@ class SocketTest(AgentTestCase):
         self.assertTrue(self.ask(b"gpufrac/1 ping").startswith("gpufrac/1 ok"))
         # borrowing for a fraction one does not belong to is refused
         reply = self.ask(b"gpufrac/1 borrow dev=%s bytes=1048576" % self.gpu_uuid().encode())
-        self.assertIn("holds no slot", reply)
+        self.assertIn("is not a process of any fraction", reply)
         m = self.metrics()
         self.assertGreaterEqual(self.sample(m, "gpufrac_agent_bad_requests_total"), 5)
         self.assertIsNone(self.agent.poll())
@@ -423,7 +431,7 @@ class SocketTest(AgentTestCase):
         # ...and through it, nobody may do what only root or a member may
         self.assertIn("only root", self.as_nobody(
             fsock, "gpufrac/1 mps dev=%s" % self.gpu_uuid()))
-        self.assertIn("holds no slot", self.as_nobody(
+        self.assertIn("is not a process of fraction k8s.u.main", self.as_nobody(
             fsock, "gpufrac/1 borrow dev=%s bytes=1" % self.gpu_uuid()))
 
     def test_a_client_that_never_reads_does_not_block_the_agent(self):
@@ -444,6 +452,20 @@ class SocketTest(AgentTestCase):
     def gpu_uuid(self):
         r = subprocess.run([PROBE, "uuid"], env=self.env, capture_output=True, text=True)
         return kv(r.stdout)["uuid"]
+
+
+class IdleTest(AgentTestCase):
+    extra_args = ["--client-idle-s", "1"]
+
+    def test_idle_connections_are_closed_and_a_new_one_works(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        s.connect(self.sock)
+        s.send(b"gpufrac/1 ping")
+        self.assertTrue(s.recv(4096).startswith(b"gpufrac/1 ok"))
+        s.settimeout(20)
+        self.assertEqual(s.recv(4096), b"", "the idle connection is closed by the agent")
+        s.close()
+        self.assertTrue(self.ask(b"gpufrac/1 ping").startswith("gpufrac/1 ok"))
 
 
 if __name__ == "__main__":

@@ -46,6 +46,17 @@ static gf_gpu *add_gpu(gf_agent *a, const char *uuid, uint64_t total)
     return g;
 }
 
+/* The fractions' ledgers as their processes map them; the agent reads them
+ * only through its copy (refresh_views before rendering, as its tick does). */
+static gf_ledger ledgers[GF_AGENT_FRACTIONS_MAX];
+static gf_agent *fx_agent;
+
+static void refresh_views(gf_agent *a)
+{
+    for (int i = 0; i < a->n_fractions; i++)
+        gf_ledger_view_read(a->fractions[i].ledger_fd, &a->fractions[i].view);
+}
+
 static gf_afraction *add_fraction(fixture *fx, const char *name, const char *uuid,
                                   uint64_t request, uint64_t limit)
 {
@@ -61,22 +72,25 @@ static gf_afraction *add_fraction(fixture *fx, const char *name, const char *uui
     f->cfg.devices[0].request = request;
     f->cfg.devices[0].limit = limit;
     assert_int_equal(gf_ledger_create(f->cfg.ledger, name, 0600, &err), 0);
-    assert_int_equal(gf_ledger_open(f->cfg.ledger, &f->ledger, &err), 0);
+    assert_int_equal(gf_ledger_open(f->cfg.ledger, &ledgers[f - a->fractions], &err), 0);
+    f->ledger_fd = ledgers[f - a->fractions].fd;
     return f;
 }
 
 static gf_ledger_device *ledger_dev(gf_afraction *f, const char *uuid)
 {
     gf_error err;
-    int d = gf_ledger_device_index(&f->ledger, uuid, f->cfg.devices[0].request,
+    gf_ledger *lg = &ledgers[f - fx_agent->fractions];
+    int d = gf_ledger_device_index(lg, uuid, f->cfg.devices[0].request,
                                    f->cfg.devices[0].limit, &err);
     assert_true(d >= 0);
-    return &f->ledger.hdr->devices[d];
+    return &lg->hdr->devices[d];
 }
 
 static int setup(void **state)
 {
     fixture *fx = calloc(1, sizeof(*fx));
+    fx_agent = &fx->a;
     snprintf(fx->dir, sizeof(fx->dir), "/tmp/gf-metrics-XXXXXX");
     assert_non_null(mkdtemp(fx->dir));
     fx->a.fractions = calloc(GF_AGENT_FRACTIONS_MAX, sizeof(gf_afraction));
@@ -93,7 +107,7 @@ static int teardown(void **state)
     fixture *fx = *state;
     char cmd[128];
     for (int i = 0; i < fx->a.n_fractions; i++)
-        gf_ledger_close(&fx->a.fractions[i].ledger);
+        gf_ledger_close(&ledgers[i]);
     if (fx->expected)
         fclose(fx->expected);
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", fx->dir);
@@ -191,7 +205,6 @@ static void populate(fixture *fx)
     atomic_store(&ld->evictions, 1);
     f->driver_used[0] = 700 * MiB;
     f->watchdog_kills = 2;
-    atomic_store(&f->ledger.hdr->watchdog_kills, 2);
 
     f = add_fraction(fx, "beta", "*", 2 * GiB, 4 * GiB); /* both GPUs; only GPU 1 used */
     ld = ledger_dev(f, "GPU-bbbb");
@@ -251,6 +264,7 @@ static void test_page_parses_with_values(void **state)
 
     populate(fx);
     expect_all(fx);
+    refresh_views(&fx->a);
     assert_int_equal(gf_metrics_render(&fx->a, &page, &len, &err), 0);
     assert_int_equal(strlen(page), len);
     /* the escaped form, byte for byte */
@@ -268,6 +282,7 @@ static void test_empty_agent(void **state)
     size_t len;
 
     expect(fx, "gpufrac_agent_fractions", 0, NULL);
+    refresh_views(&fx->a);
     assert_int_equal(gf_metrics_render(&fx->a, &page, &len, &err), 0);
     check_page(fx, page, len);
     free(page);
@@ -301,6 +316,7 @@ static void test_http_endpoint(void **state)
 
     populate(fx);
     snprintf(fx->a.metrics_listen, sizeof(fx->a.metrics_listen), "127.0.0.1:0");
+    refresh_views(&fx->a);
     assert_int_equal(gf_metrics_start(&fx->a, &err), 0);
     port = strrchr(fx->a.metrics_listen, ':') + 1;
     assert_true(atoi(port) > 0);
@@ -308,8 +324,19 @@ static void test_http_endpoint(void **state)
     assert_non_null(strstr(resp, "Content-Type: text/plain; version=0.0.4; charset=utf-8"));
     assert_non_null(strstr(resp, "\r\n\r\n# HELP gpufrac_fraction_memory_request_bytes "));
     assert_non_null(strstr(resp, "gpufrac_agent_requests_total 42\n"));
+    fx->a.watchdog_period_ms = 500;
+    atomic_store(&fx->a.loop_beat, gf_now_ms());
+    atomic_store(&fx->a.watchdog_beat, gf_now_ms());
     assert_int_equal(http(atoi(port), "GET /healthz HTTP/1.0\r\n\r\n", resp, sizeof(resp)), 200);
     assert_non_null(strstr(resp, "\r\n\r\nok"));
+    /* a loop or watchdog that stopped ticking makes the agent unhealthy */
+    atomic_store(&fx->a.watchdog_beat, gf_now_ms() - 10000);
+    assert_int_equal(http(atoi(port), "GET /healthz HTTP/1.0\r\n\r\n", resp, sizeof(resp)), 503);
+    assert_non_null(strstr(resp, "watchdog"));
+    atomic_store(&fx->a.watchdog_beat, gf_now_ms());
+    atomic_store(&fx->a.loop_beat, gf_now_ms() - 10000);
+    assert_int_equal(http(atoi(port), "GET /healthz HTTP/1.0\r\n\r\n", resp, sizeof(resp)), 503);
+    assert_non_null(strstr(resp, "main loop"));
     assert_int_equal(http(atoi(port), "GET /nope HTTP/1.0\r\n\r\n", resp, sizeof(resp)), 404);
     assert_int_equal(http(atoi(port), "POST /metrics HTTP/1.0\r\nContent-Length: 3\r\n\r\nabc",
                           resp, sizeof(resp)),
@@ -353,7 +380,8 @@ static void test_render_1000_fractions(void **state)
     for (int r = 0; r < runs; r++) {
         char *page;
         double t0 = now_ms();
-        assert_int_equal(gf_metrics_render(&fx->a, &page, &len, &err), 0);
+        refresh_views(&fx->a);
+    assert_int_equal(gf_metrics_render(&fx->a, &page, &len, &err), 0);
         double dt = now_ms() - t0;
         best = dt < best ? dt : best;
         total += dt;

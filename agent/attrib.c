@@ -1,0 +1,108 @@
+/* Attribution: the fraction a host process belongs to, decided from the
+ * kernel alone. A process belongs to fraction F when F's supervisor (a
+ * process the agent attached itself, pid + start time checked through a
+ * pidfd) is the process or one of its ancestors — the whole chain up to
+ * init, bounded only by a guard against a parent loop — or, for a container
+ * fraction (whose cgroup is its alone), when it shares the supervisor's
+ * cgroup. Ledgers and tenant files play no part. */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent.h"
+
+#define SUP_HASH 8192 /* > 2 x GF_AGENT_FRACTIONS_MAX */
+#define ANCESTRY_GUARD 65536 /* more steps than any real chain: a loop */
+
+static struct {
+    bool dirty;
+    pid_t pid[SUP_HASH];
+    int frac[SUP_HASH];
+    char own_cg[GF_CGROUP_MAX];
+    bool own_cg_done;
+} at = {.dirty = true};
+
+void gf_attrib_dirty(void)
+{
+    at.dirty = true;
+}
+
+static unsigned slot_of(pid_t pid)
+{
+    return ((unsigned)pid * 2654435761u) % SUP_HASH;
+}
+
+static void rebuild(gf_agent *a)
+{
+    memset(at.pid, 0, sizeof(at.pid));
+    for (int i = 0; i < a->n_fractions; i++) {
+        gf_afraction *f = &a->fractions[i];
+        if (f->supervisor <= 0 || f->sup_pidfd < 0)
+            continue;
+        unsigned h = slot_of(f->supervisor);
+        while (at.pid[h])
+            h = (h + 1) % SUP_HASH;
+        at.pid[h] = f->supervisor;
+        at.frac[h] = i;
+    }
+    at.dirty = false;
+}
+
+static int sup_lookup(pid_t pid)
+{
+    for (unsigned h = slot_of(pid); at.pid[h]; h = (h + 1) % SUP_HASH)
+        if (at.pid[h] == pid)
+            return at.frac[h];
+    return -1;
+}
+
+static int by_lineage(pid_t pid)
+{
+    for (int steps = 0; pid > 1 && steps < ANCESTRY_GUARD; steps++) {
+        int i = sup_lookup(pid);
+        pid_t parent;
+        if (i >= 0)
+            return i;
+        if (!gf_proc_stat(pid, NULL, &parent) || parent == pid)
+            return -1;
+        pid = parent;
+    }
+    return -1;
+}
+
+static int by_cgroup(gf_agent *a, pid_t pid)
+{
+    char cg[GF_CGROUP_MAX], scg[GF_CGROUP_MAX];
+
+    if (!at.own_cg_done) {
+        if (!gf_proc_cgroup(getpid(), at.own_cg, sizeof(at.own_cg)))
+            at.own_cg[0] = '\0';
+        at.own_cg_done = true;
+    }
+    if (!gf_proc_cgroup(pid, cg, sizeof(cg)) || strcmp(cg, at.own_cg) == 0)
+        return -1;
+    for (int i = 0; i < a->n_fractions; i++) {
+        const gf_afraction *f = &a->fractions[i];
+        if (!f->pod[0] || f->supervisor <= 0 || f->sup_pidfd < 0)
+            continue;
+        /* the agent's own cgroup (a host without per-container cgroups) is
+         * never a fraction's */
+        if (gf_proc_cgroup(f->supervisor, scg, sizeof(scg)) && strcmp(scg, at.own_cg) != 0 &&
+            strcmp(scg, cg) == 0)
+            return i;
+    }
+    return -1;
+}
+
+int gf_attribute(gf_agent *a, pid_t pid)
+{
+    int i;
+
+    if (pid <= 1)
+        return -1;
+    if (at.dirty)
+        rebuild(a);
+    if ((i = by_lineage(pid)) >= 0)
+        return i;
+    return by_cgroup(a, pid);
+}

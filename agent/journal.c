@@ -1,0 +1,386 @@
+/* The agent's own state, durable across SIGKILL: <state>/agent/journal.
+ *
+ * <state>/agent is the agent's (0700, checked to be a directory it owns, not
+ * a link); nothing a tenant writes is read back from it. Every change is one
+ * line appended with a single write() and fdatasync'd before the agent acts
+ * on it (before it replies, publishes a loan or sends a signal), so a crash
+ * at any instant leaves the journal describing everything that happened and
+ * at most one intention (an eviction begun) to finish. A torn last line is
+ * ignored. At start, and when it passes JOURNAL_COMPACT_BYTES, the journal is
+ * rewritten as a snapshot (temp file, fsync, renameat).
+ *
+ *   seq N                                     newest loan number
+ *   count EVICTIONS KILLS REQUESTS BAD        agent-wide counters
+ *   sup FRACTION PID START ADMITTED           a supervisor the agent attached
+ *   unsup FRACTION
+ *   lend FRACTION UUID PID START BYTES SEQ    a loan (or more of one)
+ *   return FRACTION UUID PID START BYTES
+ *   evict FRACTION UUID PID START             SIGKILL decided, not yet seen done
+ *   evicted FRACTION UUID PID START           the borrower is gone, counted
+ *   gone FRACTION UUID PID START              the borrower ended on its own
+ *   fcount FRACTION KILLS EVICTIONS...         a fraction's counters (one per config device) */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "log.h"
+
+#define JOURNAL "journal"
+#define JOURNAL_TMP "journal.tmp"
+#define JOURNAL_MAX_READ (64u << 20)
+#define JOURNAL_COMPACT_BYTES (1u << 20)
+
+typedef struct jsup {
+    char name[GF_NAME_MAX];
+    pid_t pid;
+    uint64_t start;
+    bool admitted, used;
+} jsup;
+
+static jsup sups[GF_AGENT_FRACTIONS_MAX];
+static int n_sups;
+
+typedef struct jcount {
+    char name[GF_NAME_MAX];
+    uint64_t kills, evictions[GF_CONFIG_DEVICES_MAX];
+} jcount;
+
+static jcount counts[GF_AGENT_FRACTIONS_MAX];
+static int n_counts;
+
+static void fcount_line(char *out, size_t len, const char *name, uint64_t kills,
+                        const uint64_t *ev)
+{
+    int n = snprintf(out, len, "fcount %s %" PRIu64, name, kills);
+    for (int d = 0; d < GF_CONFIG_DEVICES_MAX && n > 0 && (size_t)n < len; d++)
+        n += snprintf(out + n, len - (size_t)n, " %" PRIu64, ev[d]);
+}
+
+void gf_journal_fraction_counts(gf_agent *a, const gf_afraction *f)
+{
+    char line[512];
+    fcount_line(line, sizeof(line), f->cfg.name, f->watchdog_kills, f->evictions);
+    gf_journal(a, "%s", line);
+}
+
+void gf_journal_restore_counts(gf_agent *a, gf_afraction *f)
+{
+    (void)a;
+    for (int i = 0; i < n_counts; i++)
+        if (strcmp(counts[i].name, f->cfg.name) == 0) {
+            f->watchdog_kills = counts[i].kills;
+            memcpy(f->evictions, counts[i].evictions, sizeof(f->evictions));
+            counts[i] = counts[--n_counts];
+            return;
+        }
+}
+
+static void replay_fcount(const char *line)
+{
+    char name[GF_NAME_MAX];
+    const char *p = line + strlen("fcount ");
+    jcount c = {0};
+    int used = 0;
+
+    if (sscanf(p, "%63s %" SCNu64 "%n", name, &c.kills, &used) != 2)
+        return;
+    p += used;
+    for (int d = 0; d < GF_CONFIG_DEVICES_MAX; d++) {
+        if (sscanf(p, " %" SCNu64 "%n", &c.evictions[d], &used) != 1)
+            break;
+        p += used;
+    }
+    snprintf(c.name, sizeof(c.name), "%s", name);
+    for (int i = 0; i < n_counts; i++)
+        if (strcmp(counts[i].name, name) == 0) {
+            counts[i] = c;
+            return;
+        }
+    if (n_counts < GF_AGENT_FRACTIONS_MAX)
+        counts[n_counts++] = c;
+}
+
+#ifdef GF_TEST_HOOKS
+void gf_test_crash_point(const char *step)
+{
+    const char *at = getenv("GPUFRAC_TEST_CRASH_AT");
+    if (at && strcmp(at, step) == 0) {
+        fprintf(stderr, "gpufracd: test hook: crashing at %s\n", step);
+        raise(SIGKILL);
+    }
+}
+#endif
+
+void gf_journal(gf_agent *a, const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(line, sizeof(line) - 1, fmt, ap);
+    va_end(ap);
+    if (n < 0 || a->journal_fd < 0)
+        return;
+    if ((size_t)n > sizeof(line) - 2)
+        n = (int)sizeof(line) - 2;
+    line[n++] = '\n';
+    /* one write: a SIGKILL lands before or after it, never inside */
+    if (write(a->journal_fd, line, (size_t)n) != n || fdatasync(a->journal_fd) < 0)
+        gf_log_write(a->log_fd, GF_LOG_ERROR, "gpufracd", "journal: %s", strerror(errno));
+    a->journal_bytes += (size_t)n;
+}
+
+static gf_loan *loan_find(gf_agent *a, const char *frac, int gpu, pid_t pid, uint64_t start)
+{
+    for (int i = 0; i < a->loans_high; i++) {
+        gf_loan *l = &a->loans[i];
+        if (l->used && l->gpu == gpu && l->pid == pid && l->start == start &&
+            strcmp(l->fraction, frac) == 0)
+            return l;
+    }
+    return NULL;
+}
+
+static gf_loan *loan_new(gf_agent *a)
+{
+    for (int i = 0; i < GF_AGENT_LOANS_MAX; i++)
+        if (!a->loans[i].used) {
+            if (i >= a->loans_high)
+                a->loans_high = i + 1;
+            memset(&a->loans[i], 0, sizeof(a->loans[i]));
+            a->loans[i].used = true;
+            a->loans[i].pidfd = -1;
+            return &a->loans[i];
+        }
+    return NULL;
+}
+
+static void replay_line(gf_agent *a, char *line)
+{
+    char verb[16], frac[GF_NAME_MAX], uuid[GF_UUID_MAX];
+    unsigned long long v[4] = {0};
+    long pid = 0;
+    int n;
+    gf_loan *l;
+
+    if (sscanf(line, "%15s", verb) != 1)
+        return;
+    if (strcmp(verb, "fcount") == 0) {
+        replay_fcount(line);
+        return;
+    }
+    if (strcmp(verb, "seq") == 0 && sscanf(line, "seq %llu", &v[0]) == 1) {
+        if (v[0] > a->loan_seq)
+            a->loan_seq = v[0];
+        return;
+    }
+    if (strcmp(verb, "count") == 0 &&
+        sscanf(line, "count %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3]) == 4) {
+        a->evictions_total = v[0];
+        a->watchdog_kills_total = v[1];
+        a->requests_total = v[2];
+        a->requests_bad = v[3];
+        return;
+    }
+    if (strcmp(verb, "sup") == 0 &&
+        sscanf(line, "sup %63s %ld %llu %llu", frac, &pid, &v[0], &v[1]) == 4 && pid > 0) {
+        jsup *s = NULL;
+        for (int i = 0; i < n_sups && !s; i++)
+            if (strcmp(sups[i].name, frac) == 0)
+                s = &sups[i];
+        if (!s && n_sups < GF_AGENT_FRACTIONS_MAX)
+            s = &sups[n_sups++];
+        if (s)
+            *s = (jsup){.pid = (pid_t)pid, .start = v[0], .admitted = v[1] != 0};
+        if (s)
+            snprintf(s->name, sizeof(s->name), "%s", frac);
+        return;
+    }
+    if (strcmp(verb, "unsup") == 0 && sscanf(line, "unsup %63s", frac) == 1) {
+        for (int i = 0; i < n_sups; i++)
+            if (strcmp(sups[i].name, frac) == 0)
+                sups[i] = sups[--n_sups];
+        return;
+    }
+    n = sscanf(line, "%*s %63s %95s %ld %llu %llu %llu", frac, uuid, &pid, &v[0], &v[1], &v[2]);
+    if (n < 4 || pid <= 0)
+        return;
+    int gpu = gf_gpu_index(a, uuid);
+    if (gpu < 0)
+        return; /* a GPU this node no longer has */
+    l = loan_find(a, frac, gpu, (pid_t)pid, v[0]);
+    if (strcmp(verb, "lend") == 0 && n == 6) {
+        if (!l && (l = loan_new(a))) {
+            snprintf(l->fraction, sizeof(l->fraction), "%s", frac);
+            l->gpu = gpu;
+            l->pid = (pid_t)pid;
+            l->start = v[0];
+        }
+        if (l) {
+            l->bytes += v[1];
+            l->seq = v[2];
+        }
+        if (v[2] > a->loan_seq)
+            a->loan_seq = v[2];
+    } else if (strcmp(verb, "return") == 0 && n == 5 && l) {
+        l->bytes -= v[1] < l->bytes ? v[1] : l->bytes;
+        if (!l->bytes && !l->evicting)
+            l->used = false;
+    } else if (strcmp(verb, "evict") == 0 && l) {
+        l->evicting = true;
+    } else if ((strcmp(verb, "evicted") == 0 || strcmp(verb, "gone") == 0) && l) {
+        l->used = false;
+    }
+}
+
+static int replay(gf_agent *a, gf_error *err)
+{
+    int fd = openat(a->priv_dfd, JOURNAL, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    struct stat st;
+    char *buf;
+    size_t len = 0;
+
+    if (fd < 0 && errno == ENOENT)
+        return 0;
+    if (fd < 0)
+        return gf_error_sys(err, "opening %s/agent/" JOURNAL, a->state_dir);
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > JOURNAL_MAX_READ) {
+        close(fd);
+        return gf_error_set(err, GF_EINVAL, "%s/agent/" JOURNAL " is not a journal of gpufracd",
+                            a->state_dir);
+    }
+    buf = malloc((size_t)st.st_size + 1);
+    if (!buf) {
+        close(fd);
+        return gf_error_set(err, GF_ENOSPACE, "out of memory reading the journal");
+    }
+    while (len < (size_t)st.st_size) {
+        ssize_t n = read(fd, buf + len, (size_t)st.st_size - len);
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    close(fd);
+    buf[len] = '\0';
+    for (char *p = buf, *nl; (nl = memchr(p, '\n', (size_t)(buf + len - p))); p = nl + 1) {
+        *nl = '\0'; /* a last line without its newline was torn: never applied */
+        replay_line(a, p);
+    }
+    free(buf);
+    return 0;
+}
+
+bool gf_journal_supervisor(gf_agent *a, const char *name, pid_t *pid, uint64_t *start,
+                           bool *admitted)
+{
+    (void)a;
+    for (int i = 0; i < n_sups; i++)
+        if (strcmp(sups[i].name, name) == 0) {
+            *pid = sups[i].pid;
+            *start = sups[i].start;
+            *admitted = sups[i].admitted;
+            sups[i] = sups[--n_sups];
+            return true;
+        }
+    return false;
+}
+
+static int snapshot(gf_agent *a, FILE *fp)
+{
+    fprintf(fp, "seq %" PRIu64 "\n", a->loan_seq);
+    fprintf(fp, "count %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", a->evictions_total,
+            a->watchdog_kills_total, a->requests_total, a->requests_bad);
+    for (int i = 0; i < a->n_fractions; i++) {
+        const gf_afraction *f = &a->fractions[i];
+        if (f->supervisor > 0)
+            fprintf(fp, "sup %s %d %" PRIu64 " %d\n", f->cfg.name, (int)f->supervisor,
+                    f->sup_start, f->sup_admitted);
+    }
+    for (int i = 0; i < a->n_fractions; i++) {
+        const gf_afraction *f = &a->fractions[i];
+        char line[512];
+        fcount_line(line, sizeof(line), f->cfg.name, f->watchdog_kills, f->evictions);
+        fprintf(fp, "%s\n", line);
+    }
+    for (int i = 0; i < n_counts; i++) {
+        char line[512];
+        fcount_line(line, sizeof(line), counts[i].name, counts[i].kills, counts[i].evictions);
+        fprintf(fp, "%s\n", line);
+    }
+    for (int i = 0; i < n_sups; i++) /* not opened yet (first scan still to come) */
+        fprintf(fp, "sup %s %d %" PRIu64 " %d\n", sups[i].name, (int)sups[i].pid, sups[i].start,
+                sups[i].admitted);
+    for (int i = 0; i < a->loans_high; i++) {
+        const gf_loan *l = &a->loans[i];
+        if (!l->used)
+            continue;
+        fprintf(fp, "lend %s %s %d %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", l->fraction,
+                a->gpus[l->gpu].uuid, (int)l->pid, l->start, l->bytes, l->seq);
+        if (l->evicting)
+            fprintf(fp, "evict %s %s %d %" PRIu64 "\n", l->fraction, a->gpus[l->gpu].uuid,
+                    (int)l->pid, l->start);
+    }
+    return fflush(fp) == 0 && fsync(fileno(fp)) == 0 ? 0 : -1;
+}
+
+void gf_journal_compact(gf_agent *a)
+{
+    int fd = openat(a->priv_dfd, JOURNAL_TMP,
+                    O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    FILE *fp = fd >= 0 ? fdopen(fd, "w") : NULL;
+    bool ok;
+
+    if (!fp) {
+        if (fd >= 0)
+            close(fd);
+        gf_log_write(a->log_fd, GF_LOG_ERROR, "gpufracd", "journal: cannot compact: %s",
+                     strerror(errno));
+        return;
+    }
+    ok = snapshot(a, fp) == 0;
+    fclose(fp);
+    if (!ok || renameat(a->priv_dfd, JOURNAL_TMP, a->priv_dfd, JOURNAL) < 0) {
+        unlinkat(a->priv_dfd, JOURNAL_TMP, 0);
+        gf_log_write(a->log_fd, GF_LOG_ERROR, "gpufracd", "journal: cannot compact");
+        return;
+    }
+    fsync(a->priv_dfd);
+    if (a->journal_fd >= 0)
+        close(a->journal_fd);
+    a->journal_fd = openat(a->priv_dfd, JOURNAL, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+    a->journal_bytes = 0;
+}
+
+void gf_journal_counters(gf_agent *a)
+{
+    uint64_t sum = a->evictions_total + a->watchdog_kills_total + a->requests_total +
+                   a->requests_bad;
+    if (sum == a->counters_saved)
+        return;
+    a->counters_saved = sum;
+    gf_journal(a, "count %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64, a->evictions_total,
+               a->watchdog_kills_total, a->requests_total, a->requests_bad);
+    if (a->journal_bytes > JOURNAL_COMPACT_BYTES)
+        gf_journal_compact(a);
+}
+
+int gf_journal_open(gf_agent *a, gf_error *err)
+{
+    if (replay(a, err) < 0)
+        return -1;
+    a->counters_saved = a->evictions_total + a->watchdog_kills_total + a->requests_total +
+                        a->requests_bad;
+    gf_journal_compact(a);
+    if (a->journal_fd < 0)
+        return gf_error_sys(err, "opening %s/agent/" JOURNAL, a->state_dir);
+    return 0;
+}
