@@ -124,6 +124,33 @@ static int parse_devices(const char *list)
     return 0;
 }
 
+/* One size for every device, or one per device ("64Mi,96Mi"); the last
+ * entry repeats for devices past the list. */
+static int parse_overheads(const char *list)
+{
+    const char *p = list;
+    int n = 0;
+
+    for (int i = 0; i < GS_MAX_DEV; i++)
+        gs.ctx_overhead[i] = GS_DEFAULT_CTX_OVERHEAD;
+    if (!list || !*list)
+        return 0;
+    for (;;) {
+        const char *e = strchr(p, ',');
+        if (!e)
+            e = p + strlen(p);
+        if (n == GS_MAX_DEV || gs_parse_size(p, e, &gs.ctx_overhead[n]) != 0)
+            return -1;
+        n++;
+        if (!*e)
+            break;
+        p = e + 1;
+    }
+    for (int i = n; i < GS_MAX_DEV; i++)
+        gs.ctx_overhead[i] = gs.ctx_overhead[n - 1];
+    return 0;
+}
+
 static int read_env(void)
 {
     const char *v = getenv("GPUSIM_LOG");
@@ -137,9 +164,8 @@ static int read_env(void)
         devs = GS_DEFAULT_DEVICES;
     if (parse_devices(devs) != 0)
         return -1;
-    gs.ctx_overhead = GS_DEFAULT_CTX_OVERHEAD;
     v = getenv("GPUSIM_CTX_OVERHEAD");
-    if (v && *v && gs_parse_size(v, v + strlen(v), &gs.ctx_overhead) != 0) {
+    if (parse_overheads(v) != 0) {
         gs_log("bad GPUSIM_CTX_OVERHEAD '%s'", v);
         return -1;
     }
@@ -332,6 +358,12 @@ int gs_charge(int p, uint64_t bytes)
     } while (!atomic_compare_exchange_weak_explicit(u, &cur, cur + bytes, memory_order_acq_rel,
                                                     memory_order_relaxed));
     atomic_fetch_add_explicit(&gs.shm->slot[gs.slot].used[p], bytes, memory_order_relaxed);
+    cur += bytes;
+    uint64_t peak = atomic_load_explicit(&gs.shm->peak[p], memory_order_relaxed);
+    while (cur > peak && !atomic_compare_exchange_weak_explicit(&gs.shm->peak[p], &peak, cur,
+                                                                memory_order_relaxed,
+                                                                memory_order_relaxed))
+        ;
     return 0;
 }
 
