@@ -360,10 +360,18 @@ int gs_charge(int p, uint64_t bytes)
     atomic_fetch_add_explicit(&gs.shm->slot[gs.slot].used[p], bytes, memory_order_relaxed);
     cur += bytes;
     uint64_t peak = atomic_load_explicit(&gs.shm->peak[p], memory_order_relaxed);
-    while (cur > peak && !atomic_compare_exchange_weak_explicit(&gs.shm->peak[p], &peak, cur,
-                                                                memory_order_relaxed,
-                                                                memory_order_relaxed))
-        ;
+    if (GS_UNLIKELY(cur > peak)) {
+        /* a new high: what dead processes held is not live memory (a real
+         * driver frees it at exit; gpusim returns it lazily), so it goes
+         * first and the peak counts live processes only */
+        gs_reclaim();
+        uint64_t now = atomic_load_explicit(u, memory_order_acquire);
+        cur = now < cur ? now : cur;
+        while (cur > peak &&
+               !atomic_compare_exchange_weak_explicit(&gs.shm->peak[p], &peak, cur,
+                                                      memory_order_relaxed, memory_order_relaxed))
+            ;
+    }
     return 0;
 }
 
