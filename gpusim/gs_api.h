@@ -60,6 +60,8 @@
     X(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags, 11040, 0, (CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)) \
     X(cuGraphLaunch, cuGraphLaunch, 10000, 0, (CUgraphExec hGraphExec, CUstream hStream)) \
     X(cuGraphLaunch_ptsz, cuGraphLaunch, 10000, 1, (CUgraphExec hGraphExec, CUstream hStream)) \
+    X(cuGraphUpload, cuGraphUpload, 11010, 0, (CUgraphExec hGraphExec, CUstream hStream)) \
+    X(cuGraphUpload_ptsz, cuGraphUpload, 11010, 1, (CUgraphExec hGraphExec, CUstream hStream)) \
     X(cuGraphExecDestroy, cuGraphExecDestroy, 10000, 0, (CUgraphExec hGraphExec)) \
     X(cuDeviceGetGraphMemAttribute, cuDeviceGetGraphMemAttribute, 11040, 0, (CUdevice device, CUgraphMem_attribute attr, void *value)) \
     X(cuDeviceSetGraphMemAttribute, cuDeviceSetGraphMemAttribute, 11040, 0, (CUdevice device, CUgraphMem_attribute attr, void *value)) \

@@ -154,6 +154,9 @@ class ChargeTest(SimTestCase):
     def test_graph_memory_nodes(self):
         self.assert_charged_then_returned(["graph", "300Mi"], 300 * Mi)
 
+    def test_graph_upload(self):
+        self.assert_charged_then_returned(["graph-upload", "300Mi"], 300 * Mi)
+
     def test_graph_over_limit_does_not_launch(self):
         self.make_fraction(limit=1 * Gi)
         out = kv(self.probe("alloc", "800Mi", "graph", "300Mi", "info").stdout)

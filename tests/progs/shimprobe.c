@@ -6,7 +6,7 @@
  *   steps: info | legacy-info | totalmem | nvml | alloc SIZE | legacy-alloc SIZE |
  *          managed SIZE | pitch W H | async SIZE | pool-async SIZE | sync | trim |
  *          vmm SIZE | array W H | array3d W H D | mipmap W H LEVELS |
- *          graph SIZE | graph-trim | free | freeall | hold SECONDS |
+ *          graph SIZE | graph-upload SIZE | graph-trim | free | freeall | hold SECONDS |
  *          race THREADS ITERS SIZE [HOLD] | ptr-check |
  *          retain DEV | primary-release DEV | primary-reset DEV | ctx-create DEV |
  *          ctx-legacy DEV | set-limit stack|fifo|heap BYTES | module SIZE | library SIZE |
@@ -367,7 +367,7 @@ static int step(char **argv, int i, int argc)
             push(6, (uint64_t)(uintptr_t)m);
         report(s, rc);
         return 3;
-    } else if (strcmp(s, "graph") == 0) {
+    } else if (strcmp(s, "graph") == 0 || strcmp(s, "graph-upload") == 0) {
         CUgraph g = NULL;
         CUgraphNode n;
         CUgraphExec e;
@@ -380,7 +380,7 @@ static int step(char **argv, int i, int argc)
         if (rc == CUDA_SUCCESS)
             rc = f.cuGraphInstantiateWithFlags(&e, g, 0);
         if (rc == CUDA_SUCCESS)
-            rc = f.cuGraphLaunch(e, NULL);
+            rc = s[5] ? f.cuGraphUpload(e, NULL) : f.cuGraphLaunch(e, NULL);
         report(s, rc);
         return 1;
     } else if (strcmp(s, "graph-trim") == 0) {
