@@ -358,12 +358,14 @@ static CUresult ctx_up(int p, CUcontext c)
         c->charged = 0;
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
+    gs_context_count(p, 1);
     return CUDA_SUCCESS;
 }
 
 static void ctx_down(CUcontext c)
 {
     gs_uncharge(c->pdev, c->charged);
+    gs_context_count(c->pdev, -1);
     c->charged = 0;
 }
 
@@ -407,6 +409,7 @@ static void primary_deactivate(int p)
     pthread_mutex_unlock(&d->mu);
     gs_free_ctx_allocations(&d->primary);
     gs_uncharge(p, held);
+    gs_context_count(p, -1);
 }
 
 GS_API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)

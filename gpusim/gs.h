@@ -42,6 +42,7 @@ typedef struct gs_slot {
     _Atomic int32_t pid; /* 0: free */
     uint32_t pad;
     _Atomic uint64_t used[GS_MAX_DEV];
+    _Atomic uint32_t contexts[GS_MAX_DEV]; /* live contexts: NVML lists the process */
 } gs_slot;
 
 typedef struct gs_shm {
@@ -87,6 +88,8 @@ int gs_boot(void);
 int gs_claim_slot(void);
 /* forget the slot (after fork in the child). */
 void gs_drop_slot(void);
+/* a context of this process appeared on / left physical device p */
+void gs_context_count(int p, int delta);
 /* charge/uncharge bytes of physical device p to this process. */
 int gs_charge(int p, uint64_t bytes);
 void gs_uncharge(int p, uint64_t bytes);

@@ -281,6 +281,7 @@ static void reclaim_slot(int i, bool keep_lock)
         uint64_t u = atomic_exchange(&s->used[d], 0);
         if (u)
             atomic_fetch_sub(&gs.shm->used[d], u);
+        atomic_store(&s->contexts[d], 0);
     }
     atomic_store(&s->pid, 0);
     if (!keep_lock)
@@ -375,6 +376,12 @@ int gs_charge(int p, uint64_t bytes)
     return 0;
 }
 
+void gs_context_count(int p, int delta)
+{
+    if (gs.slot >= 0)
+        atomic_fetch_add(&gs.shm->slot[gs.slot].contexts[p], (uint32_t)delta);
+}
+
 void gs_uncharge(int p, uint64_t bytes)
 {
     if (bytes == 0 || gs.slot < 0)
@@ -410,7 +417,9 @@ unsigned gs_processes(int p, unsigned *pids, uint64_t *used, unsigned max)
     for (int i = 0; i < GS_MAX_SLOTS; i++) {
         int32_t pid = atomic_load(&gs.shm->slot[i].pid);
         uint64_t u = atomic_load(&gs.shm->slot[i].used[p]);
-        if (pid == 0 || u == 0)
+        /* like NVML: a process with a context on the device is listed, even
+         * one that holds no memory there */
+        if (pid == 0 || (u == 0 && atomic_load(&gs.shm->slot[i].contexts[p]) == 0))
             continue;
         if (n < max) {
             pids[n] = (unsigned)pid;

@@ -122,9 +122,8 @@ static bool settle_growth(const gf_ordinal *o, CUmemoryPool target, int ord, uin
         ok = false;
     }
     if (!pc) {
-        if (ok)
-            gf_unadmit(o, growth); /* out of host memory: cannot follow this pool */
         *id = 0;
+        gf_log(GF_LOG_ERROR, "out of host memory: a memory pool's reservation is not counted");
     } else {
         if (ok && growth)
             pc->charged = now;

@@ -540,7 +540,14 @@ static void modules_body(void)
     CUfunction fn;
     char path[600];
     FILE *fp;
+    nvmlDevice_t nd;
+    nvmlProcessInfo_t infos[8];
+    unsigned cnt = 8;
     init_ctx();
+    /* like NVML: a process with a context is listed, even holding nothing */
+    CHECK(nv.init() == NVML_SUCCESS && nv.handle(0, &nd) == NVML_SUCCESS);
+    CHECK(nv.procs(nd, &cnt, infos) == NVML_SUCCESS && cnt == 1);
+    CHECK(infos[0].pid == (unsigned)getpid() && infos[0].usedGpuMemory == 0);
     OK(cu.cuModuleLoadData(&m, "gpusim-module 3145728"));
     CHECK(nv_used(0) == 4 * MiB); /* rounded up to 2 MiB */
     OK(cu.cuModuleGetFunction(&fn, m, "k"));
