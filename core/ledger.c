@@ -202,6 +202,11 @@ static bool slot_drain(gf_ledger_header *hdr, int slot)
         atomic_fetch_add(&hdr->devices[d].reclaimed, b);
     }
     for (int d = 0; d < GF_LEDGER_DEVICES; d++) {
+        uint64_t b = atomic_exchange(&s->overhead[d], 0);
+        if (b)
+            atomic_fetch_sub(&hdr->devices[d].overhead, b);
+    }
+    for (int d = 0; d < GF_LEDGER_DEVICES; d++) {
         uint64_t b = atomic_exchange(&s->borrowed[d], 0);
         if (b)
             atomic_fetch_sub(&hdr->devices[d].lent, b); /* a dead borrower's loan ends */
@@ -314,6 +319,35 @@ void gf_ledger_unlend(gf_ledger *lg, int slot, int dev, uint64_t bytes)
         bytes = had;
     atomic_fetch_sub(&s->borrowed[dev], bytes);
     atomic_fetch_sub_explicit(&lg->hdr->devices[dev].lent, bytes, memory_order_release);
+}
+
+void gf_ledger_overhead_mark(gf_ledger *lg, int dev, uint64_t bytes)
+{
+    atomic_fetch_add_explicit(&lg->hdr->slots[lg->slot].overhead[dev], bytes,
+                              memory_order_relaxed);
+    atomic_fetch_add_explicit(&lg->hdr->devices[dev].overhead, bytes, memory_order_relaxed);
+}
+
+void gf_ledger_overhead_unmark(gf_ledger *lg, int dev, uint64_t bytes)
+{
+    atomic_fetch_sub_explicit(&lg->hdr->slots[lg->slot].overhead[dev], bytes,
+                              memory_order_relaxed);
+    atomic_fetch_sub_explicit(&lg->hdr->devices[dev].overhead, bytes, memory_order_relaxed);
+}
+
+uint64_t gf_ledger_ctx_estimate(const gf_ledger *lg, int dev)
+{
+    return atomic_load_explicit(&lg->hdr->devices[dev].ctx_estimate, memory_order_relaxed);
+}
+
+void gf_ledger_note_ctx_overhead(gf_ledger *lg, int dev, uint64_t bytes)
+{
+    _Atomic uint64_t *e = &lg->hdr->devices[dev].ctx_estimate;
+    uint64_t cur = atomic_load_explicit(e, memory_order_relaxed);
+    while (bytes > cur &&
+           !atomic_compare_exchange_weak_explicit(e, &cur, bytes, memory_order_relaxed,
+                                                  memory_order_relaxed))
+        ;
 }
 
 void gf_ledger_note_denied(gf_ledger *lg, int dev)

@@ -24,7 +24,7 @@
 #include "error.h"
 
 #define GF_LEDGER_MAGIC 0x31434152465047ULL /* "GPFRAC1" */
-#define GF_LEDGER_VERSION 2
+#define GF_LEDGER_VERSION 3
 #define GF_LEDGER_DEVICES 16
 #define GF_LEDGER_SLOTS 4096
 #define GF_LEDGER_LOCK_BASE (1LL << 40) /* slot i is locked at byte LOCK_BASE + i */
@@ -43,7 +43,9 @@ typedef struct gf_ledger_device {
     _Atomic uint64_t reclaimed;    /* bytes returned from dead processes */
     _Atomic uint64_t lent;         /* burst memory on loan from the agent */
     _Atomic uint64_t evictions;    /* processes terminated to take a loan back */
-    char pad2[48];
+    _Atomic uint64_t overhead;     /* part of used: contexts, modules, reservations */
+    _Atomic uint64_t ctx_estimate; /* largest context overhead measured here (tenant data) */
+    char pad2[32];
 } gf_ledger_device;
 
 typedef struct gf_ledger_slot {
@@ -52,6 +54,9 @@ typedef struct gf_ledger_slot {
     _Atomic uint64_t loan_seq;     /* the agent's number of this process's newest loan */
     _Atomic uint64_t used[GF_LEDGER_DEVICES];
     _Atomic uint64_t borrowed[GF_LEDGER_DEVICES]; /* loans this process holds */
+    /* part of used[]: what the process's contexts, modules and context limits
+     * hold, as measured from the driver (informational; used[] is the charge) */
+    _Atomic uint64_t overhead[GF_LEDGER_DEVICES];
 } gf_ledger_slot;
 
 typedef struct gf_ledger_header {
@@ -106,6 +111,14 @@ bool gf_ledger_reserve(gf_ledger *lg, int dev, uint64_t bytes, uint64_t limit);
 void gf_ledger_charge(gf_ledger *lg, int dev, uint64_t bytes);
 /* Gives back what gf_ledger_reserve took. */
 void gf_ledger_release(gf_ledger *lg, int dev, uint64_t bytes);
+/* Marks bytes already in used[] (reserved or charged above) as overhead
+ * (contexts, modules, reservations), or (unmark) no longer so. */
+void gf_ledger_overhead_mark(gf_ledger *lg, int dev, uint64_t bytes);
+void gf_ledger_overhead_unmark(gf_ledger *lg, int dev, uint64_t bytes);
+/* The largest context overhead a process of the fraction measured on dev:
+ * reserved before the next context is made there. note raises it. */
+uint64_t gf_ledger_ctx_estimate(const gf_ledger *lg, int dev);
+void gf_ledger_note_ctx_overhead(gf_ledger *lg, int dev, uint64_t bytes);
 /* Counts an allocation refused over the limit. */
 void gf_ledger_note_denied(gf_ledger *lg, int dev);
 

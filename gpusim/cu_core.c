@@ -330,28 +330,43 @@ GS_API CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
 }
 
 /* ---- contexts -------------------------------------------------------------- */
-/* The per-context overhead is charged once per device per process: when the
- * first context on the device appears, released with the last one. */
-static CUresult ctx_up(int p)
+/* Every context holds device memory of its own, as on a real driver: a base
+ * that depends on the device (GPUSIM_CTX_OVERHEAD, at the default limits),
+ * plus what its cuCtxSetLimit values add over the defaults: the stack size
+ * times the device's resident threads, the printf FIFO and the malloc heap. */
+static const uint64_t limit_default[GS_NLIMITS] = {GS_DEFAULT_STACK, GS_DEFAULT_PRINTF_FIFO,
+                                                  GS_DEFAULT_MALLOC_HEAP, 2, 2048, 32, 0};
+
+static uint64_t over(uint64_t v, uint64_t dflt)
 {
-    gs_pdev *d = &gsp.pdev[p];
-    CUresult rc = CUDA_SUCCESS;
-    pthread_mutex_lock(&d->mu);
-    if (d->nctx == 0 && gs_charge_retry(p, gs.ctx_overhead) != 0)
-        rc = CUDA_ERROR_OUT_OF_MEMORY;
-    else
-        d->nctx++;
-    pthread_mutex_unlock(&d->mu);
-    return rc;
+    return v > dflt ? v - dflt : 0;
 }
 
-static void ctx_down(int p)
+static uint64_t ctx_cost(int p, const uint64_t *limit)
 {
-    gs_pdev *d = &gsp.pdev[p];
-    pthread_mutex_lock(&d->mu);
-    if (d->nctx > 0 && --d->nctx == 0)
-        gs_uncharge(p, gs.ctx_overhead);
-    pthread_mutex_unlock(&d->mu);
+    uint64_t threads = (uint64_t)GS_SM_COUNT * GS_THREADS_PER_SM;
+    return gs.ctx_overhead[p] + over(limit[0], GS_DEFAULT_STACK) * threads +
+           over(limit[1], GS_DEFAULT_PRINTF_FIFO) + over(limit[2], GS_DEFAULT_MALLOC_HEAP);
+}
+
+/* Charges a new context's memory (at the default limits). */
+static CUresult ctx_up(int p, CUcontext c)
+{
+    memcpy(c->limit, limit_default, sizeof c->limit);
+    c->charged = ctx_cost(p, c->limit);
+    if (gs_charge_retry(p, c->charged) != 0) {
+        c->charged = 0;
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    gs_context_count(p, 1);
+    return CUDA_SUCCESS;
+}
+
+static void ctx_down(CUcontext c)
+{
+    gs_uncharge(c->pdev, c->charged);
+    gs_context_count(c->pdev, -1);
+    c->charged = 0;
 }
 
 static bool ctx_live(CUcontext c)
@@ -365,14 +380,12 @@ static CUresult primary_retain(int p, CUcontext *out)
     CUresult rc = CUDA_SUCCESS;
     pthread_mutex_lock(&d->mu);
     if (d->primary_refs == 0) {
-        if (d->nctx == 0 && gs_charge_retry(p, gs.ctx_overhead) != 0) {
-            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        d->primary.pdev = p;
+        rc = ctx_up(p, &d->primary);
+        if (rc)
             goto out;
-        }
-        d->nctx++;
         d->primary.h.magic = GS_MAGIC_CTX;
         d->primary.h.gen = atomic_load(&gsp.gen);
-        d->primary.pdev = p;
         d->primary.primary = true;
         d->primary.alive = true;
     }
@@ -384,16 +397,19 @@ out:
 }
 
 /* Deactivate the primary context (refs reached 0 or reset): its plain
- * allocations go with it, like the driver's context teardown. */
+ * allocations and its own memory go with it, like the driver's teardown. */
 static void primary_deactivate(int p)
 {
     gs_pdev *d = &gsp.pdev[p];
+    uint64_t held = d->primary.charged;
     d->primary.alive = false;
+    d->primary.charged = 0;
     d->primary_refs = 0;
     d->implicit = false;
     pthread_mutex_unlock(&d->mu);
     gs_free_ctx_allocations(&d->primary);
-    ctx_down(p);
+    gs_uncharge(p, held);
+    gs_context_count(p, -1);
 }
 
 GS_API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
@@ -479,19 +495,25 @@ static CUresult ctx_create(CUcontext *pctx, CUdevice dev)
     DEV_ARG(dev, p);
     if (tls_depth == GS_CTX_STACK)
         return CUDA_ERROR_INVALID_VALUE;
-    rc = ctx_up(p);
-    if (rc)
-        return rc;
     c = gs_obj_new(sizeof *c, GS_MAGIC_CTX);
-    if (!c) {
-        ctx_down(p);
+    if (!c)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    }
     c->pdev = p;
+    rc = ctx_up(p, c);
+    if (rc)
+        return rc; /* the object stays reachable, dead (see gs_obj) */
     c->alive = true;
     tls_stack[tls_depth++] = c;
     *pctx = c;
     return CUDA_SUCCESS;
+}
+
+/* the pre-3.2 export: the same call */
+GS_API CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    GS_FAILPOINT("cuCtxCreate");
+    (void)flags;
+    return ctx_create(pctx, dev);
 }
 
 GS_API CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
@@ -517,9 +539,8 @@ GS_API CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsig
     return ctx_create(pctx, dev);
 }
 
-GS_API CUresult cuCtxDestroy_v2(CUcontext ctx)
+static CUresult ctx_destroy(CUcontext ctx)
 {
-    GS_FAILPOINT("cuCtxDestroy_v2");
     NEED_INIT();
     if (!ctx_live(ctx) || ctx->primary)
         return CUDA_ERROR_INVALID_CONTEXT;
@@ -532,7 +553,62 @@ GS_API CUresult cuCtxDestroy_v2(CUcontext ctx)
         i--;
     }
     gs_free_ctx_allocations(ctx);
-    ctx_down(ctx->pdev);
+    ctx_down(ctx);
+    return CUDA_SUCCESS;
+}
+
+GS_API CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+    GS_FAILPOINT("cuCtxDestroy_v2");
+    return ctx_destroy(ctx);
+}
+
+GS_API CUresult cuCtxDestroy(CUcontext ctx)
+{
+    GS_FAILPOINT("cuCtxDestroy");
+    return ctx_destroy(ctx);
+}
+
+/* Limits of the current context. Stack size, printf FIFO and malloc heap
+ * change what the context holds at once (the difference is charged; out of
+ * memory leaves the old value); the others are stored only. */
+GS_API CUresult cuCtxSetLimit(CUlimit limit, size_t value)
+{
+    int p;
+    CUcontext c;
+    uint64_t old, cost;
+    CUresult rc;
+    GS_FAILPOINT("cuCtxSetLimit");
+    if ((int)limit < 0 || (int)limit >= GS_NLIMITS)
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = gs_cur_pdev(&p, &c);
+    if (rc)
+        return rc;
+    old = c->limit[limit];
+    c->limit[limit] = value;
+    cost = ctx_cost(p, c->limit);
+    if (cost > c->charged && gs_charge_retry(p, cost - c->charged) != 0) {
+        c->limit[limit] = old;
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (cost < c->charged)
+        gs_uncharge(p, c->charged - cost);
+    c->charged = cost;
+    return CUDA_SUCCESS;
+}
+
+GS_API CUresult cuCtxGetLimit(size_t *pvalue, CUlimit limit)
+{
+    int p;
+    CUcontext c;
+    CUresult rc;
+    GS_FAILPOINT("cuCtxGetLimit");
+    if (!pvalue || (int)limit < 0 || (int)limit >= GS_NLIMITS)
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = gs_cur_pdev(&p, &c);
+    if (rc)
+        return rc;
+    *pvalue = c->limit[limit];
     return CUDA_SUCCESS;
 }
 

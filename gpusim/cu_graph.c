@@ -239,6 +239,19 @@ GS_API CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
     return graph_launch(hGraphExec, hStream);
 }
 
+/* an upload backs the graph's memory nodes ahead of its launches */
+GS_API CUresult cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream)
+{
+    GS_FAILPOINT("cuGraphUpload");
+    return graph_launch(hGraphExec, hStream);
+}
+
+GS_API CUresult cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream)
+{
+    GS_FAILPOINT("cuGraphUpload_ptsz");
+    return graph_launch(hGraphExec, hStream);
+}
+
 GS_API CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
 {
     gs_exec *e = (gs_exec *)hGraphExec;

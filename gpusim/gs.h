@@ -26,10 +26,15 @@
 #define GS_SM_COUNT 132
 #define GS_DEFAULT_DEVICES "16Gi"
 #define GS_DEFAULT_CTX_OVERHEAD (64ULL << 20)
+#define GS_THREADS_PER_SM 2048 /* resident threads: the stack reservation's multiplier */
+#define GS_DEFAULT_STACK 1024ULL          /* CU_LIMIT_STACK_SIZE, bytes per thread */
+#define GS_DEFAULT_PRINTF_FIFO (1ULL << 20)
+#define GS_DEFAULT_MALLOC_HEAP (8ULL << 20)
+#define GS_NLIMITS 7
 
 /* ---- shared file layout ------------------------------------------------ */
 #define GS_SHM_MAGIC 0x31304d4953555047ULL /* "GPUSIM01" */
-#define GS_SHM_VERSION 1
+#define GS_SHM_VERSION 2
 #define GS_LOCK_INIT (1LL << 40)          /* byte locked while initialising */
 #define GS_LOCK_SLOT(i) ((1LL << 40) + 1 + (long long)(i)) /* slot i's liveness byte */
 
@@ -37,6 +42,7 @@ typedef struct gs_slot {
     _Atomic int32_t pid; /* 0: free */
     uint32_t pad;
     _Atomic uint64_t used[GS_MAX_DEV];
+    _Atomic uint32_t contexts[GS_MAX_DEV]; /* live contexts: NVML lists the process */
 } gs_slot;
 
 typedef struct gs_shm {
@@ -45,6 +51,7 @@ typedef struct gs_shm {
     uint32_t ndev;
     uint64_t size[GS_MAX_DEV];
     _Atomic uint64_t used[GS_MAX_DEV]; /* host-wide, all processes */
+    _Atomic uint64_t peak[GS_MAX_DEV]; /* high-water mark of used (tests read it) */
     gs_slot slot[GS_MAX_SLOTS];
 } gs_shm;
 
@@ -59,7 +66,7 @@ typedef struct gs_devinfo {
 typedef struct gs_sim {
     int ndev;
     gs_devinfo dev[GS_MAX_DEV];
-    uint64_t ctx_overhead;
+    uint64_t ctx_overhead[GS_MAX_DEV]; /* per context, at the default limits */
     bool log;
     bool strict_ctx;
     char path[512];
@@ -81,6 +88,8 @@ int gs_boot(void);
 int gs_claim_slot(void);
 /* forget the slot (after fork in the child). */
 void gs_drop_slot(void);
+/* a context of this process appeared on / left physical device p */
+void gs_context_count(int p, int delta);
 /* charge/uncharge bytes of physical device p to this process. */
 int gs_charge(int p, uint64_t bytes);
 void gs_uncharge(int p, uint64_t bytes);
@@ -107,7 +116,8 @@ bool gs_fail_hit(const char *name, int *cache, int *err);
 
 /* ---- CUDA side, per process ------------------------------------------------ */
 enum { GS_MAGIC_CTX = 0x43545831, GS_MAGIC_STREAM, GS_MAGIC_POOL, GS_MAGIC_ARRAY,
-       GS_MAGIC_MIPMAP, GS_MAGIC_GRAPH, GS_MAGIC_NODE, GS_MAGIC_EXEC };
+       GS_MAGIC_MIPMAP, GS_MAGIC_GRAPH, GS_MAGIC_NODE, GS_MAGIC_EXEC, GS_MAGIC_MODULE,
+       GS_MAGIC_LIBRARY };
 
 typedef struct gs_obj {
     uint32_t magic;
@@ -120,6 +130,8 @@ struct CUctx_st {
     int pdev;
     bool primary;
     bool alive;
+    uint64_t limit[GS_NLIMITS]; /* cuCtxSetLimit values */
+    uint64_t charged;           /* what this context holds on its device */
 };
 
 typedef struct gs_pool_st {
@@ -142,7 +154,6 @@ typedef struct gs_pdev {
     pthread_mutex_t mu;
     struct CUctx_st primary;
     int primary_refs;
-    int nctx; /* live contexts incl. an active primary */
     bool implicit;
     gs_pool *default_pool;
     gs_pool *cur_pool;

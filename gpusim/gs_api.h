@@ -24,10 +24,23 @@
     X(cuDevicePrimaryCtxReset_v2, cuDevicePrimaryCtxReset, 11000, 0, (CUdevice dev)) \
     X(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset, 7000, 0, (CUdevice dev)) \
     X(cuDevicePrimaryCtxGetState, cuDevicePrimaryCtxGetState, 7000, 0, (CUdevice dev, unsigned int *flags, int *active)) \
+    X(cuCtxCreate, cuCtxCreate, 2000, 0, (CUcontext *pctx, unsigned int flags, CUdevice dev)) \
     X(cuCtxCreate_v2, cuCtxCreate, 3020, 0, (CUcontext *pctx, unsigned int flags, CUdevice dev)) \
     X(cuCtxCreate_v3, cuCtxCreate, 11040, 0, (CUcontext *pctx, CUexecAffinityParam *params, int n, unsigned int flags, CUdevice dev)) \
     X(cuCtxCreate_v4, cuCtxCreate, 12050, 0, (CUcontext *pctx, CUctxCreateParams *params, unsigned int flags, CUdevice dev)) \
+    X(cuCtxDestroy, cuCtxDestroy, 2000, 0, (CUcontext ctx)) \
     X(cuCtxDestroy_v2, cuCtxDestroy, 4000, 0, (CUcontext ctx)) \
+    X(cuCtxSetLimit, cuCtxSetLimit, 3010, 0, (CUlimit limit, size_t value)) \
+    X(cuCtxGetLimit, cuCtxGetLimit, 3010, 0, (size_t *pvalue, CUlimit limit)) \
+    X(cuModuleLoad, cuModuleLoad, 2000, 0, (CUmodule *module, const char *fname)) \
+    X(cuModuleLoadData, cuModuleLoadData, 2000, 0, (CUmodule *module, const void *image)) \
+    X(cuModuleLoadDataEx, cuModuleLoadDataEx, 2010, 0, (CUmodule *module, const void *image, unsigned int numOptions, CUjit_option *options, void **optionValues)) \
+    X(cuModuleLoadFatBinary, cuModuleLoadFatBinary, 2000, 0, (CUmodule *module, const void *fatCubin)) \
+    X(cuModuleUnload, cuModuleUnload, 2000, 0, (CUmodule hmod)) \
+    X(cuModuleGetFunction, cuModuleGetFunction, 2000, 0, (CUfunction *hfunc, CUmodule hmod, const char *name)) \
+    X(cuLibraryLoadData, cuLibraryLoadData, 12000, 0, (CUlibrary *library, const void *code, CUjit_option *jitOptions, void **jitOptionsValues, unsigned int numJitOptions, CUlibraryOption *libraryOptions, void **libraryOptionValues, unsigned int numLibraryOptions)) \
+    X(cuLibraryLoadFromFile, cuLibraryLoadFromFile, 12000, 0, (CUlibrary *library, const char *fileName, CUjit_option *jitOptions, void **jitOptionsValues, unsigned int numJitOptions, CUlibraryOption *libraryOptions, void **libraryOptionValues, unsigned int numLibraryOptions)) \
+    X(cuLibraryUnload, cuLibraryUnload, 12000, 0, (CUlibrary library)) \
     X(cuCtxSetCurrent, cuCtxSetCurrent, 4000, 0, (CUcontext ctx)) \
     X(cuCtxGetCurrent, cuCtxGetCurrent, 4000, 0, (CUcontext *pctx)) \
     X(cuCtxPushCurrent_v2, cuCtxPushCurrent, 4000, 0, (CUcontext ctx)) \
@@ -47,6 +60,8 @@
     X(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags, 11040, 0, (CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)) \
     X(cuGraphLaunch, cuGraphLaunch, 10000, 0, (CUgraphExec hGraphExec, CUstream hStream)) \
     X(cuGraphLaunch_ptsz, cuGraphLaunch, 10000, 1, (CUgraphExec hGraphExec, CUstream hStream)) \
+    X(cuGraphUpload, cuGraphUpload, 11010, 0, (CUgraphExec hGraphExec, CUstream hStream)) \
+    X(cuGraphUpload_ptsz, cuGraphUpload, 11010, 1, (CUgraphExec hGraphExec, CUstream hStream)) \
     X(cuGraphExecDestroy, cuGraphExecDestroy, 10000, 0, (CUgraphExec hGraphExec)) \
     X(cuDeviceGetGraphMemAttribute, cuDeviceGetGraphMemAttribute, 11040, 0, (CUdevice device, CUgraphMem_attribute attr, void *value)) \
     X(cuDeviceSetGraphMemAttribute, cuDeviceSetGraphMemAttribute, 11040, 0, (CUdevice device, CUgraphMem_attribute attr, void *value)) \

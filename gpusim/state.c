@@ -124,6 +124,33 @@ static int parse_devices(const char *list)
     return 0;
 }
 
+/* One size for every device, or one per device ("64Mi,96Mi"); the last
+ * entry repeats for devices past the list. */
+static int parse_overheads(const char *list)
+{
+    const char *p = list;
+    int n = 0;
+
+    for (int i = 0; i < GS_MAX_DEV; i++)
+        gs.ctx_overhead[i] = GS_DEFAULT_CTX_OVERHEAD;
+    if (!list || !*list)
+        return 0;
+    for (;;) {
+        const char *e = strchr(p, ',');
+        if (!e)
+            e = p + strlen(p);
+        if (n == GS_MAX_DEV || gs_parse_size(p, e, &gs.ctx_overhead[n]) != 0)
+            return -1;
+        n++;
+        if (!*e)
+            break;
+        p = e + 1;
+    }
+    for (int i = n; i < GS_MAX_DEV; i++)
+        gs.ctx_overhead[i] = gs.ctx_overhead[n - 1];
+    return 0;
+}
+
 static int read_env(void)
 {
     const char *v = getenv("GPUSIM_LOG");
@@ -137,9 +164,8 @@ static int read_env(void)
         devs = GS_DEFAULT_DEVICES;
     if (parse_devices(devs) != 0)
         return -1;
-    gs.ctx_overhead = GS_DEFAULT_CTX_OVERHEAD;
     v = getenv("GPUSIM_CTX_OVERHEAD");
-    if (v && *v && gs_parse_size(v, v + strlen(v), &gs.ctx_overhead) != 0) {
+    if (parse_overheads(v) != 0) {
         gs_log("bad GPUSIM_CTX_OVERHEAD '%s'", v);
         return -1;
     }
@@ -255,6 +281,7 @@ static void reclaim_slot(int i, bool keep_lock)
         uint64_t u = atomic_exchange(&s->used[d], 0);
         if (u)
             atomic_fetch_sub(&gs.shm->used[d], u);
+        atomic_store(&s->contexts[d], 0);
     }
     atomic_store(&s->pid, 0);
     if (!keep_lock)
@@ -351,7 +378,27 @@ int gs_charge(int p, uint64_t bytes)
     } while (!atomic_compare_exchange_weak_explicit(u, &cur, cur + bytes, memory_order_acq_rel,
                                                     memory_order_relaxed));
     atomic_fetch_add_explicit(&gs.shm->slot[gs.slot].used[p], bytes, memory_order_relaxed);
+    cur += bytes;
+    uint64_t peak = atomic_load_explicit(&gs.shm->peak[p], memory_order_relaxed);
+    if (GS_UNLIKELY(cur > peak)) {
+        /* a new high: what dead processes held is not live memory (a real
+         * driver frees it at exit; gpusim returns it lazily), so it goes
+         * first and the peak counts live processes only */
+        gs_reclaim();
+        uint64_t now = atomic_load_explicit(u, memory_order_acquire);
+        cur = now < cur ? now : cur;
+        while (cur > peak &&
+               !atomic_compare_exchange_weak_explicit(&gs.shm->peak[p], &peak, cur,
+                                                      memory_order_relaxed, memory_order_relaxed))
+            ;
+    }
     return 0;
+}
+
+void gs_context_count(int p, int delta)
+{
+    if (gs.slot >= 0)
+        atomic_fetch_add(&gs.shm->slot[gs.slot].contexts[p], (uint32_t)delta);
 }
 
 void gs_uncharge(int p, uint64_t bytes)
@@ -389,7 +436,9 @@ unsigned gs_processes(int p, unsigned *pids, uint64_t *used, unsigned max)
     for (int i = 0; i < GS_MAX_SLOTS; i++) {
         int32_t pid = atomic_load(&gs.shm->slot[i].pid);
         uint64_t u = atomic_load(&gs.shm->slot[i].used[p]);
-        if (pid == 0 || u == 0)
+        /* like NVML: a process with a context on the device is listed, even
+         * one that holds no memory there */
+        if (pid == 0 || (u == 0 && atomic_load(&gs.shm->slot[i].contexts[p]) == 0))
             continue;
         if (n < max) {
             pids[n] = (unsigned)pid;

@@ -87,35 +87,95 @@ GF_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
 }
 
 /* The pitch is the driver's choice, so the charge comes after the call; a
- * refusal gives the memory straight back. */
+ * refusal gives the memory straight back. call makes the allocation (the
+ * _v2 or the pre-3.2 one) and returns the pointer and pitch it got. */
+typedef CUresult (*pitch_call)(const size_t args[3], CUdeviceptr *dptr, size_t *pitch);
+
+static CUresult alloc_pitched(const size_t args[3], CUdeviceptr *dptr, size_t *pitch,
+                              pitch_call call, int kind)
+{
+    int ord = gf_current_ordinal();
+    const gf_ordinal *o = ord >= 0 ? gf_ordinal_get(ord) : NULL;
+    uint64_t least = (uint64_t)args[0] * args[1], bytes;
+    CUresult rc;
+
+    if (o && !gf_admit(o, least))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    rc = call(args, dptr, pitch);
+    if (!o)
+        return rc;
+    gf_unadmit(o, least);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    bytes = (uint64_t)*pitch * args[1];
+    if (!gf_admit(o, bytes)) {
+        if (kind == KIND_LEGACY)
+            gf_cu.cuMemFree((CUdeviceptr_v1)*dptr);
+        else
+            gf_cu.cuMemFree_v2(*dptr);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    remember(*dptr, bytes, ord, kind);
+    return rc;
+}
+
+static CUresult call_pitch(const size_t a[3], CUdeviceptr *dptr, size_t *pitch)
+{
+    return gf_cu.cuMemAllocPitch_v2(dptr, pitch, a[0], a[1], (unsigned int)a[2]);
+}
+
+static CUresult call_pitch_legacy(const size_t a[3], CUdeviceptr *dptr, size_t *pitch)
+{
+    CUdeviceptr_v1 d = 0;
+    unsigned int p = 0;
+    CUresult rc = gf_cu.cuMemAllocPitch(&d, &p, (unsigned int)a[0], (unsigned int)a[1],
+                                        (unsigned int)a[2]);
+    *dptr = d;
+    *pitch = p;
+    return rc;
+}
+
 GF_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width,
                                       size_t height, unsigned int elemsize)
 {
-    int ord;
-    const gf_ordinal *o;
+    size_t args[3] = {width, height, elemsize};
+    CUdeviceptr d = 0;
+    size_t pt = 0;
     CUresult rc;
-    uint64_t bytes;
 
     gf_shim_init();
     if (!gf_cu.cuMemAllocPitch_v2)
         return CUDA_ERROR_NOT_INITIALIZED;
-    ord = gf_current_ordinal();
-    o = ord >= 0 ? gf_ordinal_get(ord) : NULL;
-    if (o && !gf_admit(o, (uint64_t)width * height)) /* the least it can take */
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    rc = gf_cu.cuMemAllocPitch_v2(dptr, pitch, width, height, elemsize);
-    if (!o)
-        return rc;
-    gf_unadmit(o, (uint64_t)width * height);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    bytes = (uint64_t)*pitch * height;
-    if (!gf_admit(o, bytes)) {
-        gf_cu.cuMemFree_v2(*dptr);
-        *dptr = 0;
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!dptr || !pitch)
+        return gf_cu.cuMemAllocPitch_v2(dptr, pitch, width, height, elemsize);
+    rc = alloc_pitched(args, &d, &pt, call_pitch, KIND_PITCH);
+    if (rc == CUDA_SUCCESS) {
+        *dptr = d;
+        *pitch = pt;
     }
-    remember(*dptr, bytes, ord, KIND_PITCH);
+    return rc;
+}
+
+/* the pre-3.2 ABI: 32-bit pointer, pitch and sizes */
+GF_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
+                                   unsigned int WidthInBytes, unsigned int Height,
+                                   unsigned int ElementSizeBytes)
+{
+    size_t args[3] = {WidthInBytes, Height, ElementSizeBytes};
+    CUdeviceptr d = 0;
+    size_t pt = 0;
+    CUresult rc;
+
+    gf_shim_init();
+    if (!gf_cu.cuMemAllocPitch)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!dptr || !pPitch)
+        return gf_cu.cuMemAllocPitch(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+    rc = alloc_pitched(args, &d, &pt, call_pitch_legacy, KIND_LEGACY);
+    if (rc == CUDA_SUCCESS) {
+        *dptr = (CUdeviceptr_v1)d;
+        *pPitch = (unsigned int)pt;
+    }
     return rc;
 }
 
@@ -126,8 +186,18 @@ GF_HIDDEN CUresult gf_free_tracked(CUdeviceptr dptr, CUresult (*call)(CUdevicept
 {
     gf_entry e;
     bool tracked = gf_table_take(&gf_ptrs, dptr, &e);
-    CUresult rc = call(dptr, arg);
+    CUresult rc;
 
+    if (__builtin_expect(!tracked, 0) && gf_async_take(dptr, &e)) {
+        /* a stream-ordered allocation: its pool holds the charge */
+        rc = call(dptr, arg);
+        if (rc == CUDA_SUCCESS)
+            gf_async_freed(&e);
+        else
+            gf_async_put_back(&e);
+        return rc;
+    }
+    rc = call(dptr, arg);
     if (!tracked)
         return rc;
     if (rc != CUDA_SUCCESS) {
@@ -176,4 +246,5 @@ GF_HIDDEN void gf_tables_after_fork(void)
     gf_pools_after_fork();
     gf_graphs_after_fork();
     gf_objects_after_fork();
+    gf_footprint_after_fork();
 }

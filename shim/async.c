@@ -5,32 +5,62 @@
  * pool; the pool shrinks at synchronisation, which is seen at the next
  * reconcile (any async allocation, trim, memory query, or refusal). */
 #include <pthread.h>
+#include <stdlib.h>
 
 #include "shim.h"
 #include "table.h"
 
-#define GF_POOLS_MAX 256
+enum { KIND_ASYNC = 30 };
 
+/* One per pool the process allocated from, however many there are. A pool
+ * destroyed with allocations still live stays here, charged for those, until
+ * the last of them is freed: the driver holds their memory until then. */
 typedef struct pool_charge {
     CUmemoryPool pool;
+    uint64_t id; /* the pool handle may be reused once destroyed: pointers name this */
     int ordinal;
+    bool destroyed;
     uint64_t charged;
+    uint64_t outstanding; /* bytes of live allocations from it */
 } pool_charge;
 
 static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER;
-static pool_charge pools[GF_POOLS_MAX];
-static int n_pools;
+static pool_charge *pools;
+static int n_pools, cap_pools;
+static uint64_t next_id = 1;
+static gf_table async_ptrs; /* pointer -> bytes, pool id (aux) */
 
-
+/* Caller holds pools_lock. */
 static pool_charge *pool_find(CUmemoryPool pool, int ordinal, bool add)
 {
     for (int i = 0; i < n_pools; i++)
-        if (pools[i].pool == pool)
+        if (pools[i].pool == pool && !pools[i].destroyed)
             return &pools[i];
-    if (!add || n_pools == GF_POOLS_MAX)
+    if (!add)
         return NULL;
-    pools[n_pools] = (pool_charge){.pool = pool, .ordinal = ordinal};
+    if (n_pools == cap_pools) {
+        int ncap = cap_pools ? cap_pools * 2 : 16;
+        pool_charge *n = realloc(pools, (size_t)ncap * sizeof(*n));
+        if (!n)
+            return NULL;
+        pools = n;
+        cap_pools = ncap;
+    }
+    pools[n_pools] = (pool_charge){.pool = pool, .ordinal = ordinal, .id = next_id++};
     return &pools[n_pools++];
+}
+
+static pool_charge *pool_by_id(uint64_t id)
+{
+    for (int i = 0; i < n_pools; i++)
+        if (pools[i].id == id)
+            return &pools[i];
+    return NULL;
+}
+
+static void pool_remove(pool_charge *pc)
+{
+    *pc = pools[--n_pools];
 }
 
 static uint64_t pool_reserved(CUmemoryPool pool)
@@ -46,9 +76,12 @@ static uint64_t pool_reserved(CUmemoryPool pool)
 static void pool_true_up(pool_charge *pc)
 {
     const gf_ordinal *o = gf_ordinal_get(pc->ordinal);
-    uint64_t now = pool_reserved(pc->pool);
+    uint64_t now;
 
-    if (!o || o->dev < 0 || now == UINT64_MAX || now == pc->charged)
+    if (pc->destroyed || !o || o->dev < 0)
+        return; /* a destroyed pool cannot be asked: its live allocations count */
+    now = pool_reserved(pc->pool);
+    if (now == UINT64_MAX || now == pc->charged)
         return;
     if (now < pc->charged)
         gf_ledger_release(&gf_state.ledger, o->dev, pc->charged - now);
@@ -68,8 +101,10 @@ GF_HIDDEN void gf_pools_reconcile(int ordinal)
 
 /* The allocation was admitted for `admitted` bytes; the pool may have grown
  * by less (memory reused) or more (rounding). Settles the charge at the
- * growth; returns false when the extra does not fit (nothing stays charged). */
-static bool settle_growth(const gf_ordinal *o, CUmemoryPool target, int ord, uint64_t admitted)
+ * growth and counts the allocation against its pool; returns false when the
+ * extra does not fit (nothing stays charged). */
+static bool settle_growth(const gf_ordinal *o, CUmemoryPool target, int ord, uint64_t admitted,
+                          uint64_t *id)
 {
     bool ok = true;
     pthread_mutex_lock(&pools_lock);
@@ -86,10 +121,62 @@ static bool settle_growth(const gf_ordinal *o, CUmemoryPool target, int ord, uin
         gf_unadmit(o, admitted);
         ok = false;
     }
-    if (ok && growth)
-        pc->charged = now;
+    if (!pc) {
+        *id = 0;
+        gf_log(GF_LOG_ERROR, "out of host memory: a memory pool's reservation is not counted");
+    } else {
+        if (ok && growth)
+            pc->charged = now;
+        *id = pc->id;
+    }
     pthread_mutex_unlock(&pools_lock);
     return ok;
+}
+
+static void track_async(CUdeviceptr p, uint64_t bytes, int ord, uint64_t id)
+{
+    gf_entry e = {.key = p, .bytes = bytes, .ordinal = ord, .kind = KIND_ASYNC, .aux = id};
+    pool_charge *pc;
+    if (!id)
+        return;
+    pthread_mutex_lock(&pools_lock);
+    if ((pc = pool_by_id(id)))
+        pc->outstanding += bytes;
+    pthread_mutex_unlock(&pools_lock);
+    if (!gf_table_put(&async_ptrs, &e))
+        gf_log(GF_LOG_ERROR, "out of host memory tracking %#llx", (unsigned long long)p);
+}
+
+GF_HIDDEN bool gf_async_take(CUdeviceptr dptr, struct gf_entry *out)
+{
+    return gf_table_take(&async_ptrs, dptr, out);
+}
+
+GF_HIDDEN void gf_async_put_back(const struct gf_entry *e)
+{
+    gf_table_put(&async_ptrs, e);
+}
+
+/* The driver took the free: a destroyed pool gives its bytes back now, and
+ * goes once its last allocation has. */
+GF_HIDDEN void gf_async_freed(const struct gf_entry *e)
+{
+    pthread_mutex_lock(&pools_lock);
+    pool_charge *pc = pool_by_id(e->aux);
+    if (pc) {
+        pc->outstanding -= e->bytes < pc->outstanding ? e->bytes : pc->outstanding;
+        if (pc->destroyed) {
+            const gf_ordinal *o = gf_ordinal_get(pc->ordinal);
+            uint64_t back = pc->outstanding ? (e->bytes < pc->charged ? e->bytes : pc->charged)
+                                            : pc->charged;
+            if (o)
+                gf_unadmit(o, back);
+            pc->charged -= back;
+            if (!pc->outstanding)
+                pool_remove(pc);
+        }
+    }
+    pthread_mutex_unlock(&pools_lock);
 }
 
 typedef CUresult (*async_call)(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, CUstream s,
@@ -105,9 +192,17 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, 
 
     if (!o)
         return call(dptr, bytes, pool, stream, fn);
+    uint64_t id = 0;
+
     if (!target && (!gf_cu.cuDeviceGetMemPool || gf_cu.cuDeviceGetMemPool(&target, ord)))
         target = NULL;
-    gf_pools_reconcile(ord);
+    if (target) { /* only this pool: one driver query however many pools exist */
+        pthread_mutex_lock(&pools_lock);
+        pool_charge *pc = pool_find(target, ord, false);
+        if (pc)
+            pool_true_up(pc);
+        pthread_mutex_unlock(&pools_lock);
+    }
     if (!gf_admit(o, bytes))
         return CUDA_ERROR_OUT_OF_MEMORY;
     rc = call(dptr, bytes, pool, stream, fn);
@@ -115,13 +210,14 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, 
         gf_unadmit(o, bytes);
         return rc;
     }
-    if (!settle_growth(o, target, ord, bytes)) { /* grew past the limit: give it back */
+    if (!settle_growth(o, target, ord, bytes, &id)) { /* grew past the limit: give it back */
         gf_cu.cuMemFreeAsync(*dptr, stream);
         if (gf_cu.cuMemPoolTrimTo)
             gf_cu.cuMemPoolTrimTo(target, 0);
         *dptr = 0;
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
+    track_async(*dptr, bytes, ord, id);
     return rc;
 }
 
@@ -193,6 +289,8 @@ GF_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
     return rc;
 }
 
+/* The driver keeps a destroyed pool's memory for its live allocations until
+ * they are freed; only the rest of the reservation goes now. */
 GF_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
 {
     CUresult rc;
@@ -206,9 +304,13 @@ GF_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
     pool_charge *pc = pool_find(pool, -1, false);
     if (pc) {
         const gf_ordinal *o = gf_ordinal_get(pc->ordinal);
+        uint64_t keep = pc->outstanding < pc->charged ? pc->outstanding : pc->charged;
         if (o)
-            gf_unadmit(o, pc->charged);
-        *pc = pools[--n_pools];
+            gf_unadmit(o, pc->charged - keep);
+        pc->charged = keep;
+        pc->destroyed = true;
+        if (!pc->outstanding)
+            pool_remove(pc);
     }
     pthread_mutex_unlock(&pools_lock);
     return rc;
@@ -218,5 +320,7 @@ GF_HIDDEN void gf_pools_after_fork(void)
 {
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
     pools_lock = fresh;
-    n_pools = 0;
+    pools = NULL; /* the parent's copy may be mid-update: dropped, not freed */
+    n_pools = cap_pools = 0;
+    gf_table_reset(&async_ptrs);
 }

@@ -98,10 +98,13 @@ GF_HIDDEN bool gf_admit(const gf_ordinal *o, uint64_t bytes)
         return bytes == 0;
     if (reserve(o, bytes))
         return true;
-    /* before refusing: memory of dead processes and idle pool reservations */
+    /* before refusing: memory of dead processes, idle pool reservations, and
+     * overhead this process no longer holds */
     gf_ledger_reclaim_dead(&gf_state.ledger);
     gf_pools_reconcile(-1);
     gf_graphs_reconcile(-1);
+    if (o >= gf_state.ordinals && o < gf_state.ordinals + GF_MAX_ORDINALS)
+        gf_footprint_resync((int)(o - gf_state.ordinals), false);
     if (reserve(o, bytes))
         return true;
     while (gf_agent_borrow(o, bytes)) /* burst: each loan raises the cap */

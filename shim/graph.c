@@ -126,6 +126,23 @@ GF_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
     return launch(hGraphExec, hStream, gf_cu.cuGraphLaunch_ptsz);
 }
 
+/* an upload backs the memory nodes ahead of the launches: admitted the same way */
+GF_EXPORT CUresult cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream)
+{
+    gf_shim_init();
+    if (!gf_cu.cuGraphUpload)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    return launch(hGraphExec, hStream, gf_cu.cuGraphUpload);
+}
+
+GF_EXPORT CUresult cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream)
+{
+    gf_shim_init();
+    if (!gf_cu.cuGraphUpload_ptsz)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    return launch(hGraphExec, hStream, gf_cu.cuGraphUpload_ptsz);
+}
+
 GF_EXPORT CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
 {
     gf_shim_init();

@@ -22,6 +22,7 @@ static const gf_ordinal *current_view(void)
     if (o && o->dev >= 0) {
         gf_pools_reconcile(ord);
         gf_graphs_reconcile(ord);
+        gf_footprint_resync(ord, true);
     }
     return o;
 }

@@ -149,6 +149,23 @@ GF_EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCR
     return after_create(gf_cu.cuArray3DCreate_v2(pHandle, desc), (void **)pHandle, &arrays);
 }
 
+/* the pre-3.2 descriptors (32-bit sizes): charged the same way */
+GF_EXPORT CUresult cuArrayCreate(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *desc)
+{
+    gf_shim_init();
+    if (!gf_cu.cuArrayCreate)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    return after_create(gf_cu.cuArrayCreate(pHandle, desc), (void **)pHandle, &arrays);
+}
+
+GF_EXPORT CUresult cuArray3DCreate(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1 *desc)
+{
+    gf_shim_init();
+    if (!gf_cu.cuArray3DCreate)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    return after_create(gf_cu.cuArray3DCreate(pHandle, desc), (void **)pHandle, &arrays);
+}
+
 GF_EXPORT CUresult cuArrayDestroy(CUarray hArray)
 {
     CUresult rc;

@@ -20,6 +20,9 @@
 /* Driver entry points the shim calls but does not hook. */
 #define GF_CU_USED(X)                                                                         \
     X(cuCtxGetDevice, CUresult, (CUdevice * device))                                          \
+    X(cuCtxGetCurrent, CUresult, (CUcontext * pctx))                                          \
+    X(cuCtxGetLimit, CUresult, (size_t * pvalue, CUlimit limit))                              \
+    X(cuDevicePrimaryCtxGetState, CUresult, (CUdevice dev, unsigned int *flags, int *active)) \
     X(cuDeviceGetCount, CUresult, (int *count))                                               \
     X(cuDeviceGetUuid, CUresult, (CUuuid * uuid, CUdevice dev))                               \
     X(cuDeviceGetMemPool, CUresult, (CUmemoryPool * pool, CUdevice dev))                      \
@@ -31,7 +34,11 @@
       (CUDA_ARRAY_MEMORY_REQUIREMENTS * req, CUmipmappedArray arr, CUdevice dev))
 
 #define GF_NVML_USED(X)                                                                       \
-    X(nvmlDeviceGetUUID, nvmlReturn_t, (nvmlDevice_t dev, char *uuid, unsigned int len))
+    X(nvmlDeviceGetUUID, nvmlReturn_t, (nvmlDevice_t dev, char *uuid, unsigned int len))      \
+    X(nvmlInit_v2, nvmlReturn_t, (void))                                                      \
+    X(nvmlDeviceGetHandleByUUID, nvmlReturn_t, (const char *uuid, nvmlDevice_t *dev))         \
+    X(nvmlDeviceGetComputeRunningProcesses_v3, nvmlReturn_t,                                  \
+      (nvmlDevice_t dev, unsigned int *count, nvmlProcessInfo_t *infos))
 
 typedef struct gf_real {
 #define CU_HOOK(name, base, since, ptsz, ret, params) ret(*name) params;
@@ -122,6 +129,11 @@ GF_HIDDEN void gf_unadmit(const gf_ordinal *o, uint64_t bytes);
 GF_HIDDEN bool gf_reclaim_for(const gf_ordinal *o, uint64_t bytes);
 GF_HIDDEN uint64_t gf_used(const gf_ordinal *o);
 
+/* footprint.c: contexts, limits and modules, measured from the driver; the
+ * resync trues a process's untracked overhead up to NVML's figure. */
+GF_HIDDEN void gf_footprint_resync(int ordinal, bool may_raise);
+GF_HIDDEN void gf_footprint_after_fork(void);
+
 /* Stream-ordered pools and graph pools: charge what the driver reserved. */
 GF_HIDDEN void gf_pools_reconcile(int ordinal);
 GF_HIDDEN void gf_graphs_reconcile(int ordinal);
@@ -142,6 +154,11 @@ GF_HIDDEN void gf_agent_after_fork(void);
 GF_HIDDEN void gf_pools_after_fork(void);
 GF_HIDDEN void gf_graphs_after_fork(void);
 GF_HIDDEN void gf_objects_after_fork(void);
+struct gf_entry;
+/* async.c: a stream-ordered allocation freed (by whichever free call). */
+GF_HIDDEN bool gf_async_take(CUdeviceptr dptr, struct gf_entry *out);
+GF_HIDDEN void gf_async_put_back(const struct gf_entry *e);
+GF_HIDDEN void gf_async_freed(const struct gf_entry *e);
 GF_HIDDEN void *gf_dlsym_lookup(void *handle, const char *name);
 /* Forwards a free to the driver and returns the tracked charge on success. */
 GF_HIDDEN CUresult gf_free_tracked(CUdeviceptr dptr, CUresult (*call)(CUdeviceptr, void *),

@@ -12,7 +12,7 @@
 #
 # Environment: PYTHON (python3), GPU_TEST_LIMIT (8Gi), GPU_TEST_DEVICE (0),
 # GPU_STEP_TIMEOUT (seconds per step, 600), GPU_BENCH_TIMEOUT (900),
-# GPU_BENCH_ARGS (extra gpufrac-bench flags, e.g. --quick).
+# GPU_BENCH_ARGS (extra gpufrac-bench flags, e.g. --quick), GPU_TRAIN_STEPS (200).
 set -u
 set -o pipefail
 
@@ -166,6 +166,74 @@ optional_checks() {
     fi
 }
 
+# The footprint as the driver measures it (docs/footprint.md): context
+# overhead per process and what the shim charged for it, the 8 x 4 race
+# sampled through NVML, and a PyTorch process's NVML footprint against its
+# charge.
+footprint_checks() {
+    frac_step footprint.ctx 2Gi "$PY" "$HERE/footprint_probe.py" ctx
+    frac_step footprint.race 4Gi "$PY" "$HERE/footprint_probe.py" race 8 4 64
+}
+
+# value KEY LOG: a key=value figure from a step's log.
+value() {
+    grep -E "^$1=" "$2" 2>/dev/null | tail -n1 | cut -d= -f2
+}
+
+# ratio A B: A / B with three decimals ("" when either is missing).
+ratio() {
+    [ -n "$1" ] && [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b }'
+}
+
+# A training step (small transformer, fixed seed and batch) under gpufrac
+# against none, in the same run; then two processes at 0.5 each in
+# sm-sharing against one alone. Throughput figures, not assertions: the
+# targets (ratio <= 1.01; shared throughput per process kept) are recorded
+# as met or missed.
+training_checks() {
+    if ! importable torch; then
+        record train SKIP "PyTorch not importable outside a fraction"
+        return
+    fi
+    local steps=${GPU_TRAIN_STEPS:-200} bare frac r
+    step train.bare "$STEP_TIMEOUT" "$PY" "$HERE/torch_train.py" "$steps"
+    frac_step train.gpufrac "$LIMIT" "$PY" "$HERE/torch_train.py" "$steps"
+    bare=$(value step_ms "$OUT_DIR/train.bare.log")
+    frac=$(value step_ms "$OUT_DIR/train.gpufrac.log")
+    r=$(ratio "$frac" "$bare")
+    if [ -z "$r" ]; then
+        record train.ratio FAIL "no step times (logs: train.bare.log, train.gpufrac.log)"
+    else
+        record train.ratio PASS "step_ms_bare=$bare step_ms_gpufrac=$frac ratio=$r target=$(awk -v r="$r" 'BEGIN { print (r <= 1.01) ? "met" : "missed" }')"
+    fi
+    # sm-sharing: one 0.5 fraction alone, then two at once
+    step train.sm.alone "$STEP_TIMEOUT" "$GPUFRAC" run --mode sm-sharing --compute 0.5 \
+        --memory "$LIMIT" --devices "$DEV" -- "$PY" "$HERE/torch_train.py" "$steps"
+    local a_log="$OUT_DIR/train.sm.a.log" b_log="$OUT_DIR/train.sm.b.log" pa pb ra rb alone
+    echo "== train.sm.shared" >&2
+    timeout --kill-after=15 "$STEP_TIMEOUT" "$GPUFRAC" run --name train-a --mode sm-sharing \
+        --compute 0.5 --memory "$LIMIT" --devices "$DEV" -- "$PY" "$HERE/torch_train.py" "$steps" \
+        >"$a_log" 2>&1 &
+    pa=$!
+    timeout --kill-after=15 "$STEP_TIMEOUT" "$GPUFRAC" run --name train-b --mode sm-sharing \
+        --compute 0.5 --memory "$LIMIT" --devices "$DEV" -- "$PY" "$HERE/torch_train.py" "$steps" \
+        >"$b_log" 2>&1 &
+    pb=$!
+    wait "$pa"
+    ra=$?
+    wait "$pb"
+    rb=$?
+    alone=$(value steps_per_s "$OUT_DIR/train.sm.alone.log")
+    local sa sb
+    sa=$(value steps_per_s "$a_log")
+    sb=$(value steps_per_s "$b_log")
+    if [ $ra -ne 0 ] || [ $rb -ne 0 ] || [ -z "$sa" ] || [ -z "$sb" ] || [ -z "$alone" ]; then
+        record train.sm.shared FAIL "exit $ra/$rb (logs: $a_log $b_log)"
+    else
+        record train.sm.shared PASS "steps_per_s_alone=$alone steps_per_s_a=$sa steps_per_s_b=$sb kept_a=$(ratio "$sa" "$alone") kept_b=$(ratio "$sb" "$alone")"
+    fi
+}
+
 status_check() {
     # a fraction's status must be readable as JSON while nothing runs in it
     # shellcheck disable=SC2016 # expanded by the inner sh
@@ -209,6 +277,8 @@ main() {
     echo "gpufrac GPU suite: build $BUILD, output $OUT_DIR" >&2
     if check_build; then
         torch_checks
+        footprint_checks
+        training_checks
         optional_checks
         status_check
         extra "$HERE/mps_check.sh" mps "$OUT_DIR/mps"

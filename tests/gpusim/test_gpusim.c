@@ -447,12 +447,13 @@ static void ctx_body(void)
     OK(cu.cuDevicePrimaryCtxRetain(&p, 0));
     CHECK(nv_used(0) == 64 * MiB);
     OK(cu.cuDevicePrimaryCtxRetain(&p, 0));
+    CHECK(nv_used(0) == 64 * MiB); /* a second reference holds nothing more */
     OK(cu.cuCtxCreate_v4(&c, NULL, 0, 0));
-    CHECK(nv_used(0) == 64 * MiB); /* once per device per process */
+    CHECK(nv_used(0) == 128 * MiB); /* every context holds its own */
     OK(cu.cuCtxGetCurrent(&cur));
     CHECK(cur == c);
     OK(cu.cuMemAlloc_v2(&d, MiB));
-    CHECK(nv_used(0) == 65 * MiB);
+    CHECK(nv_used(0) == 129 * MiB);
     OK(cu.cuCtxDestroy_v2(c)); /* its memory goes with it */
     CHECK(nv_used(0) == 64 * MiB);
     CHECK_RC(cu.cuMemFree_v2(d), CUDA_ERROR_INVALID_VALUE);
@@ -468,17 +469,124 @@ static void ctx_body(void)
     CHECK(cur == p);
     OK(cu.cuDevicePrimaryCtxReset_v2(0));
     CHECK(nv_used(0) == 0);
-    /* cuCtxCreate_v2 / _v3 push */
+    /* cuCtxCreate (legacy), _v2 / _v3 push */
     OK(cu.cuCtxCreate_v2(&c, 0, 0));
     OK(cu.cuCtxCreate_v3(&p, NULL, 0, 0, 0));
-    CHECK(nv_used(0) == 64 * MiB);
+    CHECK(nv_used(0) == 128 * MiB);
     OK(cu.cuCtxPopCurrent_v2(&cur));
     CHECK(cur == p);
     OK(cu.cuCtxGetCurrent(&cur));
     CHECK(cur == c);
     OK(cu.cuCtxDestroy_v2(p));
+    OK(cu.cuCtxDestroy(c));
+    CHECK(nv_used(0) == 0);
+    OK(cu.cuCtxCreate(&c, 0, 0));
+    CHECK(nv_used(0) == 64 * MiB);
     OK(cu.cuCtxDestroy_v2(c));
     CHECK(nv_used(0) == 0);
+}
+
+/* cuCtxSetLimit: stack size x resident threads, printf FIFO, malloc heap */
+static void limits_body(void)
+{
+    CUcontext c;
+    size_t v = 0;
+    const uint64_t threads = 132ULL * 2048; /* gpusim: 132 SMs x 2048 resident threads */
+    OK(cu.cuInit(0));
+    OK(cu.cuDevicePrimaryCtxRetain(&c, 0));
+    OK(cu.cuCtxSetCurrent(c));
+    CHECK(nv_used(0) == 64 * MiB);
+    OK(cu.cuCtxGetLimit(&v, CU_LIMIT_STACK_SIZE));
+    CHECK(v == 1024);
+    OK(cu.cuCtxSetLimit(CU_LIMIT_STACK_SIZE, 2048));
+    CHECK(nv_used(0) == 64 * MiB + 1024 * threads);
+    OK(cu.cuCtxSetLimit(CU_LIMIT_PRINTF_FIFO_SIZE, 5 * MiB));
+    OK(cu.cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 40 * MiB));
+    CHECK(nv_used(0) == 64 * MiB + 1024 * threads + 4 * MiB + 32 * MiB);
+    OK(cu.cuCtxSetLimit(CU_LIMIT_STACK_SIZE, 1024)); /* lowering gives it back */
+    CHECK(nv_used(0) == 100 * MiB);
+    /* more than the device has: refused, unchanged */
+    CHECK_RC(cu.cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 4 * GiB), CUDA_ERROR_OUT_OF_MEMORY);
+    OK(cu.cuCtxGetLimit(&v, CU_LIMIT_MALLOC_HEAP_SIZE));
+    CHECK(v == 40 * MiB);
+    CHECK(nv_used(0) == 100 * MiB);
+    CHECK_RC(cu.cuCtxSetLimit((CUlimit)42, 1), CUDA_ERROR_INVALID_VALUE);
+    OK(cu.cuDevicePrimaryCtxReset_v2(0));
+    CHECK(nv_used(0) == 0);
+    /* a fresh primary context starts at the defaults again */
+    OK(cu.cuDevicePrimaryCtxRetain(&c, 0));
+    OK(cu.cuCtxSetCurrent(c));
+    OK(cu.cuCtxGetLimit(&v, CU_LIMIT_MALLOC_HEAP_SIZE));
+    CHECK(v == 8 * MiB);
+    CHECK(nv_used(0) == 64 * MiB);
+}
+
+/* the base overhead depends on the device */
+static void per_device_body(void)
+{
+    CUcontext c0, c1;
+    OK(cu.cuInit(0));
+    OK(cu.cuDevicePrimaryCtxRetain(&c0, 0));
+    OK(cu.cuDevicePrimaryCtxRetain(&c1, 1));
+    CHECK(nv_used(0) == 64 * MiB);
+    CHECK(nv_used(1) == 96 * MiB);
+}
+
+/* modules and libraries take device memory while loaded */
+static void modules_body(void)
+{
+    CUmodule m, m2;
+    CUlibrary l;
+    CUfunction fn;
+    char path[600];
+    FILE *fp;
+    nvmlDevice_t nd;
+    nvmlProcessInfo_t infos[8];
+    unsigned cnt = 8;
+    init_ctx();
+    /* like NVML: a process with a context is listed, even holding nothing */
+    CHECK(nv.init() == NVML_SUCCESS && nv.handle(0, &nd) == NVML_SUCCESS);
+    CHECK(nv.procs(nd, &cnt, infos) == NVML_SUCCESS && cnt == 1);
+    CHECK(infos[0].pid == (unsigned)getpid() && infos[0].usedGpuMemory == 0);
+    OK(cu.cuModuleLoadData(&m, "gpusim-module 3145728"));
+    CHECK(nv_used(0) == 4 * MiB); /* rounded up to 2 MiB */
+    OK(cu.cuModuleGetFunction(&fn, m, "k"));
+    OK(cu.cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL));
+    OK(cu.cuModuleLoadDataEx(&m2, "gpusim-module 2097152", 0, NULL, NULL));
+    OK(cu.cuLibraryLoadData(&l, "gpusim-module 8388608", NULL, NULL, 0, NULL, NULL, 0));
+    CHECK(nv_used(0) == 14 * MiB);
+    OK(cu.cuModuleUnload(m2));
+    OK(cu.cuLibraryUnload(l));
+    CHECK_RC(cu.cuLibraryUnload(l), CUDA_ERROR_INVALID_HANDLE);
+    CHECK(nv_used(0) == 4 * MiB);
+    CHECK_RC(cu.cuModuleLoadData(&m2, "\x7f" "ELF"), CUDA_ERROR_INVALID_IMAGE);
+    CHECK_RC(cu.cuModuleLoadData(&m2, "gpusim-module 2Gi"), CUDA_ERROR_INVALID_IMAGE);
+    CHECK_RC(cu.cuModuleLoadData(&m2, "gpusim-module 2147483648"), CUDA_ERROR_OUT_OF_MEMORY);
+    snprintf(path, sizeof path, "%s/mod-%d", tmpdir, (int)getpid());
+    fp = fopen(path, "w");
+    CHECK(fp != NULL);
+    fputs("gpusim-module 1048576\n", fp);
+    fclose(fp);
+    OK(cu.cuModuleLoad(&m2, path));
+    OK(cu.cuLibraryLoadFromFile(&l, path, NULL, NULL, 0, NULL, NULL, 0));
+    CHECK(nv_used(0) == 8 * MiB);
+    CHECK_RC(cu.cuModuleLoad(&m2, "/nonexistent/module"), CUDA_ERROR_NOT_FOUND);
+    OK(cu.cuModuleUnload(m));
+    CHECK(nv_used(0) == 4 * MiB);
+    unlink(path);
+}
+
+static const char *const per_device_env[] = {"GPUSIM_CTX_OVERHEAD=64Mi,96Mi",
+                                             "GPUSIM_DEVICES=1Gi,1Gi", NULL};
+
+static void test_limits_modules(void **state)
+{
+    static const char *const env64[] = {"GPUSIM_CTX_OVERHEAD=64Mi", "GPUSIM_DEVICES=2Gi",
+                                        NULL};
+    (void)state;
+    run_child(limits_body, env64);
+    run_child(per_device_body, per_device_env);
+    run_child(modules_body, NULL);
 }
 
 static const char *const ctx_env[] = {"GPUSIM_CTX_OVERHEAD=64Mi", NULL};
@@ -976,6 +1084,7 @@ int main(void)
         cmocka_unit_test(test_concurrent_start),
         cmocka_unit_test(test_context_overhead),
         cmocka_unit_test(test_strict_context),
+        cmocka_unit_test(test_limits_modules),
         cmocka_unit_test(test_plain_pitch_managed),
         cmocka_unit_test(test_legacy),
         cmocka_unit_test(test_pools),

@@ -16,6 +16,7 @@ SHIM = os.path.join(BUILD, "lib", "libgpufrac.so")
 GPUSIM = os.path.join(BUILD, "lib", "gpusim")
 PROBE = os.path.join(BUILD, "tests", "shimprobe")
 LEDGERTOOL = os.path.join(BUILD, "tests", "ledgertool")
+GPUSIMTOOL = os.path.join(BUILD, "tests", "gpusimtool")
 GPUFRAC = os.path.join(BUILD, "bin", "gpufrac")
 
 Ki, Mi, Gi = 1 << 10, 1 << 20, 1 << 30
@@ -111,6 +112,12 @@ class SimTestCase(unittest.TestCase):
         r = subprocess.run([LEDGERTOOL, "dump", self.ledger], capture_output=True, text=True,
                            check=True)
         return {k: (int(v) if v.isdigit() else v) for k, v in kv(r.stdout).items()}
+
+    def driver(self):
+        """gpusim's own count (what NVML reports): dev<i>_used, dev<i>_peak."""
+        r = subprocess.run([GPUSIMTOOL, "dump", self.env["GPUSIM_STATE"]], capture_output=True,
+                           text=True, check=True)
+        return {k: int(v) for k, v in kv(r.stdout).items()}
 
     def wait_for(self, pred, what, seconds=20):
         """Bounded wait for a state (not a timing assertion): returns pred's

@@ -102,12 +102,36 @@ class ChargeTest(SimTestCase):
     def test_async_own_pool(self):
         self.assert_charged_then_returned(["pool-async", "300Mi"], 300 * Mi)
 
-    def test_async_pool_destroy_returns_its_reservation(self):
+    def test_async_pool_destroyed_with_live_allocations(self):
+        # the driver keeps a destroyed pool's memory for its live allocations
+        # until they are freed; only the unused rest of the reservation goes
         self.make_fraction(limit=2 * Gi)
-        out = self.probe("pool-async", "300Mi", "info", "pool-destroy", "info").stdout
+        out = self.probe("pool-async", "301Mi", "info", "pool-destroy", "info", "freeall",
+                         "info").stdout
         frees = [int(v.split("=")[1]) for v in out.splitlines() if v.startswith("free=")]
-        self.assertLessEqual(frees[0], 2 * Gi - 300 * Mi)
-        self.assertEqual(frees[1], 2 * Gi, out)
+        self.assertEqual(frees[0], 2 * Gi - 302 * Mi, out)  # reserved in 2 MiB granules
+        self.assertEqual(frees[1], 2 * Gi - 301 * Mi, out)
+        self.assertEqual(frees[2], 2 * Gi, out)
+        self.assertEqual(self.dump()["dev0_used"], 0)
+
+    def test_many_pools_stay_charged(self):
+        self.make_fraction(limit=3 * Gi)
+        p, held = self.probe_bg("pools", "600", "2Mi", "info", "hold", "60")
+        self.assertEqual(held["pools_ok"], "600")
+        self.assertEqual(int(held["free"]), 3 * Gi - 1200 * Mi)
+        self.assertEqual(self.dump()["dev0_used"], self.driver()["dev0_used"])
+        self.kill(p)
+        out = self.probe("pools", "600", "2Mi", "pools-destroy", "info", "freeall", "info").stdout
+        frees = [int(v.split("=")[1]) for v in out.splitlines() if v.startswith("free=")]
+        self.assertIn("pools_destroyed=600", out)
+        self.assertEqual(frees, [3 * Gi - 1200 * Mi, 3 * Gi], out)
+
+    def test_over_limit_pool_growth_in_many_pools(self):
+        self.make_fraction(limit=1 * Gi)
+        out = kv(self.probe("pools", "600", "2Mi", "info").stdout)
+        self.assertEqual(out["pools_ok"], "512")
+        self.assertEqual(int(out["free"]), 0)
+        self.assertLessEqual(self.dump()["dev0_peak"], 1 * Gi)
 
     def test_async_over_limit(self):
         self.make_fraction(limit=1 * Gi)
@@ -129,6 +153,9 @@ class ChargeTest(SimTestCase):
 
     def test_graph_memory_nodes(self):
         self.assert_charged_then_returned(["graph", "300Mi"], 300 * Mi)
+
+    def test_graph_upload(self):
+        self.assert_charged_then_returned(["graph-upload", "300Mi"], 300 * Mi)
 
     def test_graph_over_limit_does_not_launch(self):
         self.make_fraction(limit=1 * Gi)
@@ -218,6 +245,158 @@ class CrossProcessTest(SimTestCase):
         self.assertLessEqual(d["dev0_peak"], 1 * Gi)
         self.assertEqual(d["dev0_used"], 0)
         self.assertEqual(d["slot_bytes"], 0)
+
+
+class FootprintTest(SimTestCase):
+    """The limit bounds what the driver attributes to the fraction: contexts,
+    their limit reservations and modules as well as allocations."""
+    devices = "16Gi"
+    ctx_overhead = "64Mi"
+    STACK_THREADS = 132 * 2048  # gpusim: SMs x resident threads per SM
+
+    def test_racing_processes_footprint_never_exceeds_limit(self):
+        # 8 processes x 4 threads, each holding up to 4 x 64 MiB at once, into
+        # 4 GiB: without the contexts counted the device would hold 4608 MiB.
+        # A first process measures the fraction's context overhead on the GPU
+        # (the estimate later contexts reserve before they are made).
+        self.make_fraction(limit=4 * Gi)
+        self.probe("info")
+        subprocess.run([LEDGERTOOL, "reclaim", self.ledger], check=True, capture_output=True)
+        go = os.path.join(self.tmp, "go")
+        procs = [subprocess.Popen(
+            [PROBE, "barrier", go, "race", "4", "60", "64Mi", "4"], env=self.shim_env(),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(8)]
+        for p in procs:  # every process has its context before the race starts
+            self.assertTrue(p.stdout.readline().startswith("waiting="), "a probe did not start")
+        self.assertEqual(self.dump()["dev0_overhead"], 8 * 64 * Mi)
+        open(go, "w").close()
+        ok = refused = 0
+        for p in procs:
+            out, err = p.communicate(timeout=240)
+            self.assertEqual(p.returncode, 0, err)
+            o = kv(out)
+            ok += int(o["race_ok"])
+            refused += int(o["race_refused"])
+        self.assertGreater(ok, 0)
+        self.assertGreater(refused, 0, "32 threads x 256 MiB on 4 GiB must contend")
+        drv = self.driver()
+        self.assertGreater(drv["dev0_peak"], 3 * Gi, "the race must reach the limit")
+        self.assertLessEqual(drv["dev0_peak"], 4 * Gi)
+        self.assertLessEqual(self.dump()["dev0_peak"], 4 * Gi)
+
+    def test_context_overhead_is_charged_as_measured(self):
+        self.make_fraction(limit=2 * Gi)
+        p, held = self.probe_bg("info", "ctx-create", "0", "info", "hold", "60")
+        self.assertEqual(int(held["free"]), 2 * Gi - 128 * Mi)  # primary + created context
+        d = self.dump()
+        self.assertEqual(d["dev0_used"], 128 * Mi)
+        self.assertEqual(d["dev0_overhead"], 128 * Mi)
+        self.assertEqual(self.driver()["dev0_used"], 128 * Mi)
+        self.kill(p)
+
+    def test_context_destroy_and_primary_release_return_it(self):
+        self.make_fraction(limit=2 * Gi)
+        out = self.probe("ctx-create", "0", "ctx-legacy", "0", "free", "free",
+                         "primary-reset", "0", "hold", "0").stdout
+        self.assertIn("ctx-legacy=ok", out)
+        self.assertEqual(self.dump()["dev0_used"], 0)
+        self.assertEqual(self.dump()["dev0_overhead"], 0)
+
+    def test_contexts_on_two_devices_and_a_raised_stack(self):
+        self.env["GPUSIM_DEVICES"] = "4Gi,4Gi"
+        self.env["GPUSIM_CTX_OVERHEAD"] = "64Mi,96Mi"  # the overhead depends on the device
+        self.make_fraction(limit=2 * Gi)
+        p, held = self.probe_bg("retain", "1", "set-limit", "stack", "2048", "info",
+                                "hold", "60")
+        self.assertEqual(held["set-limit"], "ok")
+        self.assertEqual(held["limit_stack"], "2048")
+        stack = 1024 * self.STACK_THREADS
+        self.assertEqual(int(held["free"]), 2 * Gi - 96 * Mi - stack)
+        d, drv = self.dump(), self.driver()
+        self.assertEqual(d["dev0_used"], 64 * Mi)
+        self.assertEqual(d["dev1_used"], 96 * Mi + stack)
+        self.assertEqual((drv["dev0_used"], drv["dev1_used"]), (d["dev0_used"], d["dev1_used"]))
+        self.kill(p)
+
+    def test_limits_that_do_not_fit_are_refused_at_once(self):
+        self.make_fraction(limit=1 * Gi)
+        out = kv(self.probe("set-limit", "stack", "8192", "set-limit", "heap", "2Gi",
+                            "set-limit", "fifo", "100Mi", "info").stdout)
+        self.assertEqual(out["limit_stack"], "1024")
+        self.assertEqual(out["limit_heap"], str(8 * Mi))
+        self.assertEqual(out["set-limit"], "ok")  # the last one, the FIFO, fits
+        self.assertEqual(int(out["free"]), 1 * Gi - 64 * Mi - 99 * Mi)
+        r = self.probe("set-limit", "stack", "8192", "primary-reset", "0").stdout
+        self.assertIn("set-limit=CUDA_ERROR_OUT_OF_MEMORY", r)
+        self.assertEqual(self.dump()["dev0_used"], 0)
+        self.assertGreaterEqual(self.dump()["dev0_denied"], 2)
+
+    def test_a_context_past_the_limit_is_refused(self):
+        self.make_fraction(limit=100 * Mi)
+        out = kv(self.probe("ctx-create", "0", "info").stdout)
+        self.assertEqual(out["ctx-create"], "CUDA_ERROR_OUT_OF_MEMORY")
+        self.assertEqual(int(out["free"]), 36 * Mi)
+        self.make_fraction(limit=32 * Mi, name="small")
+        r = self.probe(check=False)
+        self.assertEqual(r.returncode, 2, "the primary context itself does not fit")
+        self.assertEqual(self.dump()["dev0_used"], 0)
+
+    def test_modules_and_libraries_are_charged(self):
+        self.make_fraction(limit=1 * Gi)
+        out = self.probe("module", "100Mi", "library", "50Mi", "info", "module", "2Gi",
+                         "info", "freeall", "info").stdout
+        frees = [int(v.split("=")[1]) for v in out.splitlines() if v.startswith("free=")]
+        self.assertIn("module=CUDA_ERROR_OUT_OF_MEMORY", out)
+        self.assertEqual(frees, [1 * Gi - 214 * Mi, 1 * Gi - 214 * Mi, 1 * Gi - 64 * Mi], out)
+
+    def test_sigkilled_process_context_overhead_returned(self):
+        self.make_fraction(limit=1 * Gi)
+        p, _ = self.probe_bg("set-limit", "heap", "72Mi", "module", "10Mi", "hold", "60")
+        self.assertEqual(self.dump()["dev0_used"], 64 * Mi + 64 * Mi + 10 * Mi)
+        self.kill(p)
+        out = kv(subprocess.run([LEDGERTOOL, "reclaim", self.ledger], capture_output=True,
+                                text=True, check=True).stdout)
+        self.assertEqual(out["reclaimed"], "1")
+        self.assertEqual(self.dump()["dev0_used"], 0)
+        self.assertEqual(self.dump()["dev0_overhead"], 0)
+        self.assertEqual(self.dump()["dev0_reclaimed"], 138 * Mi)
+
+    def test_untracked_overhead_is_resynced_from_nvml(self):
+        # memory the driver gives the process with no hooked call (here gpusim's
+        # implicit primary context, like lazy loading on a real driver) is
+        # charged at the next cuMemGetInfo, where NVML names the process
+        self.make_fraction(limit=1 * Gi)
+        out = self.probe("primary-reset", "0", "info", "hold", "0").stdout
+        self.assertIn("free=%d" % (1 * Gi - 64 * Mi), out)
+
+
+class LegacyEntryPointTest(SimTestCase):
+    def test_lookup_at_version_2000_returns_the_hooks(self):
+        self.make_fraction(limit=1 * Gi)
+        out = kv(self.probe("pa2000").stdout)
+        names = [k for k in out if k.startswith("pa2000")]
+        self.assertEqual(len(names), 22, out)
+        for k in names:
+            # cuDevicePrimaryCtxRetain came with CUDA 7.0: the driver has none at 2000
+            want = "none" if k.endswith("PrimaryCtxRetain") else "hook"
+            self.assertEqual(out[k], want, k)
+
+    def test_legacy_pitch_is_charged(self):
+        self.make_fraction(limit=1 * Gi)
+        out = kv(self.probe("legacy-pitch", "1000", "1000", "info").stdout)
+        self.assertEqual(out["legacy-pitch"], "ok")
+        self.assertEqual(int(out["legacy_pitch_bytes"]), 1024)
+        self.assertEqual(int(out["free"]), 1 * Gi - 1024 * 1000)
+        out = kv(self.probe("alloc", "900Mi", "legacy-pitch", "32768", "4000", "info").stdout)
+        self.assertEqual(out["legacy-pitch"], "CUDA_ERROR_OUT_OF_MEMORY")
+        self.assertEqual(int(out["free"]), 124 * Mi)
+
+    def test_every_lookup_path_reaches_the_new_hooks(self):
+        self.make_fraction(limit=1 * Gi)
+        for via in VIAS:
+            with self.subTest(via=via):
+                out = kv(self.probe("resolved", via=via).stdout)
+                self.assertEqual(out["hooked"], out["resolved"], "some entry point escaped")
 
 
 class TrustTest(SimTestCase):

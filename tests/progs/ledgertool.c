@@ -1,7 +1,7 @@
 /* ledgertool create LEDGER NAME | ledgertool dump LEDGER | ledgertool reclaim LEDGER
  * dump prints a ledger's counters as key=value lines for tests:
  *   dev<i>_uuid, dev<i>_used, dev<i>_peak, dev<i>_limit, dev<i>_denied,
- *   dev<i>_reclaimed, live_slots, slot_bytes (sum over all slots), dead_reclaims */
+ *   dev<i>_reclaimed, dev<i>_overhead, live_slots, slot_bytes (sum over all slots), dead_reclaims */
 #include <stdio.h>
 #include <string.h>
 
@@ -40,6 +40,7 @@ int main(int argc, char **argv)
                (unsigned long long)atomic_load(&d->peak), i, (unsigned long long)d->limit, i,
                (unsigned long long)atomic_load(&d->denied), i,
                (unsigned long long)atomic_load(&d->reclaimed));
+        printf("dev%d_overhead=%llu\n", i, (unsigned long long)atomic_load(&d->overhead));
     }
     for (int s = 0; s < GF_LEDGER_SLOTS; s++) {
         for (int i = 0; i < GF_LEDGER_DEVICES; i++)

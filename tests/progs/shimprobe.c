@@ -6,8 +6,13 @@
  *   steps: info | legacy-info | totalmem | nvml | alloc SIZE | legacy-alloc SIZE |
  *          managed SIZE | pitch W H | async SIZE | pool-async SIZE | sync | trim |
  *          vmm SIZE | array W H | array3d W H D | mipmap W H LEVELS |
- *          graph SIZE | graph-trim | free | freeall | hold SECONDS |
- *          race THREADS ITERS SIZE | ptr-check
+ *          graph SIZE | graph-upload SIZE | graph-trim | free | freeall | hold SECONDS |
+ *          race THREADS ITERS SIZE [HOLD] | ptr-check |
+ *          retain DEV | primary-release DEV | primary-reset DEV | ctx-create DEV |
+ *          ctx-legacy DEV | set-limit stack|fifo|heap BYTES | module SIZE | library SIZE |
+ *          legacy-pitch W H | pools N SIZE | pools-destroy | pa2000 | barrier PATH
+ * (module/library SIZE: a gpusim image of that many bytes; free/freeall
+ * unload and destroy them like allocations.)
  * Sizes are bytes or with a binary suffix (Ki Mi Gi). Exit 0 unless a step
  * could not run at all (not when an allocation is refused: that is printed). */
 #include <dlfcn.h>
@@ -29,14 +34,14 @@
     X(cuInit, (unsigned int flags))                                                            \
     X(cuDriverGetVersion, (int *v))                                                            \
     X(cuDeviceGet, (CUdevice * d, int ordinal))                                                \
-    X(cuDevicePrimaryCtxRetain, (CUcontext * c, CUdevice d))                                   \
     X(cuCtxSetCurrent, (CUcontext c))                                                          \
     X(cuCtxSynchronize, (void))                                                                \
     X(cuDeviceGetMemPool, (CUmemoryPool * p, CUdevice d))                                      \
     X(cuMemPoolCreate, (CUmemoryPool * p, const CUmemPoolProps *props))                        \
     X(cuGraphCreate, (CUgraph * g, unsigned int flags))                                        \
     X(cuGetErrorName, (CUresult r, const char **s))                                            \
-    X(cuDeviceGetUuid, (CUuuid * u, CUdevice d))
+    X(cuDeviceGetUuid, (CUuuid * u, CUdevice d))                                               \
+    X(cuCtxGetLimit, (size_t * v, CUlimit l))
 
 typedef struct fns {
 #define CU_HOOK(name, base, since, ptsz, ret, params) ret(*name) params;
@@ -52,12 +57,15 @@ static CUdevice dev;
 
 enum { MAX_HELD = 4096 };
 typedef struct held {
-    int kind; /* 1 ptr, 2 legacy, 3 async, 4 vmm, 5 array, 6 mipmap */
+    int kind; /* 1 ptr, 2 legacy, 3 async, 4 vmm, 5 array, 6 mipmap, 7 module, 8 library,
+                 9 context */
     uint64_t v;
 } held;
 static held stack[MAX_HELD];
 static int n_held;
 static CUmemoryPool own_pool;
+static CUmemoryPool many_pools[MAX_HELD];
+static int n_pools;
 
 static uint64_t parse_size(const char *s)
 {
@@ -84,6 +92,17 @@ static const char *errname(CUresult r)
     return r == CUDA_SUCCESS ? "CUDA_SUCCESS" : "CUDA_ERROR";
 }
 
+/* Is there a newer variant of base than `since` among the hooks? A lookup
+ * by base name then returns that one, never this. */
+static bool has_newer(const char *base, int since)
+{
+#define CU_HOOK(name, b, s, ptsz, ret, params)                                                 \
+    if (strcmp(#b, base) == 0 && (s) > since)                                                  \
+        return true;
+#include "../../shim/hooks.def"
+    return false;
+}
+
 static void *resolve(void *lib, const char *via, const char *name, const char *base, int since,
                      int ptsz, void *direct)
 {
@@ -97,8 +116,9 @@ static void *resolve(void *lib, const char *via, const char *name, const char *b
     f.cuDriverGetVersion(&version);
     if (since > version)
         return NULL;
-    if (since < 3020 && strcmp(name, base) == 0)
-        return NULL; /* legacy bare names: a lookup by base name returns _v2 */
+    if (since < 3020 && strcmp(name, base) == 0 && has_newer(base, since))
+        return NULL; /* legacy bare names: a lookup by base name returns _v2 (pa2000 asks
+                        for them at version 2000) */
     if (strcmp(via, "procaddr4") == 0) {
         /* the 4-argument lookup of CUDA 11.3-11.8, itself found by lookup */
         CUresult (*gpa)(const char *, void **, int, cuuint64_t) = dlsym(lib, "cuGetProcAddress");
@@ -153,12 +173,15 @@ static void release(held h)
     case 4: rc = f.cuMemRelease(h.v); break;
     case 5: rc = f.cuArrayDestroy((CUarray)(uintptr_t)h.v); break;
     case 6: rc = f.cuMipmappedArrayDestroy((CUmipmappedArray)(uintptr_t)h.v); break;
+    case 7: rc = f.cuModuleUnload((CUmodule)(uintptr_t)h.v); break;
+    case 8: rc = f.cuLibraryUnload((CUlibrary)(uintptr_t)h.v); break;
+    case 9: rc = f.cuCtxDestroy_v2((CUcontext)(uintptr_t)h.v); break;
     }
     report("freed", rc);
 }
 
 typedef struct race_arg {
-    int iters;
+    int iters, hold;
     uint64_t size;
     int ok, refused;
 } race_arg;
@@ -170,20 +193,25 @@ static void *race_thread(void *p)
     f.cuDevicePrimaryCtxRetain(&c, dev);
     f.cuCtxSetCurrent(c);
     for (int i = 0; i < a->iters; i++) {
-        CUdeviceptr d;
-        CUresult rc = f.cuMemAlloc_v2(&d, a->size);
-        if (rc == CUDA_SUCCESS) {
-            a->ok++;
-            usleep(50);
-            f.cuMemFree_v2(d);
-        } else {
-            a->refused++;
+        CUdeviceptr d[16];
+        int n = 0;
+        for (int k = 0; k < a->hold; k++) { /* up to `hold` at once, then all freed */
+            CUresult rc = f.cuMemAlloc_v2(&d[n], a->size);
+            if (rc == CUDA_SUCCESS) {
+                a->ok++;
+                n++;
+            } else {
+                a->refused++;
+            }
         }
+        usleep(50);
+        while (n)
+            f.cuMemFree_v2(d[--n]);
     }
     return NULL;
 }
 
-static void race(int threads, int iters, uint64_t size)
+static void race(int threads, int iters, uint64_t size, int hold)
 {
     pthread_t t[64];
     race_arg a[64];
@@ -191,7 +219,7 @@ static void race(int threads, int iters, uint64_t size)
     if (threads > 64)
         threads = 64;
     for (int i = 0; i < threads; i++) {
-        a[i] = (race_arg){.iters = iters, .size = size};
+        a[i] = (race_arg){.iters = iters, .size = size, .hold = hold < 1 ? 1 : hold > 16 ? 16 : hold};
         pthread_create(&t[i], NULL, race_thread, &a[i]);
     }
     for (int i = 0; i < threads; i++) {
@@ -339,7 +367,7 @@ static int step(char **argv, int i, int argc)
             push(6, (uint64_t)(uintptr_t)m);
         report(s, rc);
         return 3;
-    } else if (strcmp(s, "graph") == 0) {
+    } else if (strcmp(s, "graph") == 0 || strcmp(s, "graph-upload") == 0) {
         CUgraph g = NULL;
         CUgraphNode n;
         CUgraphExec e;
@@ -352,7 +380,7 @@ static int step(char **argv, int i, int argc)
         if (rc == CUDA_SUCCESS)
             rc = f.cuGraphInstantiateWithFlags(&e, g, 0);
         if (rc == CUDA_SUCCESS)
-            rc = f.cuGraphLaunch(e, NULL);
+            rc = s[5] ? f.cuGraphUpload(e, NULL) : f.cuGraphLaunch(e, NULL);
         report(s, rc);
         return 1;
     } else if (strcmp(s, "graph-trim") == 0) {
@@ -366,14 +394,118 @@ static int step(char **argv, int i, int argc)
             release(stack[--n_held]);
     } else if (strcmp(s, "free-unknown") == 0) {
         report(s, f.cuMemFree_v2(0xdead0000ULL));
+    } else if (strcmp(s, "barrier") == 0) {
+        /* barrier PATH: says so, then waits until PATH exists (start together) */
+        printf("waiting=%d\n", (int)getpid());
+        fflush(stdout);
+        while (access(ARG(1), F_OK) != 0)
+            usleep(1000);
+        return 1;
     } else if (strcmp(s, "hold") == 0) {
         printf("holding=%d\n", (int)getpid());
         fflush(stdout);
         sleep((unsigned)atoi(ARG(1)));
         return 1;
     } else if (strcmp(s, "race") == 0) {
-        race(atoi(ARG(1)), atoi(ARG(2)), parse_size(ARG(3)));
-        return 3;
+        /* race THREADS ITERS SIZE [HOLD]: HOLD is optional (a number) */
+        int hold = i + 4 < argc && argv[i + 4][0] >= '0' && argv[i + 4][0] <= '9' ? atoi(argv[i + 4]) : 1;
+        race(atoi(ARG(1)), atoi(ARG(2)), parse_size(ARG(3)), hold);
+        return i + 4 < argc && argv[i + 4][0] >= '0' && argv[i + 4][0] <= '9' ? 4 : 3;
+    } else if (strcmp(s, "retain") == 0) {
+        CUcontext c = NULL;
+        rc = f.cuDevicePrimaryCtxRetain(&c, atoi(ARG(1)));
+        if (rc == CUDA_SUCCESS)
+            f.cuCtxSetCurrent(c);
+        report(s, rc);
+        return 1;
+    } else if (strcmp(s, "primary-release") == 0 || strcmp(s, "primary-reset") == 0) {
+        rc = s[8] == 'r' && s[10] == 'l' ? f.cuDevicePrimaryCtxRelease_v2(atoi(ARG(1)))
+                                          : f.cuDevicePrimaryCtxReset_v2(atoi(ARG(1)));
+        report(s, rc);
+        return 1;
+    } else if (strcmp(s, "ctx-create") == 0 || strcmp(s, "ctx-legacy") == 0) {
+        CUcontext c = NULL;
+        rc = s[4] == 'c' ? f.cuCtxCreate_v2(&c, 0, atoi(ARG(1))) : f.cuCtxCreate(&c, 0, atoi(ARG(1)));
+        if (rc == CUDA_SUCCESS)
+            push(9, (uint64_t)(uintptr_t)c);
+        report(s, rc);
+        return 1;
+    } else if (strcmp(s, "set-limit") == 0) {
+        const char *w = ARG(1);
+        CUlimit l = strcmp(w, "stack") == 0  ? CU_LIMIT_STACK_SIZE
+                    : strcmp(w, "fifo") == 0 ? CU_LIMIT_PRINTF_FIFO_SIZE
+                                             : CU_LIMIT_MALLOC_HEAP_SIZE;
+        size_t v = 0;
+        rc = f.cuCtxSetLimit(l, parse_size(ARG(2)));
+        report(s, rc);
+        f.cuCtxGetLimit(&v, l);
+        printf("limit_%s=%zu\n", w, v);
+        return 2;
+    } else if (strcmp(s, "module") == 0 || strcmp(s, "library") == 0) {
+        char image[64];
+        void *h = NULL;
+        snprintf(image, sizeof image, "gpusim-module %llu",
+                 (unsigned long long)parse_size(ARG(1)));
+        rc = s[0] == 'm' ? f.cuModuleLoadData((CUmodule *)&h, image)
+                         : f.cuLibraryLoadData((CUlibrary *)&h, image, NULL, NULL, 0, NULL, NULL, 0);
+        if (rc == CUDA_SUCCESS)
+            push(s[0] == 'm' ? 7 : 8, (uint64_t)(uintptr_t)h);
+        report(s, rc);
+        return 1;
+    } else if (strcmp(s, "legacy-pitch") == 0) {
+        CUdeviceptr_v1 d = 0;
+        unsigned int pitch = 0;
+        rc = f.cuMemAllocPitch(&d, &pitch, (unsigned int)parse_size(ARG(1)),
+                               (unsigned int)parse_size(ARG(2)), 4);
+        if (rc == CUDA_SUCCESS)
+            push(2, d);
+        report(s, rc);
+        printf("legacy_pitch_bytes=%u\n", pitch);
+        return 2;
+    } else if (strcmp(s, "pools") == 0) {
+        int n = atoi(ARG(1)), ok = 0;
+        uint64_t size = parse_size(ARG(2));
+        for (int k = 0; k < n && n_pools < MAX_HELD; k++) {
+            CUmemPoolProps p = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .location = {CU_MEM_LOCATION_TYPE_DEVICE, dev}};
+            CUdeviceptr d = 0;
+            if (f.cuMemPoolCreate(&many_pools[n_pools], &p) != CUDA_SUCCESS)
+                break;
+            rc = f.cuMemAllocFromPoolAsync(&d, size, many_pools[n_pools++], NULL);
+            if (rc == CUDA_SUCCESS) {
+                push(3, d);
+                ok++;
+            }
+        }
+        printf("pools_ok=%d\n", ok);
+        return 2;
+    } else if (strcmp(s, "pools-destroy") == 0) {
+        int ok = 0;
+        while (n_pools)
+            ok += f.cuMemPoolDestroy(many_pools[--n_pools]) == CUDA_SUCCESS;
+        printf("pools_destroyed=%d\n", ok);
+    } else if (strcmp(s, "pa2000") == 0) {
+        /* the legacy entry points by lookup at version 2000: the shim's hooks? */
+        static const char *const names[] = {"cuMemAlloc", "cuMemFree", "cuMemAllocPitch",
+                                            "cuMemGetInfo", "cuDeviceTotalMem", "cuArrayCreate",
+                                            "cuArray3DCreate", "cuCtxCreate", "cuCtxDestroy",
+                                            "cuModuleLoadData", "cuDevicePrimaryCtxRetain"};
+        CUresult (*gpa2)(const char *, void **, int, cuuint64_t,
+                         CUdriverProcAddressQueryResult *) = f.cuGetProcAddress_v2;
+        CUresult (*gpa)(const char *, void **, int, cuuint64_t) = f.cuGetProcAddress;
+        for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+            for (int four = 0; four < 2; four++) {
+                void *p = NULL;
+                Dl_info di;
+                CUdriverProcAddressQueryResult st;
+                rc = four ? gpa(names[k], &p, 2000, 0) : gpa2(names[k], &p, 2000, 0, &st);
+                printf("pa2000%s_%s=%s\n", four ? "v1" : "", names[k],
+                       rc != CUDA_SUCCESS || !p                           ? "none"
+                       : dladdr(p, &di) && di.dli_fname && strstr(di.dli_fname, "libgpufrac")
+                           ? "hook"
+                           : "driver");
+            }
+        }
     } else if (strcmp(s, "resolved") == 0) {
         /* which entry points resolved to the shim's hooks */
         void *shim = dlopen("libgpufrac.so", RTLD_NOW | RTLD_NOLOAD);
