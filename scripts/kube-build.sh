@@ -57,6 +57,7 @@ BIN="$DIR/bin"
 
 built=1
 for w in $WHAT; do [ -x "$BIN/$w" ] || built=0; done
+[ -f "$BIN/.gpufrac-patch-extender-preemption" ] || built=0
 if [ "$built" = 1 ]; then
     log "cached: $BIN ($WHAT)"
     echo "$BIN"
@@ -85,7 +86,20 @@ if [ ! -f .gpufrac-reflect2 ]; then
     cp -r /usr/share/gocode/src/github.com/modern-go/reflect2 vendor/github.com/modern-go/reflect2
     touch .gpufrac-reflect2
 fi
+# Backport: kube-scheduler 1.20 never hands the extenders to the framework,
+# so DefaultPreemption never calls an extender's preemptVerb (1.21 passes
+# frameworkruntime.WithExtenders in pkg/scheduler/factory.go). One line; the
+# stamp in bin/ makes a kube-scheduler built before it be rebuilt.
+PATCH_STAMP="$BIN/.gpufrac-patch-extender-preemption"
+if ! grep -q 'frameworkruntime.WithExtenders(extenders)' pkg/scheduler/factory.go; then
+    log "patching pkg/scheduler/factory.go: pass the extenders to the framework (preemptVerb)"
+    sed -i 's|^\(\t*\)frameworkruntime.WithPodNominator(nominator),$|&\n\1frameworkruntime.WithExtenders(extenders),|' \
+        pkg/scheduler/factory.go
+    grep -q 'frameworkruntime.WithExtenders(extenders)' pkg/scheduler/factory.go ||
+        { log "the factory.go patch did not apply"; exit 1; }
+fi
 mkdir -p "$BIN" "$DIR/gocache"
+[ -f "$PATCH_STAMP" ] || rm -f "$BIN/kube-scheduler"
 export CGO_ENABLED=0 GO111MODULE=off GOPROXY=off GOTOOLCHAIN=local GOCACHE="$DIR/gocache"
 unset GOFLAGS
 if [ ! -f .gpufrac-openapi ]; then
@@ -110,4 +124,5 @@ for w in $WHAT; do
     mv "$BIN/$w.tmp" "$BIN/$w"
     log "built $w in $(( $(date +%s) - start )) s"
 done
+touch "$PATCH_STAMP"
 echo "$BIN"
