@@ -102,9 +102,15 @@ unsigned gf_sched_pod_compute_pct(const gf_sched_pod *pod)
 /* Does g's memory hold the pod's limit (bind resolves and writes it)? */
 static bool limit_fits(const mgpu *g, const gf_sched_pod *pod, gf_error *why)
 {
+    const gf_amount *l = &pod->limit;
     uint64_t b;
 
-    return gf_amount_resolve(&pod->limit, g->total, "gpu-memory.limit", &b, why) == 0;
+    /* gf_amount_resolve's answer without its messages (filter asks for every
+     * GPU of every node); the message only when asked why */
+    if (why == NULL)
+        return l->is_portion ? l->portion > 0.0 && l->portion <= 1.0 && g->total >= GF_MIB
+                             : l->bytes > 0 && l->bytes <= g->total;
+    return gf_amount_resolve(l, g->total, "gpu-memory.limit", &b, why) == 0;
 }
 
 static bool compute_fits(const mgpu *g, const gf_sched_pod *pod)

@@ -14,6 +14,7 @@ authorizer; the RBAC objects are deploy/scheduler/rbac.yaml as shipped.
 No kubelet and no controller-manager: Nodes are made by the caller (status
 with capacity and Ready through the status subresource), the ServiceAccount
 admission plugin is off (it waits for the token controller)."""
+import atexit
 import glob
 import json
 import os
@@ -22,6 +23,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -87,6 +89,19 @@ def wait_for(fn, what, timeout=60, proc=None, interval=0.05):
         time.sleep(interval)
 
 
+RUNNING = set()
+
+
+def _stop_all():
+    for p in list(RUNNING):
+        p.stop(signal.SIGKILL)
+
+
+atexit.register(_stop_all)  # nothing outlives the test, whatever failed
+# SIGTERM (ctest's timeout, timeout(1)) ends through sys.exit, so atexit runs
+signal.signal(signal.SIGTERM, lambda sig, frame: sys.exit(128 + sig))
+
+
 class Proc:
     """One component process with its log."""
 
@@ -102,6 +117,7 @@ class Proc:
         self.log.flush()
         self.p = subprocess.Popen(self.argv, stdout=self.log, stderr=subprocess.STDOUT,
                                   env=self.env, start_new_session=True)
+        RUNNING.add(self)
         return self
 
     def poll(self):
@@ -126,6 +142,7 @@ class Proc:
                 self.p.kill()
                 self.p.wait()
         self.p = None
+        RUNNING.discard(self)
         self.log.close()
 
     def tail(self, n=60):

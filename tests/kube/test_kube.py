@@ -68,7 +68,11 @@ class Layout:
         # layout A: kube-scheduler under gpufrac-scheduler's service account (same pod);
         # layout B: the cluster's default scheduler, user system:kube-scheduler
         token = cls.sa if cls.LAYOUT == "A" else C.KSCHED_TOKEN
-        cls.ks = C.KubeScheduler(CLUSTER, cls.LAYOUT, cls.gf.url, cls.tmp, token).start()
+        try:
+            cls.ks = C.KubeScheduler(CLUSTER, cls.LAYOUT, cls.gf.url, cls.tmp, token).start()
+        except BaseException:
+            cls.gf.stop()
+            raise
 
     @classmethod
     def tearDownClass(cls):
