@@ -86,6 +86,8 @@ def batch(cl, ks, gf, n, frac, tag):
         if b == n:
             t_last = now
             break
+        if ks.poll() is not None or gf.poll() is not None:
+            raise RuntimeError("a scheduler exited during the batch:\n" + ks.tail(20))
         time.sleep(0.1)
     cpu = {k: C.cpu_seconds(v) - cpu0[k] for k, v in pids.items()}
     ks.stop()
@@ -105,6 +107,19 @@ def packing(cl):
     return {"gpus_used": len(use), "max_pods_on_a_gpu": max(use.values()) if use else 0}
 
 
+def rss_by_mapping(pid, top=8):
+    """The largest resident mappings of pid: {name: KiB} (heap, stacks, libraries)."""
+    sizes, name = {}, None
+    with open("/proc/%d/smaps" % pid) as f:
+        for line in f:
+            parts = line.split()
+            if "-" in parts[0] and len(parts) >= 5 and not parts[0].endswith(":"):
+                name = parts[5] if len(parts) > 5 else "[anon]"
+            elif parts[0] == "Rss:":
+                sizes[name] = sizes.get(name, 0) + int(parts[1])
+    return dict(sorted(sizes.items(), key=lambda kv: -kv[1])[:top])
+
+
 def run(nodes, pods, tmp):
     cl = C.Cluster(tmp).start()
     try:
@@ -120,8 +135,9 @@ def run(nodes, pods, tmp):
         rss_before = C.rss_kib(gf.pid)
         sampler = Sampler(gf.pid)
         sampler.start()
-        ext = C.KubeScheduler(cl, "A", gf.url, tmp, sa, qps=1000)
-        plain = C.KubeScheduler(cl, "plain", gf.url, tmp, C.KSCHED_TOKEN, qps=1000)
+        ext = C.KubeScheduler(cl, "A", gf.url, tmp, sa, qps=1000, leader_elect=False)
+        plain = C.KubeScheduler(cl, "plain", gf.url, tmp, C.KSCHED_TOKEN, qps=1000,
+                                leader_elect=False)
         res_frac = batch(cl, ext, gf, pods, True, "f")
         res_plain = batch(cl, plain, gf, pods, False, "p")
         pack = packing(cl)
@@ -135,6 +151,7 @@ def run(nodes, pods, tmp):
         time.sleep(3 * 5)  # GF_INFORMER_TRIM_S: the janitor trims after deletions
         sampler.stop.set()
         rss_after = C.rss_kib(gf.pid)
+        where = rss_by_mapping(gf.pid)
         gf.stop()
         ratio = (res_frac["pods_per_s"] / res_plain["pods_per_s"]
                  if res_frac["pods_per_s"] and res_plain["pods_per_s"] else None)
@@ -142,7 +159,8 @@ def run(nodes, pods, tmp):
                 "extender_vs_plain": round(ratio, 2) if ratio else None,
                 "binpack": dict(pack, ideal=-(-pods // 4)),
                 "gpufrac_scheduler_rss_kib": {"before": rss_before, "peak": sampler.peak,
-                                              "after": rss_after}}
+                                              "after": rss_after},
+                "rss_after_by_mapping_kib": where}
     finally:
         cl.stop()
 
@@ -174,6 +192,7 @@ def main():
         print("  gpufrac-scheduler RSS: before %d KiB, peak %d KiB, after %d KiB (%+.1f %%)" %
               (rss["before"], rss["peak"], rss["after"],
                100.0 * (rss["after"] - rss["before"]) / rss["before"]))
+        print("  resident after, by mapping (KiB): %s" % r["rss_after_by_mapping_kib"])
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(results, fh, indent=1)
@@ -181,4 +200,5 @@ def main():
 
 
 if __name__ == "__main__":
+    sys.stdout.reconfigure(line_buffering=True)
     sys.exit(main())

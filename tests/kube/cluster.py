@@ -434,13 +434,15 @@ def scheduler_config(api_version, layout, extender_url, kubeconfig, healthz, met
 
 class KubeScheduler(Proc):
     def __init__(self, cluster, layout, extender_url, tmp, token, api_version="v1beta1",
-                 qps=None):
+                 qps=None, leader_elect=True):
         self.cluster, self.layout = cluster, layout
         self.healthz_port, self.secure_port = free_port(), free_port()
         kc = cluster.kubeconfig(os.path.join(tmp, "kube-scheduler-%s.kubeconfig" % layout), token)
         cfg = scheduler_config(api_version, layout, extender_url, kc,
                                "127.0.0.1:%d" % self.healthz_port,
                                "127.0.0.1:%d" % self.healthz_port)
+        if not leader_elect:  # bench: a lease lost on a loaded machine ends kube-scheduler
+            cfg["leaderElection"]["leaderElect"] = False
         if qps:  # kube-scheduler's own API client (1.20 default: 50/s, burst 100)
             cfg["clientConnection"].update({"qps": qps, "burst": qps})
         self.config_path = os.path.join(tmp, "kube-scheduler-%s.yaml" % layout)
