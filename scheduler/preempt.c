@@ -17,7 +17,8 @@ typedef struct scratch {
 static void scratch_init(scratch *s, const mnode *n)
 {
     s->node = *n;
-    memcpy(s->gpus, n->gpus, n->n_gpus * sizeof(mgpu));
+    if (n->n_gpus > 0)
+        memcpy(s->gpus, n->gpus, n->n_gpus * sizeof(mgpu));
     s->node.gpus = s->gpus;
 }
 
