@@ -13,7 +13,7 @@ JOBS       ?= $(shell nproc)
 PREFIX     ?= /usr/local
 DESTDIR    ?=
 
-.PHONY: all deps build demo check bench clean install deb image ci-builds package-check build-matrix
+.PHONY: all deps build demo check bench clean install deb image ci-builds package-check build-matrix kube-build kube-check
 
 all: build
 
@@ -27,7 +27,7 @@ build: deps
 demo: build
 	$(BUILD)/bin/gpufrac demo
 
-check: deps
+check: deps kube-build
 	cmake -S . -B $(TEST_BUILD) -DCMAKE_BUILD_TYPE=Debug -DGPUFRAC_SANITIZE=ON -DGPUFRAC_FUZZ=ON
 	cmake --build $(TEST_BUILD) -j$(JOBS)
 	cd $(TEST_BUILD) && ctest --output-on-failure -j$(JOBS)
@@ -56,6 +56,18 @@ package-check: deps
 
 image: deb
 	DEBS=build-deb ./scripts/build-image.sh build-image
+
+# kube-apiserver, kube-scheduler and kubelet from Debian's kubernetes source
+# package, cached in /var/cache/gpufrac (about 8 min on 2 cores the first time,
+# nothing on a rerun): the tests/kube suite runs against them.
+kube-build:
+	./scripts/kube-build.sh >/dev/null
+
+# Only the suite against the real Kubernetes components.
+kube-check: deps kube-build
+	cmake -S . -B $(TEST_BUILD) -DCMAKE_BUILD_TYPE=Debug -DGPUFRAC_SANITIZE=ON -DGPUFRAC_FUZZ=ON
+	cmake --build $(TEST_BUILD) -j$(JOBS) --target gpufrac-scheduler
+	cd $(TEST_BUILD) && ctest --output-on-failure -L kube
 
 bench: build
 	$(BUILD)/bin/gpufrac-bench

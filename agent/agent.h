@@ -111,6 +111,7 @@ typedef struct gf_agent {
     /* publishing the GPU inventory on the Node (for gpufrac-scheduler) */
     char node_name[256], api_server[512], token_file[GF_PATH_MAX];
     bool api_insecure, published;
+    char api_ca_file[GF_PATH_MAX]; /* --ca-file; "" = in-cluster ca.crt */
     time_t publish_next;
     uint64_t requests_total, requests_bad;
     uint64_t evictions_total, watchdog_kills_total; /* journaled */

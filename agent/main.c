@@ -46,7 +46,8 @@ static const char usage[] =
     "  --node-name NAME         publish the GPU inventory as annotation gpufrac.io/gpus of\n"
     "                           this Node (default: $NODE_NAME; unset = do not publish)\n"
     "  --api-server URL         Kubernetes API (default: in-cluster); --token-file F,\n"
-    "                           --insecure-skip-tls-verify as for gpufrac-scheduler\n"
+    "                           --ca-file F, --insecure-skip-tls-verify as for\n"
+    "                           gpufrac-scheduler\n"
     "\n"
     "Runs in the foreground; stop it with SIGTERM. Its own state (loans, supervisors,\n"
     "counters) is journaled in <state-dir>/agent, so the agent can be SIGKILLed and\n"
@@ -113,6 +114,7 @@ static int parse_args(gf_agent *a, int argc, char **argv)
         {"api-server", required_argument, NULL, 'a'},
         {"token-file", required_argument, NULL, 't'},
         {"insecure-skip-tls-verify", no_argument, NULL, 'i'},
+        {"ca-file", required_argument, NULL, 'C'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -139,6 +141,7 @@ static int parse_args(gf_agent *a, int argc, char **argv)
         case 'a': snprintf(a->api_server, sizeof(a->api_server), "%s", optarg); break;
         case 't': snprintf(a->token_file, sizeof(a->token_file), "%s", optarg); break;
         case 'i': a->api_insecure = true; break;
+        case 'C': snprintf(a->api_ca_file, sizeof(a->api_ca_file), "%s", optarg); break;
         case 'w':
             a->watchdog_period_ms = (int)strtol(optarg, &end, 10);
             if (*end || a->watchdog_period_ms < 10 || a->watchdog_period_ms > 60000) {

@@ -55,6 +55,7 @@ void gf_publish_tick(gf_agent *a)
 {
     gf_kube_opts o = {.api_server = a->api_server[0] ? a->api_server : NULL,
                       .token_file = a->token_file[0] ? a->token_file : NULL,
+                      .ca_file = a->api_ca_file[0] ? a->api_ca_file : NULL,
                       .insecure = a->api_insecure};
     gf_kube *k = NULL;
     gf_error err;

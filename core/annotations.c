@@ -505,6 +505,13 @@ static int check_translations(const decoder *d, gf_error *err)
                             "NvFractions memory request (%s: \"%s\") does not match gpu-memory "
                             "annotation value (%s MiB)",
                             req->key, gf_quote(val(req), q, sizeof(q)), val(p[P_MEMORY]));
+    /* a binder writes the request from gpu-fraction together with gpus.devices;
+     * before that, both are a person's two answers to one question */
+    if (req != NULL && p[P_FRACTION] != NULL && d->nv[S_DEVICES] == NULL)
+        return gf_error_set(err, GF_EINVAL,
+                            "cannot combine gpu-fraction annotation (\"%s\") with %s (\"%s\"): "
+                            "both request GPU memory (expected one of them)",
+                            val(p[P_FRACTION]), req->key, gf_quote(val(req), q, sizeof(q)));
     if (lim != NULL && p[P_FRACTION] != NULL && !plim_ours && p[P_FRACTION_LIMIT] == NULL)
         return gf_error_set(err, GF_EINVAL,
                             "cannot combine %s limit annotation (%s) with gpu-fraction annotation "

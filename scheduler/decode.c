@@ -1,6 +1,7 @@
 /* v1.Pod / v1.Node JSON -> the model's records (decode.h). */
 #include "decode.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -199,13 +200,20 @@ static int pod_meta(const json_t *pod, gf_sched_pod *out, const json_t **ann, gf
 static int pod_spec_status(const json_t *pod, gf_sched_pod *out, const json_t **spec,
                            gf_error *err)
 {
-    const json_t *status;
+    const json_t *status, *prio;
     char phase[32];
 
     if (get_obj(pod, "spec", spec, "pod", err) < 0 || get_obj(pod, "status", &status, "pod", err) < 0)
         return -1;
     if (get_str(*spec, "nodeName", false, out->node, sizeof(out->node), "pod", err) < 0)
         return -1;
+    prio = *spec != NULL ? json_object_get(*spec, "priority") : NULL;
+    if (prio != NULL && !json_is_null(prio)) {
+        if (!json_is_integer(prio) || json_integer_value(prio) < INT32_MIN ||
+            json_integer_value(prio) > INT32_MAX)
+            return gf_error_set(err, GF_EINVAL, "pod: spec.priority is not a 32-bit integer");
+        out->priority = (int32_t)json_integer_value(prio);
+    }
     if (get_str(status, "phase", false, phase, sizeof(phase), "pod", err) < 0)
         return -1;
     out->phase = phase_of(phase);

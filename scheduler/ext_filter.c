@@ -74,13 +74,13 @@ static json_t *filter_result(const gf_ext_args *a, const gf_sched_verdict *v, co
         why = v[i].reason[0] ? v[i].reason : "does not fit";
         if (v[i].status == GF_FIT)
             continue;
-        json_object_set_new(failed, a->names[i], json_string(why));
+        json_object_set_new(failed, a->names[i], gf_ext_reason(why));
         if (v[i].status == GF_FAIL_UNRESOLVABLE)
-            json_object_set_new(unres, a->names[i], json_string(why));
+            json_object_set_new(unres, a->names[i], gf_ext_reason(why));
     }
     json_object_set_new(res, "FailedNodes", failed);
     json_object_set_new(res, "FailedAndUnresolvableNodes", unres);
-    json_object_set_new(res, "Error", json_string(error));
+    json_object_set_new(res, "Error", gf_ext_reason(error));
     return res;
 fail:
     json_decref(res);

@@ -24,9 +24,41 @@ int gf_ext_reply_json(gf_ext_reply *r, unsigned status, json_t *doc)
     return 0;
 }
 
+json_t *gf_ext_reason(const char *msg)
+{
+    static const char word[] = " percent";
+    size_t n = 0, i, o = 0;
+    char *buf;
+    json_t *s;
+
+    for (i = 0; msg[i] != '\0'; i++)
+        n += msg[i] == '%';
+    if (n == 0)
+        return json_string(msg);
+    if (!(buf = malloc(i + n * (sizeof(word) - 2) + 1)))
+        return NULL;
+    for (i = 0; msg[i] != '\0'; i++) {
+        if (msg[i] != '%') {
+            buf[o++] = msg[i];
+            continue;
+        }
+        /* "50%" -> "50 percent"; "% of" -> "percent of" */
+        const char *w = o > 0 && buf[o - 1] == ' ' ? word + 1 : word;
+
+        memcpy(buf + o, w, strlen(w));
+        o += strlen(w);
+    }
+    buf[o] = '\0';
+    s = json_string(buf);
+    free(buf);
+    return s;
+}
+
 int gf_ext_reply_error(gf_ext_reply *r, unsigned status, const char *msg)
 {
-    return gf_ext_reply_json(r, status, json_pack("{s:s}", "Error", msg));
+    json_t *text = gf_ext_reason(msg);
+
+    return text ? gf_ext_reply_json(r, status, json_pack("{s:o}", "Error", text)) : -1;
 }
 
 int gf_ext_reply_text(gf_ext_reply *r, unsigned status, const char *type, const char *text)

@@ -82,6 +82,7 @@ void gf_ext_reply_free(gf_ext_reply *r);
 int gf_ext_filter(gf_extender *x, const char *body, size_t len, gf_ext_reply *r);
 int gf_ext_prioritize(gf_extender *x, const char *body, size_t len, gf_ext_reply *r);
 int gf_ext_bind(gf_extender *x, const char *body, size_t len, gf_ext_reply *r);
+int gf_ext_preempt(gf_extender *x, const char *body, size_t len, gf_ext_reply *r);
 int gf_ext_metrics_page(gf_extender *x, gf_ext_reply *r);
 int gf_ext_healthz(gf_extender *x, gf_ext_reply *r);
 
@@ -123,7 +124,10 @@ void gf_ext_cache_put(gf_ext_pod_cache *c, const gf_sched_pod *pod);
 bool gf_ext_cache_get(gf_ext_pod_cache *c, const char *ns, const char *name, const char *uid,
                       gf_sched_pod *out);
 
-/* Reply helpers (ext_reply.c). */
+/* Reply helpers (ext_reply.c). kube-scheduler 1.20 prints an extender's
+ * error text and filter reasons as a format string (Eventf): every text
+ * sent passes gf_ext_reason, which writes "%" as " percent". */
+json_t *gf_ext_reason(const char *msg);
 int gf_ext_reply_json(gf_ext_reply *r, unsigned status, json_t *doc); /* steals doc */
 int gf_ext_reply_error(gf_ext_reply *r, unsigned status, const char *msg);
 int gf_ext_reply_text(gf_ext_reply *r, unsigned status, const char *type, const char *text);

@@ -106,6 +106,7 @@ static int apply_node(gf_informer *in, json_t *obj, bool deleted, gf_error *err)
     } else if (deleted) {
         gf_model_node_delete(in->model, node->name);
         names_remove(in, node->name);
+        atomic_fetch_add(&in->deletions, 1);
     } else {
         if (node->inventory_error[0])
             gf_slog(GF_LOG_WARN, "node %s: %s", node->name, node->inventory_error);
@@ -126,7 +127,7 @@ static int apply_pod(gf_informer *in, json_t *obj, bool deleted, gf_error *err)
     if (gf_sched_pod_decode(obj, in->prefix, pod, err) < 0)
         gf_slog(GF_LOG_WARN, "ignoring a pod: %s", err->msg);
     else if (deleted)
-        gf_model_pod_delete(in->model, pod->uid);
+        gf_model_pod_delete(in->model, pod->uid), atomic_fetch_add(&in->deletions, 1);
     else
         rc = gf_model_pod_update(in->model, pod, err);
     free(pod);
@@ -231,10 +232,17 @@ static void *kind_loop(void *cls)
 static void *janitor(void *cls)
 {
     gf_informer *in = cls;
+    unsigned tick = 0;
     size_t n;
 
     while (!atomic_load(&in->stop)) {
-        pause_s(in, 30);
+        pause_s(in, GF_INFORMER_TRIM_S);
+        /* the memory of deleted objects back to the system */
+        if (atomic_exchange(&in->deletions, 0) > 0)
+            gf_model_trim(in->model);
+        if (++tick * GF_INFORMER_TRIM_S < 30)
+            continue;
+        tick = 0;
         n = gf_model_expire_assumed(in->model, gf_model_now_ms(), GF_INFORMER_ASSUME_TTL_MS);
         if (n)
             gf_slog(GF_LOG_WARN, "dropped %zu binds the watch never confirmed", n);

@@ -14,6 +14,7 @@
 #include "model.h"
 
 #define GF_INFORMER_ASSUME_TTL_MS (10u * 60u * 1000u)
+#define GF_INFORMER_TRIM_S 5 /* after deletions, trim the heap this often */
 
 typedef struct gf_informer {
     gf_kube *kube;
@@ -22,6 +23,7 @@ typedef struct gf_informer {
     char prefix[GF_SCHED_KEY_MAX];
     atomic_bool stop;
     atomic_bool synced[2]; /* by gf_model_kind */
+    atomic_size_t deletions; /* since the last heap trim */
     pthread_t threads[3];
     int started;
     pthread_mutex_t names_lock; /* node names, for metrics */

@@ -5,7 +5,6 @@
 #include "extender.h"
 #include "kube.h"
 
-int gf_kube_get_pod(gf_kube *k, const char *ns, const char *name, json_t **pod, gf_error *err);
 gf_ext_kube gf_kube_ext(gf_kube *k);
 
 #endif

@@ -2,6 +2,7 @@
  * per-GPU accounting kept in step with every update (model.h). */
 #include "model.h"
 
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,10 +38,10 @@ static mentry *table_find(const mtable *t, const char *key)
     return NULL;
 }
 
-static int table_grow(mtable *t)
+static int table_resize(mtable *t, size_t n)
 {
-    size_t n = t->n_buckets ? t->n_buckets * 2 : TABLE_MIN_BUCKETS, i;
     mentry **b = calloc(n, sizeof(*b));
+    size_t i;
     mentry *e, *next;
 
     if (b == NULL)
@@ -58,6 +59,22 @@ static int table_grow(mtable *t)
     t->buckets = b;
     t->n_buckets = n;
     return 0;
+}
+
+static int table_grow(mtable *t)
+{
+    return table_resize(t, t->n_buckets ? t->n_buckets * 2 : TABLE_MIN_BUCKETS);
+}
+
+/* Back to the smallest size for its count after many removals. */
+static void table_shrink(mtable *t)
+{
+    size_t n = TABLE_MIN_BUCKETS;
+
+    while (n < t->count)
+        n *= 2;
+    if (n < t->n_buckets / 2)
+        (void)table_resize(t, n); /* out of memory: keep the big one */
 }
 
 static int table_add(mtable *t, mentry *e)
@@ -118,7 +135,7 @@ uint64_t gf_sched_charge_portion(const gf_amount *request, uint64_t total)
     return b;
 }
 
-static void charge(mnode *n, mpod *p, int sign)
+void gf_model_charge(mnode *n, const mpod *p, int sign)
 {
     size_t i;
 
@@ -129,13 +146,16 @@ static void charge(mnode *n, mpod *p, int sign)
         if (sign > 0) {
             g->requested += c;
             g->pods[p->mode]++;
+            g->compute_pct += p->compute_pct;
         } else {
             g->requested -= c < g->requested ? c : g->requested;
             if (g->pods[p->mode] > 0)
                 g->pods[p->mode]--;
+            g->compute_pct -= p->compute_pct < g->compute_pct ? p->compute_pct : g->compute_pct;
         }
     }
 }
+
 
 /* "k8s.device-plugin.nvidia.com/gpu=GPU-x" -> "GPU-x"; "3" -> index 3. */
 static int resolve_entry(const mnode *n, const char *s, size_t len)
@@ -196,7 +216,7 @@ static void place(mnode *n, mpod *p)
     n->pods = p;
     p->resolved = n->present && resolve_devices(n, p);
     if (p->resolved)
-        charge(n, p, +1);
+        gf_model_charge(n, p, +1);
     else
         p->n_gpus = 0;
 }
@@ -208,7 +228,7 @@ static void unplace(mpod *p)
     if (n == NULL)
         return;
     if (p->resolved)
-        charge(n, p, -1);
+        gf_model_charge(n, p, -1);
     if (p->nprev != NULL)
         p->nprev->nnext = p->nnext;
     else
@@ -230,11 +250,12 @@ static void recharge_node(mnode *n)
     for (i = 0; i < n->n_gpus; i++) {
         n->gpus[i].requested = 0;
         n->gpus[i].pods[0] = n->gpus[i].pods[1] = 0;
+        n->gpus[i].compute_pct = 0;
     }
     for (p = n->pods; p != NULL; p = p->nnext) {
         p->resolved = n->present && resolve_devices(n, p);
         if (p->resolved)
-            charge(n, p, +1);
+            gf_model_charge(n, p, +1);
         else
             p->n_gpus = 0;
     }
@@ -473,8 +494,11 @@ static int set_str(char **dst, const char *src)
 static int pod_set(mpod *p, const gf_sched_pod *src)
 {
     p->request = src->request;
+    p->limit = src->limit;
     p->mode = src->mode == GF_MODE_SM_SHARING ? GF_MODE_SM_SHARING : GF_MODE_TIME_SLICING;
     p->num_devices = src->num_devices;
+    p->compute_pct = gf_sched_pod_compute_pct(src);
+    p->priority = src->priority;
     return set_str(&p->container, src->container);
 }
 
@@ -694,6 +718,17 @@ void gf_model_resync_end(gf_model *m, gf_model_kind kind)
     pthread_rwlock_unlock(&m->lock);
 }
 
+void gf_model_trim(gf_model *m)
+{
+    pthread_rwlock_wrlock(&m->lock);
+    table_shrink(&m->pods);
+    table_shrink(&m->nodes);
+    pthread_rwlock_unlock(&m->lock);
+    /* glibc keeps freed chunks in every thread's arena (the HTTP server
+     * runs a thread per connection): hand the free pages back */
+    malloc_trim(0);
+}
+
 /* --- introspection --- */
 
 static size_t str_size(const char *s)
@@ -771,6 +806,7 @@ int gf_model_node_gpus(gf_model *m, const char *node, gf_model_gpu_state *out, s
         out[i].pods = g->pods[0] + g->pods[1];
         out[i].has_mode = out[i].pods > 0;
         out[i].mode = g->pods[GF_MODE_SM_SHARING] > 0 ? GF_MODE_SM_SHARING : GF_MODE_TIME_SLICING;
+        out[i].compute_pct = g->compute_pct;
     }
 out:
     pthread_rwlock_unlock(&m->lock);

@@ -9,8 +9,13 @@
  * whole MiB, as the node agent enforces it), not KAI's 2-decimal rounding.
  *
  * Placement of a pod with request R on N devices (all on one node) in mode M:
- * a GPU is a candidate when (total - requested) >= R and its mode is M or
- * none (modes never share a GPU). binpack (default): fullest candidate first
+ * a GPU is a candidate when (total - requested) >= R, its mode is M or none
+ * (modes never share a GPU), its memory holds the pod's limit (what bind
+ * writes and the node enforces; refused with bind's message otherwise) and,
+ * for an sm-sharing pod with a compute portion, the SM percents already
+ * promised on it plus the pod's (floor(portion x 100), as the node sets
+ * CUDA_MPS_ACTIVE_THREAD_PERCENTAGE) stay <= 100. sm-sharing pods without a
+ * portion promise no share. binpack (default): fullest candidate first
  * (highest requested/total), idle GPUs last; spread: emptiest first.
  * Scores 0..10 per node: binpack 0..4 when only idle GPUs take the pod (more
  * for nodes whose GPUs are already in use: consolidation), 5..10 when a partly
@@ -98,6 +103,7 @@ typedef struct gf_sched_pod {
     bool has_compute;
     double compute;
     char devices[GF_DEVICES_MAX]; /* gpus.devices as written; "" = not bound */
+    int32_t priority;             /* spec.priority (0 when unset) */
 } gf_sched_pod;
 
 typedef struct gf_sched_gpu {
@@ -170,6 +176,7 @@ typedef struct gf_model_gpu_state {
     bool has_mode; /* false while no fraction is placed */
     gf_mode mode;
     unsigned pods;
+    unsigned compute_pct; /* SM percent promised to sm-sharing pods (<= 100) */
 } gf_model_gpu_state;
 
 typedef struct gf_model_stats {
@@ -243,6 +250,21 @@ void gf_model_forget(gf_model *m, const char *uid);
  * the watch never confirmed; returns how many. */
 size_t gf_model_expire_assumed(gf_model *m, uint64_t now_ms, uint64_t ttl_ms);
 uint64_t gf_model_now_ms(void);
+
+/* --- preemption (kube-scheduler's preemptVerb) --- */
+
+/* For pod on node, with victims[0..n_victims) (uids kube-scheduler already
+ * chose) gone: the fewest further lower-priority (spec.priority < pod's)
+ * fractional pods on node whose removal lets pod fit. *extra (malloc'd array
+ * of malloc'd uids, free with gf_model_uids_free) may be empty. Fails with
+ * GF_ESTATE (reason in err) when no such set exists on node. */
+int gf_model_preempt(gf_model *m, const gf_sched_pod *pod, const char *node,
+                     const char *const *victims, size_t n_victims, char ***extra,
+                     size_t *n_extra, gf_error *err);
+void gf_model_uids_free(char **uids, size_t n);
+
+/* Gives freed heap back to the system (after many deletions). */
+void gf_model_trim(gf_model *m);
 
 /* --- introspection --- */
 

@@ -14,6 +14,7 @@ typedef struct mgpu {
     uint64_t total;     /* bytes; 0 = unknown */
     uint64_t requested; /* sum of the requests placed here */
     unsigned pods[2];   /* by gf_mode */
+    unsigned compute_pct; /* SM percents of the sm-sharing pods placed here */
 } mgpu;
 
 struct mpod;
@@ -45,6 +46,9 @@ typedef struct mpod {
     gf_amount request;
     gf_mode mode;
     int num_devices;
+    unsigned compute_pct; /* sm-sharing with a portion: floor(portion x 100); else 0 */
+    int32_t priority;
+    gf_amount limit;
     bool assumed;  /* placed by us, not yet confirmed by the watch */
     bool resolved; /* devices matched GPUs of node and are charged */
     uint8_t n_gpus;
@@ -78,6 +82,15 @@ static inline bool gf_sched_gpu_mode_ok(const mgpu *g, gf_mode mode)
 {
     return g->pods[mode == GF_MODE_SM_SHARING ? GF_MODE_TIME_SLICING : GF_MODE_SM_SHARING] == 0;
 }
+
+/* The SM percent pod promises on each of its GPUs (0: none). */
+unsigned gf_sched_pod_compute_pct(const gf_sched_pod *pod);
+
+/* Would g take pod now (memory, mode, limit, SM share)? */
+bool gf_sched_gpu_fits(const mgpu *g, const gf_sched_pod *pod);
+
+/* Adds (sign > 0) or removes p's charge on the GPUs of n it is placed on. */
+void gf_model_charge(mnode *n, const mpod *p, int sign);
 
 /* Lookups, the caller holding the lock. */
 mnode *gf_model_node_find(const gf_model *m, const char *name);

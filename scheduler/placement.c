@@ -92,11 +92,45 @@ static int precheck(const mnode *n, const gf_sched_pod *pod, gf_sched_verdict *v
     return 0;
 }
 
+unsigned gf_sched_pod_compute_pct(const gf_sched_pod *pod)
+{
+    if (pod->mode != GF_MODE_SM_SHARING || !pod->has_compute)
+        return 0;
+    return (unsigned)gf_compute_percent(pod->compute);
+}
+
+/* Does g's memory hold the pod's limit (bind resolves and writes it)? */
+static bool limit_fits(const mgpu *g, const gf_sched_pod *pod, gf_error *why)
+{
+    const gf_amount *l = &pod->limit;
+    uint64_t b;
+
+    /* gf_amount_resolve's answer without its messages (filter asks for every
+     * GPU of every node); the message only when asked why */
+    if (why == NULL)
+        return l->is_portion ? l->portion > 0.0 && l->portion <= 1.0 && g->total >= GF_MIB
+                             : l->bytes > 0 && l->bytes <= g->total;
+    return gf_amount_resolve(l, g->total, "gpu-memory.limit", &b, why) == 0;
+}
+
+static bool compute_fits(const mgpu *g, const gf_sched_pod *pod)
+{
+    return g->compute_pct + gf_sched_pod_compute_pct(pod) <= 100;
+}
+
 /* Would g take the pod now? *r = the request in g's bytes. */
 static bool gpu_fits(const mgpu *g, const gf_sched_pod *pod, uint64_t *r)
 {
     *r = gf_sched_charge(&pod->request, g->total);
-    return *r > 0 && gf_sched_gpu_mode_ok(g, pod->mode) && gpu_free(g) >= *r;
+    return *r > 0 && gf_sched_gpu_mode_ok(g, pod->mode) && gpu_free(g) >= *r &&
+           compute_fits(g, pod) && limit_fits(g, pod, NULL);
+}
+
+bool gf_sched_gpu_fits(const mgpu *g, const gf_sched_pod *pod)
+{
+    uint64_t r;
+
+    return gpu_fits(g, pod, &r);
 }
 
 /* true when a goes before b. */
@@ -171,6 +205,46 @@ static int score(const mnode *n, const gf_sched_pod *pod, gf_policy policy, cons
     return clamp10(4.0 * (double)used / (double)n->n_gpus);
 }
 
+/* The limit fits no GPU of n: bind's own message (the largest GPU's). */
+static int explain_limit(const mnode *n, const gf_sched_pod *pod, gf_sched_verdict *v)
+{
+    const mgpu *big = NULL;
+    gf_error why = {0};
+    size_t i;
+
+    for (i = 0; i < n->n_gpus; i++) {
+        if (limit_fits(&n->gpus[i], pod, NULL))
+            return 0;
+        if (big == NULL || n->gpus[i].total > big->total)
+            big = &n->gpus[i];
+    }
+    if (big == NULL)
+        return 0;
+    limit_fits(big, pod, &why);
+    return fail(v, GF_FAIL_UNRESOLVABLE, "%s", why.msg);
+}
+
+/* No GPU of n has room for pod's SM share: the fullest promise. */
+static int explain_compute(const mnode *n, const gf_sched_pod *pod, gf_sched_verdict *v)
+{
+    unsigned want = gf_sched_pod_compute_pct(pod);
+    const mgpu *least = NULL;
+    size_t i;
+
+    if (want == 0)
+        return 0;
+    for (i = 0; i < n->n_gpus; i++) {
+        if (compute_fits(&n->gpus[i], pod))
+            return 0;
+        if (least == NULL || n->gpus[i].compute_pct < least->compute_pct)
+            least = &n->gpus[i];
+    }
+    if (least == NULL)
+        return 0;
+    return fail(v, GF_FAIL, "%s has %u/100 of its SMs promised to sm-sharing pods, pod asks "
+                "%u/100 (gpu-compute.portion)", least->id, least->compute_pct, want);
+}
+
 /* Why no GPU (or too few) of n takes pod. */
 static int explain(const mnode *n, const gf_sched_pod *pod, size_t fitting,
                    gf_sched_verdict *v)
@@ -197,6 +271,8 @@ static int explain(const mnode *n, const gf_sched_pod *pod, size_t fitting,
     if (big == 0)
         return fail(v, GF_FAIL_UNRESOLVABLE, "pod requests %s per GPU, more than any GPU of "
                     "the node has (%s)", mib(r, a, sizeof(a)), mib(n->gpus[0].total, b, sizeof(b)));
+    if (explain_limit(n, pod, v) < 0 || explain_compute(n, pod, v) < 0)
+        return -1;
     if (pod->num_devices > 1 && fitting > 0)
         return fail(v, GF_FAIL, "needs %d GPUs that fit, node has %zu", pod->num_devices, fitting);
     if (other_mode != NULL || best == NULL)
@@ -342,9 +418,13 @@ static void pod_from_record(const mpod *p, gf_sched_pod *out)
     snprintf(out->container, sizeof(out->container), "%s", p->container ? p->container : "");
     out->fractional = true;
     out->request = p->request;
-    out->limit = p->request;
+    out->limit = p->limit;
     out->num_devices = p->num_devices;
     out->mode = p->mode;
+    out->priority = p->priority;
+    /* floor((pct + 0.5) / 100 x 100) = pct, whatever the double rounding */
+    out->has_compute = p->compute_pct > 0;
+    out->compute = ((double)p->compute_pct + 0.5) / 100.0;
 }
 
 int gf_model_reserve_uid(gf_model *m, const char *uid, const char *node, gf_policy policy,

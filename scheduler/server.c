@@ -67,6 +67,8 @@ static verb_fn route_post(const gf_server *s, const char *url)
         return gf_ext_prioritize;
     if (strcmp(url, "bind") == 0)
         return gf_ext_bind;
+    if (strcmp(url, "preempt") == 0)
+        return gf_ext_preempt;
     return NULL;
 }
 
@@ -124,7 +126,7 @@ static enum MHD_Result post_begin(gf_server *s, struct MHD_Connection *c, const 
     request *q;
 
     if (!route_post(s, url))
-        return send_error(c, MHD_HTTP_NOT_FOUND, "not found; the verbs are filter, prioritize, bind",
+        return send_error(c, MHD_HTTP_NOT_FOUND, "not found; the verbs are filter, prioritize, preempt, bind",
                           NULL);
     if (cl && strtoull(cl, NULL, 10) >= GF_EXT_BODY_MAX)
         return too_large(c);

@@ -195,7 +195,10 @@ class Manifests(unittest.TestCase):
         rc = find(docs(rendered()), "RuntimeClass")
         self.assertEqual(rc["metadata"]["name"], "gpufrac")
         self.assertEqual(rc["handler"], "gpufrac")
-        self.assertEqual(rc["scheduling"]["nodeSelector"], {"nvidia.com/gpu.present": "true"})
+        # no GFD label required: agent-only nodes host gpufrac pods (issue 13)
+        self.assertNotIn("nodeSelector", rc["scheduling"])
+        rc = find(docs(rendered('runtimeClass.nodeSelector.gpufrac-node=yes')), "RuntimeClass")
+        self.assertEqual(rc["scheduling"]["nodeSelector"], {"gpufrac-node": "yes"})
 
     def test_service_monitor_is_optional(self):
         self.assertNotIn("ServiceMonitor", [d["kind"] for d in docs(rendered())])

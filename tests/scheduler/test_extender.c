@@ -765,6 +765,91 @@ static void test_incluster_url(void **state)
     assert_msg_has(err.msg, "--api-server");
 }
 
+/* kube-scheduler 1.20 prints reasons as a format string: none carries a %. */
+static void test_reasons_without_percent(void **state)
+{
+    fixture *f = *state;
+    json_t *res = filter(f, "pct", "u-pct",
+                         "{\"nvidia.com/container.main.gpu-memory.request\":\"150%\"}", NODES);
+    const char *r = reason(res, "FailedNodes", "gpu-node-1");
+    gf_ext_reply rep = {0};
+
+    assert_non_null(r);
+    assert_null(strchr(r, '%'));
+    assert_msg_has(r, "150 percent", "50 percent");
+    json_decref(res);
+    assert_int_equal(gf_ext_reply_error(&rep, 200, "at 100% of 5%"), 0);
+    assert_string_equal(rep.body, "{\"Error\":\"at 100 percent of 5 percent\"}");
+    gf_ext_reply_free(&rep);
+}
+
+static json_t *preempt(fixture *f, const char *pod, const char *victims)
+{
+    char *body;
+    json_t *res;
+
+    if (asprintf(&body, "{\"Pod\":%s,\"NodeNameToVictims\":null,\"NodeNameToMetaVictims\":%s}",
+                 pod, victims) < 0)
+        fail();
+    res = call(gf_ext_preempt, f, body, 200);
+    free(body);
+    return res;
+}
+
+static const char *victim(json_t *res, const char *node, size_t i)
+{
+    json_t *v = json_object_get(json_object_get(res, "NodeNameToMetaVictims"), node);
+
+    return json_string_value(json_object_get(json_array_get(json_object_get(v, "Pods"), i),
+                                             "UID"));
+}
+
+/* preemptVerb: a higher-priority fractional pod gets the fewest lower-priority
+ * fractional pods of a node as victims; nodes where nothing helps are dropped;
+ * kube-scheduler's own victims and PDB count are kept. */
+static void test_preempt_verb(void **state)
+{
+    fixture *f = *state;
+    const char *lo[3][2] = {{"lo-a", "40Gi"}, {"lo-b", "40Gi"}, {"lo-c", "80Gi"}};
+    char ann[128], *pod, *hi, *p;
+    json_t *res, *map;
+
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(ann, sizeof(ann), "{\"nvidia.com/container.main.gpu-memory.request\":\"%s\"}",
+                 lo[i][1]);
+        json_decref(filter(f, lo[i][0], lo[i][0], ann, NODES));
+        res = do_bind(f, lo[i][0], lo[i][0], "gpu-node-1");
+        assert_string_equal(json_string_value(json_object_get(res, "Error")), "");
+        json_decref(res);
+    }
+    pod = pod_json("hi", "u-hi", "{\"nvidia.com/container.main.gpu-memory.request\":\"80Gi\"}");
+    hi = strdup(pod);
+    assert_non_null(p = strstr(hi, "\"priority\":0"));
+    memcpy(p, "\"priority\":9", strlen("\"priority\":9"));
+    res = preempt(f, hi, "{\"gpu-node-1\":{\"Pods\":[{\"UID\":\"other\"}],\"NumPDBViolations\":1},"
+                         "\"cpu-node-1\":{\"Pods\":[],\"NumPDBViolations\":0}}");
+    map = json_object_get(res, "NodeNameToMetaVictims");
+    assert_int_equal(json_object_size(map), 1);
+    assert_string_equal(victim(res, "gpu-node-1", 0), "other");
+    assert_string_equal(victim(res, "gpu-node-1", 1), "lo-c"); /* one victim beats two */
+    assert_null(victim(res, "gpu-node-1", 2));
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(map, "gpu-node-1"),
+                                                        "NumPDBViolations")), 1);
+    json_decref(res);
+    /* same priority as the pods there: no room anywhere */
+    res = preempt(f, pod, "{\"gpu-node-1\":{\"Pods\":[],\"NumPDBViolations\":0}}");
+    assert_int_equal(json_object_size(json_object_get(res, "NodeNameToMetaVictims")), 0);
+    json_decref(res);
+    free(pod);
+    free(hi);
+    /* a pod without a fraction: kube-scheduler's choice back unchanged */
+    pod = pod_json("plain", "u-plain", "{}");
+    res = preempt(f, pod, "{\"cpu-node-1\":{\"Pods\":[{\"UID\":\"x\"}],\"NumPDBViolations\":0}}");
+    assert_string_equal(victim(res, "cpu-node-1", 0), "x");
+    json_decref(res);
+    free(pod);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
@@ -785,6 +870,8 @@ int main(void)
         T(test_concurrent_binds_never_overpack),
         T(test_metrics_and_health),
         T(test_http_server),
+        T(test_reasons_without_percent),
+        T(test_preempt_verb),
         cmocka_unit_test(test_bind_args_parse),
         cmocka_unit_test(test_watch_framing),
         cmocka_unit_test(test_binding_body),

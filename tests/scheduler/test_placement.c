@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "model.h"
 #include "quantity.h"
@@ -610,6 +611,167 @@ static void test_threads(void **state)
     gf_model_free(m);
 }
 
+/* Filter refuses what bind would refuse: a limit larger than the GPU, with
+ * bind's own message (gf_amount_resolve's). */
+static void test_limit_larger_than_gpu(void **state)
+{
+    gf_model *m = model_new();
+    gf_sched_pod *p = pod_new("p", 8 * GIB, 1, GF_MODE_TIME_SLICING);
+    gf_sched_placement pl;
+    gf_sched_verdict v;
+    gf_error err, want;
+    uint64_t b;
+
+    (void)state;
+    add_node(m, "n1", 2, 80 * GIB);
+    p->limit.bytes = 100 * GIB;
+    assert_int_equal(gf_amount_resolve(&p->limit, 80 * GIB, "gpu-memory.limit", &b, &want), -1);
+    v = verdict(m, p, "n1", GF_POLICY_BINPACK);
+    assert_int_equal(v.status, GF_FAIL_UNRESOLVABLE);
+    assert_string_equal(v.reason, want.msg);
+    assert_msg_has(v.reason, "gpu-memory.limit", "100.00 GiB", "80.00 GiB");
+    assert_int_equal(gf_model_reserve(m, p, "n1", GF_POLICY_BINPACK, &pl, &err), -1);
+    assert_msg_has(err.msg, want.msg);
+    /* a limit the GPU holds is fine */
+    p->limit.bytes = 80 * GIB;
+    assert_int_equal(verdict(m, p, "n1", GF_POLICY_BINPACK).status, GF_FIT);
+    free(p);
+    gf_model_free(m);
+}
+
+static gf_sched_pod *sm_pod(const char *uid, uint64_t bytes, double compute)
+{
+    gf_sched_pod *p = pod_new(uid, bytes, 1, GF_MODE_SM_SHARING);
+
+    p->has_compute = compute > 0;
+    p->compute = compute;
+    return p;
+}
+
+/* sm-sharing portions are admitted per GPU up to 1 (as percents). */
+static void test_compute_portions_summed(void **state)
+{
+    gf_model *m = model_new();
+    gf_sched_pod *a = sm_pod("a", GIB, 0.5), *b = sm_pod("b", GIB, 0.25);
+    gf_sched_pod *c = sm_pod("c", GIB, 0.5), *d = sm_pod("d", GIB, 0.25);
+    gf_sched_pod *e = sm_pod("e", GIB, 0); /* no portion: promises no share */
+    gf_sched_verdict v;
+
+    (void)state;
+    add_node(m, "n1", 1, 80 * GIB);
+    place1(m, a, "n1", GF_POLICY_BINPACK);
+    place1(m, b, "n1", GF_POLICY_BINPACK);
+    assert_int_equal(gpu_state(m, "n1", 0).compute_pct, 75);
+    v = verdict(m, c, "n1", GF_POLICY_BINPACK);
+    assert_int_equal(v.status, GF_FAIL);
+    assert_string_equal(v.reason, "GPU-n1-0 has 75/100 of its SMs promised to sm-sharing pods, "
+                                  "pod asks 50/100 (gpu-compute.portion)");
+    assert_int_equal(verdict(m, d, "n1", GF_POLICY_BINPACK).status, GF_FIT);
+    place1(m, d, "n1", GF_POLICY_BINPACK);
+    assert_int_equal(gpu_state(m, "n1", 0).compute_pct, 100);
+    assert_int_equal(verdict(m, e, "n1", GF_POLICY_BINPACK).status, GF_FIT);
+    /* freed when a pod goes */
+    gf_model_pod_delete(m, "a");
+    assert_int_equal(gpu_state(m, "n1", 0).compute_pct, 50);
+    assert_int_equal(verdict(m, c, "n1", GF_POLICY_BINPACK).status, GF_FIT);
+    free(a), free(b), free(c), free(d), free(e);
+    gf_model_free(m);
+}
+
+static bool has_uid(char **uids, size_t n, const char *uid)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(uids[i], uid) == 0)
+            return true;
+    return false;
+}
+
+/* Preemption: the fewest lower-priority pods that make room. */
+static void test_preempt_victims(void **state)
+{
+    gf_model *m = model_new();
+    gf_sched_pod *lo1 = pod_new("lo1", 40 * GIB, 1, GF_MODE_TIME_SLICING);
+    gf_sched_pod *lo2 = pod_new("lo2", 40 * GIB, 1, GF_MODE_TIME_SLICING);
+    gf_sched_pod *mid = pod_new("mid", 60 * GIB, 1, GF_MODE_TIME_SLICING);
+    gf_sched_pod *hi = pod_new("hi", 40 * GIB, 1, GF_MODE_TIME_SLICING);
+    gf_sched_pod *top = pod_new("top", 80 * GIB, 1, GF_MODE_TIME_SLICING);
+    const char *given[1] = {"lo1"};
+    char **extra = NULL;
+    size_t n = 0;
+    gf_error err;
+
+    (void)state;
+    add_node(m, "n1", 2, 80 * GIB);
+    lo1->priority = lo2->priority = 10;
+    mid->priority = 100;
+    hi->priority = 50;
+    top->priority = 1000;
+    place1(m, lo1, "n1", GF_POLICY_BINPACK);
+    place1(m, lo2, "n1", GF_POLICY_BINPACK); /* GPU 0: lo1 + lo2 */
+    place1(m, mid, "n1", GF_POLICY_BINPACK); /* GPU 1: mid */
+    assert_int_equal(verdict(m, hi, "n1", GF_POLICY_BINPACK).status, GF_FAIL);
+    /* hi (50) may take lo1 or lo2's place, never mid's (100) */
+    assert_int_equal(gf_model_preempt(m, hi, "n1", NULL, 0, &extra, &n, &err), 0);
+    assert_int_equal(n, 1);
+    assert_true(has_uid(extra, n, "lo1") || has_uid(extra, n, "lo2"));
+    gf_model_uids_free(extra, n);
+    /* with lo1 already chosen by kube-scheduler nothing more is needed */
+    assert_int_equal(gf_model_preempt(m, hi, "n1", given, 1, &extra, &n, &err), 0);
+    assert_int_equal(n, 0);
+    gf_model_uids_free(extra, n);
+    /* a whole GPU for top: GPU 1 costs one victim, GPU 0 two */
+    assert_int_equal(gf_model_preempt(m, top, "n1", NULL, 0, &extra, &n, &err), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(extra[0], "mid");
+    gf_model_uids_free(extra, n);
+    /* nothing of lower priority than lo2 (10): no room */
+    lo2->uid[0] = 'x';
+    lo2->priority = 10;
+    lo2->request.bytes = 60 * GIB;
+    assert_int_equal(gf_model_preempt(m, lo2, "n1", NULL, 0, &extra, &n, &err), -1);
+    assert_int_equal(err.code, GF_ESTATE);
+    assert_null(extra);
+    /* a request no GPU can hold is not helped by preemption */
+    top->request.bytes = top->limit.bytes = 100 * GIB;
+    assert_int_equal(gf_model_preempt(m, top, "n1", NULL, 0, &extra, &n, &err), -1);
+    assert_msg_has(err.msg, "more than any GPU");
+    free(lo1), free(lo2), free(mid), free(hi), free(top);
+    gf_model_free(m);
+}
+
+/* Memory goes back after many deletions (tables shrink, heap trimmed). */
+static void test_trim_after_deletions(void **state)
+{
+    gf_model *m = model_new();
+    gf_model_stats before, peak, after;
+    char uid[32] = "";
+    int i;
+
+    (void)state;
+    add_node(m, "n1", 8, 80 * GIB);
+    gf_model_stats_get(m, &before);
+    for (i = 0; i < 20000; i++) {
+        gf_sched_pod *p = pod_new(uid, GIB, 1, GF_MODE_TIME_SLICING);
+
+        snprintf(p->uid, sizeof(p->uid), "u%d", i);
+        p->fractional = true;
+        if (gf_model_pod_update(m, p, NULL) < 0)
+            fail_msg("update");
+        free(p);
+    }
+    gf_model_stats_get(m, &peak);
+    assert_int_equal(peak.pending, 20000);
+    for (i = 0; i < 20000; i++) {
+        snprintf(uid, sizeof(uid), "u%d", i);
+        gf_model_pod_delete(m, uid);
+    }
+    gf_model_trim(m);
+    gf_model_stats_get(m, &after);
+    assert_true(peak.memory_bytes > 4 * before.memory_bytes);
+    assert_int_equal(after.memory_bytes, before.memory_bytes);
+    gf_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -630,6 +792,10 @@ int main(void)
         cmocka_unit_test(test_reserve_uid_and_assume),
         cmocka_unit_test(test_policy_parse),
         cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_limit_larger_than_gpu),
+        cmocka_unit_test(test_compute_portions_summed),
+        cmocka_unit_test(test_preempt_victims),
+        cmocka_unit_test(test_trim_after_deletions),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

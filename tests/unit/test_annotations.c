@@ -268,7 +268,8 @@ static void test_precedence(void **state)
                &o);
     assert_true(f.spec.limit.portion == 0.8);
     f = dec_ok(KV({"gpu-fraction", "0.25"}, {KAI "trainer.gpu-memory.portion.limit", "0.8"},
-                  {P "trainer.gpu-memory.request", "20Gi"}, {P "trainer.gpu-memory.limit", "64Gi"}),
+                  {P "trainer.gpu-memory.request", "20Gi"}, {P "trainer.gpu-memory.limit", "64Gi"},
+                  {P "trainer.gpus.devices", "GPU-a"}),
                &o);
     assert_int_equal(f.spec.request.bytes, 20ULL << 30);
     assert_int_equal(f.spec.limit.bytes, 64ULL << 30);
@@ -282,6 +283,12 @@ static void test_combination_errors(void **state)
     (void)state;
     assert_msg_has(dec_bad(KV({"gpu-fraction", "0.5"}, {"gpu-memory", "4096"}), &o, &err),
                    "cannot request both gpu-fraction and GPU memory request", "0.5", "4096");
+    /* a person's pod-level portion beside a container-level request: refused, both named
+     * (a binder writes the request only together with gpus.devices) */
+    assert_msg_has(dec_bad(KV({"gpu-fraction", "0.5"}, {P "trainer.gpu-memory.request", "8Gi"}),
+                           &o, &err),
+                   "cannot combine gpu-fraction", "\"0.5\"", P "trainer.gpu-memory.request",
+                   "\"8Gi\"");
     assert_msg_has(dec_bad(KV({"gpu-fraction-num-devices", "2"}), &o, &err),
                    "gpu-fraction-num-devices", "\"2\"",
                    "without specifying fraction details", "gpu-fraction or gpu-memory");

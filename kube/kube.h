@@ -59,6 +59,9 @@ int gf_kube_watch(gf_kube *k, const char *path, char *rv, size_t rv_len, gf_kube
 int gf_kube_bind(gf_kube *k, const char *ns, const char *name, const char *uid,
                  const char *node, json_t *annotations, gf_error *err);
 
+/* GET the v1.Pod ns/name (new reference in *pod); GF_ENOTFOUND on 404. */
+int gf_kube_get_pod(gf_kube *k, const char *ns, const char *name, json_t **pod, gf_error *err);
+
 /* The binding body the API server expects (exposed for tests). */
 json_t *gf_kube_binding_body(const char *ns, const char *name, const char *uid,
                              const char *node, json_t *annotations);

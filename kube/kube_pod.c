@@ -1,15 +1,8 @@
-/* The kube client as the extender's gf_ext_kube. */
+/* GET one pod. */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "kube_impl.h"
-#include "kube_ext.h"
-
-static int bind_cb(void *cls, const char *ns, const char *name, const char *uid,
-                   const char *node, json_t *annotations, gf_error *err)
-{
-    return gf_kube_bind(cls, ns, name, uid, node, annotations, err);
-}
 
 int gf_kube_get_pod(gf_kube *k, const char *ns, const char *name, json_t **pod, gf_error *err)
 {
@@ -43,14 +36,4 @@ out:
     free(path);
     free(resp);
     return rc;
-}
-
-static int get_pod_cb(void *cls, const char *ns, const char *name, json_t **pod, gf_error *err)
-{
-    return gf_kube_get_pod(cls, ns, name, pod, err);
-}
-
-gf_ext_kube gf_kube_ext(gf_kube *k)
-{
-    return (gf_ext_kube){.bind = bind_cb, .get_pod = get_pod_cb, .cls = k};
 }
