@@ -27,12 +27,15 @@ build: deps
 demo: build
 	$(BUILD)/bin/gpufrac demo
 
+# The packages and the node image are built before ctest: cri.image runs
+# gpufracd from that image.
 check: deps kube-build
 	cmake -S . -B $(TEST_BUILD) -DCMAKE_BUILD_TYPE=Debug -DGPUFRAC_SANITIZE=ON -DGPUFRAC_FUZZ=ON
 	cmake --build $(TEST_BUILD) -j$(JOBS)
-	cd $(TEST_BUILD) && ctest --output-on-failure -j$(JOBS)
-	$(MAKE) ci-builds package-check
+	$(MAKE) package-check
 	DEBS=build-deb ./scripts/build-image.sh build-image
+	cd $(TEST_BUILD) && ctest --output-on-failure -j$(JOBS)
+	$(MAKE) ci-builds
 
 # CI also builds (no second test run) an optimized gcc build and a clang
 # build, so a warning only they show fails CI.

@@ -1,7 +1,7 @@
 """The node installer (the chart's install.sh) the way it is used: run
 against Debian's stock /etc/containerd/config.toml and `containerd config
-default` (copies in a temp dir; the host's /etc is only read), in both modes,
-then real containerd started on that result: CRI Version answers, a pod on
+default` (copies in a temp dir; the host's /etc is only read), in each mode
+(append, dropin, auto), then real containerd started on that result: CRI Version answers, a pod on
 runc and a fractional pod on the gpufrac handler run.
 
 What the test changes in a copy before the installer runs, because this
@@ -162,9 +162,10 @@ class InstallTest(unittest.TestCase):
         script = files["install.sh"].replace("CFG=/etc/gpufrac-install", "CFG=" + cfg)
         script = script.replace("H=/host", "H=" + self.host)
         # the image's files are the build's; no nsenter into this machine's PID 1
-        script = script.replace("put /usr/local/bin/gpufrac-runtime",
-                                "put %s" % os.path.realpath(RUNTIME))
-        script = script.replace("put /usr/local/lib/gpufrac/libgpufrac.so", "put %s" % SHIM)
+        for image_path, build_path in (("/usr/sbin/gpufrac-runtime", os.path.realpath(RUNTIME)),
+                                       ("/usr/lib/*/gpufrac/libgpufrac.so", SHIM)):
+            self.assertIn("put %s " % image_path, script)
+            script = script.replace("put %s " % image_path, "put %s " % build_path)
         script = script.replace("nsenter ", "false ")
         with open(os.path.join(cfg, "install.sh"), "w") as f:
             f.write(script)
@@ -234,10 +235,13 @@ class InstallTest(unittest.TestCase):
             self.assertEqual(int(got["total"]), 1 << 30)
 
     # -- the cases ----------------------------------------------------------
-    def append_case(self, base):
+    def append_case(self, base, mode="append"):
         self.write_conf(self.private(base))
-        r = self.install("append")
+        r = self.install(mode)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        if mode == "auto":
+            self.assertIn("installer.containerdConfig=auto: append (", r.stdout)
+        self.assertFalse(os.path.exists(os.path.join(self.etc, "conf.d")))
         tomllib.loads(self.read_conf())
         self.point_binary(os.path.join(self.etc, "config.toml"))
         self.start_node()
@@ -274,13 +278,31 @@ class InstallTest(unittest.TestCase):
     def test_default_config_dropin_is_refused_and_the_node_keeps_working(self):
         self.dropin_case(default_config())
 
-    def test_dropin_where_config_toml_imports_conf_d(self):
-        self.write_conf('version = 2\nimports = ["%s/conf.d/*.toml"]\n\n'
-                        '[plugins."io.containerd.internal.v1.opt"]\n  path = "%s/opt"\n'
-                        % (self.etc, self.ctd_dir))
-        r = self.install("dropin")
+    # auto (the chart's default): append on both 1.x configs, which have CRI
+    # settings and import nothing; a drop-in where config.toml imports conf.d
+    def test_stock_config_auto_appends(self):
+        base = stock_config()
+        if base is None:
+            self.skipTest("this machine's %s differs from Debian's" % STOCK)
+        self.append_case(base, "auto")
+
+    def test_default_config_auto_appends(self):
+        self.append_case(default_config(), "auto")
+
+    def test_auto_where_config_toml_imports_conf_d(self):
+        self.test_dropin_where_config_toml_imports_conf_d("auto")
+
+    def test_dropin_where_config_toml_imports_conf_d(self, mode="dropin"):
+        conf = ('version = 2\nimports = ["%s/conf.d/*.toml"]\n\n'
+                '[plugins."io.containerd.internal.v1.opt"]\n  path = "%s/opt"\n'
+                % (self.etc, self.ctd_dir))
+        self.write_conf(conf)
+        r = self.install(mode)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertNotIn("WARNING", r.stdout)
+        if mode == "auto":
+            self.assertIn("installer.containerdConfig=auto: dropin (", r.stdout)
+        self.assertEqual(self.read_conf(), conf)
         self.point_binary(os.path.join(self.etc, "conf.d", "gpufrac.toml"))
         self.start_node()
         self.assert_node_works()

@@ -324,6 +324,8 @@ class Installer(unittest.TestCase):
                 f.write(conf)
         e = dict(os.environ, GPUFRAC_CONTAINERD_CONFIG=mode, PATH="/usr/bin:/bin",
                  **(env or {}))
+        if mode is None:  # the script's own default
+            del e["GPUFRAC_CONTAINERD_CONFIG"]
         r = subprocess.run(["sh", os.path.join(cfg, "install.sh")], env=e, text=True,
                            capture_output=True)
         return r, etc
@@ -389,7 +391,63 @@ class Installer(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             r, _ = self.run_installer(tmp, "bogus", "")
             self.assertNotEqual(r.returncode, 0)
-            self.assertIn("dropin, append or none", r.stdout)
+            self.assertIn("auto, dropin, append or none", r.stdout)
+
+    def test_auto(self):
+        import tempfile
+        cri = '\n[plugins."io.containerd.grpc.v1.cri"]\n  sandbox_image = "pause:1"\n'
+        imports = 'imports = ["/etc/containerd/conf.d/*.toml"]\n'
+        v3_cri = "\n[plugins.'io.containerd.cri.v1.images']\n  snapshotter = \"native\"\n"
+        cases = (  # config.toml (the version line: 1.x or 2.x), mode chosen, why
+            ("version = 2\n" + cri, "append", "does not import"),  # Debian 12's stock file
+            ("version = 2\n" + imports + cri, "append", "has CRI settings a drop-in would replace"),
+            ("version = 2\n" + imports, "dropin", "has no CRI settings of its own"),
+            ("version = 3\n" + imports + v3_cri, "dropin", "imports conf.d"),
+            ("version = 3\n" + v3_cri, "append", "does not import"),
+        )
+        for conf, want, why in cases:
+            for mode in ("auto", None):  # auto is also the script's default
+                with tempfile.TemporaryDirectory() as tmp:
+                    r, etc = self.run_installer(tmp, mode, conf)
+                    self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+                    self.assertIn("installer.containerdConfig=auto: %s (" % want, r.stdout)
+                    self.assertIn(why, r.stdout)
+                    with open(os.path.join(etc, "config.toml")) as f:
+                        text = f.read()
+                    dropin = os.path.join(etc, "conf.d", "gpufrac.toml")
+                    if want == "dropin":
+                        self.assertEqual(text, conf)
+                        with open(dropin) as f:
+                            t = tomllib.loads(f.read())
+                    else:
+                        self.assertFalse(os.path.exists(dropin))
+                        self.assertTrue(text.startswith(conf))
+                        t = tomllib.loads(text)
+                    table = "io.containerd.grpc.v1.cri" if conf.startswith("version = 2") \
+                        else "io.containerd.cri.v1.runtime"
+                    self.assertIn("gpufrac", t["plugins"][table]["containerd"]["runtimes"])
+        with tempfile.TemporaryDirectory() as tmp:
+            # an appended block stays the way: config.toml imports conf.d later
+            r, etc = self.run_installer(tmp, "auto", "version = 3\n")
+            self.assertIn("auto: append", r.stdout)
+            with open(os.path.join(etc, "config.toml")) as f:
+                text = f.read()
+            with open(os.path.join(etc, "config.toml"), "w") as f:
+                f.write(imports + text)
+            r, etc = self.run_installer(tmp, "auto")
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn("auto: append (config.toml has the block an earlier run appended)",
+                          r.stdout)
+            self.assertFalse(os.path.exists(os.path.join(etc, "conf.d", "gpufrac.toml")))
+            with open(os.path.join(etc, "config.toml")) as f:
+                self.assertEqual(f.read(), imports + text)  # unchanged: the block is current
+
+    def test_chart_default_is_auto(self):
+        spec = find(docs(rendered()), "DaemonSet")["spec"]["template"]["spec"]
+        self.assertEqual(env_of(spec["initContainers"][0])["GPUFRAC_CONTAINERD_CONFIG"], "auto")
+        spec = find(docs(rendered("installer.containerdConfig=append")), "DaemonSet")
+        self.assertEqual(env_of(spec["spec"]["template"]["spec"]["initContainers"][0])
+                         ["GPUFRAC_CONTAINERD_CONFIG"], "append")
 
 
 class Kubectl(unittest.TestCase):
