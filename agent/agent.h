@@ -177,6 +177,8 @@ void gf_loan_exited(gf_agent *a, int i);
 /* Reclaims past their deadline answer now. */
 void gf_reclaim_expire(gf_agent *a);
 uint64_t gf_loans_of(const gf_agent *a, const gf_afraction *f, int gpu);
+/* The live loan of (fraction, GPU, host pid + start time), or NULL. */
+gf_loan *gf_loan_find(gf_agent *a, const char *frac, int gpu, pid_t pid, uint64_t start);
 /* Writes the agent's loans and evictions into f's ledger (the shim's copy). */
 void gf_loans_publish(gf_agent *a, gf_afraction *f);
 /* After the journal was replayed: reopens the borrowers' pidfds, finishes

@@ -139,7 +139,7 @@ void gf_journal(gf_agent *a, const char *fmt, ...)
     a->journal_bytes += (size_t)n;
 }
 
-static gf_loan *loan_find(gf_agent *a, const char *frac, int gpu, pid_t pid, uint64_t start)
+gf_loan *gf_loan_find(gf_agent *a, const char *frac, int gpu, pid_t pid, uint64_t start)
 {
     for (int i = 0; i < a->loans_high; i++) {
         gf_loan *l = &a->loans[i];
@@ -217,7 +217,7 @@ static void replay_line(gf_agent *a, char *line)
     int gpu = gf_gpu_index(a, uuid);
     if (gpu < 0)
         return; /* a GPU this node no longer has */
-    l = loan_find(a, frac, gpu, (pid_t)pid, v[0]);
+    l = gf_loan_find(a, frac, gpu, (pid_t)pid, v[0]);
     if (strcmp(verb, "lend") == 0 && n == 6) {
         if (!l && (l = loan_new(a))) {
             snprintf(l->fraction, sizeof(l->fraction), "%s", frac);

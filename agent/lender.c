@@ -56,17 +56,6 @@ void gf_loans_publish(gf_agent *a, gf_afraction *f)
     }
 }
 
-static gf_loan *find_loan(gf_agent *a, const char *frac, int gpu, pid_t pid, uint64_t start)
-{
-    for (int i = 0; i < a->loans_high; i++) {
-        gf_loan *l = &a->loans[i];
-        if (l->used && l->gpu == gpu && l->pid == pid && l->start == start &&
-            strcmp(l->fraction, frac) == 0)
-            return l;
-    }
-    return NULL;
-}
-
 static int free_loan_slot(gf_agent *a)
 {
     for (int i = 0; i < GF_AGENT_LOANS_MAX; i++)
@@ -114,7 +103,7 @@ int gf_lend(gf_agent *a, gf_afraction *f, pid_t pid, int pidfd, int gpu, uint64_
                             "lent, %s left below its limit",
                             f->cfg.name, g->uuid, h2, h1, room_fraction ? "some" : "nothing");
     }
-    if ((l = find_loan(a, f->cfg.name, gpu, pid, start))) {
+    if ((l = gf_loan_find(a, f->cfg.name, gpu, pid, start))) {
         close(pidfd); /* the loan holds one already */
     } else {
         int i = free_loan_slot(a);
@@ -145,7 +134,7 @@ int gf_return_loan(gf_agent *a, gf_afraction *f, pid_t pid, int gpu, uint64_t by
     uint64_t start;
     gf_loan *l;
 
-    if (!gf_proc_stat(pid, &start, NULL) || !(l = find_loan(a, f->cfg.name, gpu, pid, start)))
+    if (!gf_proc_stat(pid, &start, NULL) || !(l = gf_loan_find(a, f->cfg.name, gpu, pid, start)))
         return -1;
     if (bytes > l->bytes)
         bytes = l->bytes;
