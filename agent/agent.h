@@ -48,6 +48,7 @@ typedef struct gf_afraction {
     char ns[64], pod[128], container[64]; /* Kubernetes identity, "" on one host */
     uint64_t driver_used[GF_CONFIG_DEVICES_MAX]; /* watchdog: NVML per-process sum */
     uint64_t watchdog_kills;
+    uint64_t watchdog_kills_gpu[GF_CONFIG_DEVICES_MAX]; /* per config device, since start */
     bool seen;                 /* mark for rescans */
     int listen_fd;             /* <dir>/agent.sock: the fraction's own socket, -1 if none */
 } gf_afraction;

@@ -11,6 +11,7 @@
 
 #include "agent.h"
 #include "quantity.h"
+#include "terminated.h"
 
 static int ledger_dev(gf_afraction *f, const gf_gpu *g, gf_error *err)
 {
@@ -135,6 +136,7 @@ static void evict(gf_agent *a, const gf_gpu *g, const borrower *b)
     gf_bytes_human(b->borrowed, h, sizeof(h));
     gf_agent_event(a, "reclaim: terminated pid %d of fraction %s on %s to take back its loan of %s",
                    (int)b->pid, b->f->cfg.name, g->uuid, h);
+    gf_terminated_record(a, b->f, b->pid, (int)(g - a->gpus), GF_TERM_RECLAIM, b->borrowed, 0);
 }
 
 int gf_reclaim(gf_agent *a, const char *uuid, uint64_t bytes, int *evicted, gf_error *err)

@@ -16,6 +16,7 @@
 #include "agent.h"
 #include "proto.h"
 #include "server.h"
+#include "terminated.h"
 
 /* The agent's own socket is root's; a fraction's processes reach the agent
  * through their fraction's socket (<fraction dir>/agent.sock, owned by the
@@ -84,9 +85,13 @@ static void do_reclaim(gf_agent *a, const gf_msg *in, gf_msg *out, pid_t peer)
     if (gf_msg_get_u64(in, "bytes", &bytes, &err) < 0)
         return gf_reply_error(out, err.msg);
     gf_registry_scan_if_changed(a, &err);
-    if (!gf_registry_find_pid_fresh(a, peer, NULL))
+    const gf_afraction *owner = gf_registry_find_pid_fresh(a, peer, NULL);
+    if (!owner)
         return gf_reply_error(out, "only a process of a fraction may ask to reclaim");
-    if (gf_reclaim(a, a->gpus[g].uuid, bytes, &evicted, &err) < 0)
+    gf_terminated_cause(owner->cfg.name);
+    int rc = gf_reclaim(a, a->gpus[g].uuid, bytes, &evicted, &err);
+    gf_terminated_cause(NULL);
+    if (rc < 0)
         return gf_reply_error(out, err.msg);
     gf_msg_init(out, "ok");
     gf_msg_add_u64(out, "evicted", (uint64_t)evicted);

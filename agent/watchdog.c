@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "terminated.h"
 
 #define WD_PROCS_MAX 1024
 #define WD_ANCESTRY_MAX 64
@@ -215,6 +216,7 @@ static void enforce(gf_agent *a, int g, int i, int n)
                       "limit %llu",
                    (int)wd.procs[k].pid, f->cfg.name, (unsigned long long)w->sum,
                    a->gpus[g].uuid, (unsigned long long)cd->limit);
+    gf_terminated_record(a, f, wd.procs[k].pid, g, GF_TERM_WATCHDOG, w->sum, cd->limit);
     gf_counters_save(a);
 }
 

@@ -63,8 +63,10 @@ int gf_cmd_run(int argc, char **argv)
     }
     if (p.cfg.mode == GF_MODE_SM_SHARING && p.cfg.agent[0])
         run_supervise_on_stop(release_mps, &p);
-    rc = run_supervise(o.cmd, &lg);
+    pid_t child = 0;
+    rc = run_supervise(o.cmd, &lg, &child);
     gf_ledger_close(&lg);
-    gf_fraction_remove(&f);
+    rc = run_report_terminated(f.dir, child, rc);
+    gf_fraction_end(&f, p.state, rc);
     return rc;
 }

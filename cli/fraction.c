@@ -157,8 +157,50 @@ static void remove_abandoned(const char *fractions, const char *name)
         gf_rm_tree(dir);
 }
 
+time_t gf_fraction_ended_at(const char *dir, int *exit_code)
+{
+    char path[GF_PATH_MAX + 16];
+    long long when = 0;
+    int code = 0;
+    FILE *fp;
+
+    if (gf_path_join(path, sizeof(path), dir, "ended") < 0 || !(fp = fopen(path, "re")))
+        return 0;
+    if (fscanf(fp, "time=%lld exit=%d", &when, &code) < 1)
+        when = 0;
+    fclose(fp);
+    if (exit_code)
+        *exit_code = code;
+    return (time_t)when;
+}
+
+/* Ended fractions are kept GF_ENDED_KEEP_S for `gpufrac status`. */
+static void gc_ended(const char *state)
+{
+    char ended[GF_PATH_MAX], dir[GF_PATH_MAX];
+    time_t now = time(NULL);
+    struct dirent *de;
+    DIR *d;
+
+    if (snprintf(ended, sizeof(ended), "%s/ended", state) >= (int)sizeof(ended) ||
+        !(d = opendir(ended)))
+        return;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.' || gf_path_join(dir, sizeof(dir), ended, de->d_name) < 0)
+            continue;
+        time_t at = gf_fraction_ended_at(dir, NULL);
+        struct stat st;
+        if (at == 0 && lstat(dir, &st) == 0)
+            at = st.st_mtime;
+        if (now - at > GF_ENDED_KEEP_S)
+            gf_rm_tree(dir);
+    }
+    closedir(d);
+}
+
 void gf_fraction_gc(const char *state)
 {
+    gc_ended(state);
     char fractions[GF_PATH_MAX];
     struct dirent *de;
     DIR *d;
