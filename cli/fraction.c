@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,6 +85,18 @@ bool gf_fraction_supervised(const char *dir, pid_t *pid)
     return held;
 }
 
+/* A container fraction (its identity written by the agent) has no lock
+ * holder: its supervisor is the container's init, alive or not. */
+static bool container_alive(const char *dir, pid_t sup)
+{
+    char path[GF_PATH_MAX];
+
+    if (sup <= 0 || gf_path_join(path, sizeof(path), dir, "identity") < 0 ||
+        access(path, F_OK) < 0)
+        return false;
+    return kill(sup, 0) == 0 || errno == EPERM;
+}
+
 int gf_fraction_inspect(const char *dir, gf_fraction_state *state, pid_t *pids, size_t max,
                         size_t *n_pids, gf_error *err)
 {
@@ -94,7 +107,7 @@ int gf_fraction_inspect(const char *dir, gf_fraction_state *state, pid_t *pids, 
     *n_pids = 0;
     if (snprintf(path, sizeof(path), "%s/ledger", dir) >= (int)sizeof(path))
         return gf_error_set(err, GF_EINVAL, "path too long: %s", dir);
-    bool supervised = gf_fraction_supervised(dir, &sup);
+    bool supervised = gf_fraction_supervised(dir, &sup) || container_alive(dir, sup);
     if (gf_ledger_open(path, &lg, err) < 0) {
         if (err->code != GF_ESYS || err->sys_errno != ENOENT)
             return -1;
