@@ -73,6 +73,8 @@ typedef struct gf_agent {
     time_t publish_next;
     uint64_t requests_total, requests_bad;
     uint64_t evictions_total, watchdog_kills_total; /* kept in <state>/counters */
+    uint64_t ticks;            /* rounds of the loop, for "is the agent alive" alerts */
+    time_t last_tick;
     int log_fd;
     int epfd;                  /* epoll of the fractions' listening sockets, -1 before main */
 } gf_agent;

@@ -179,6 +179,8 @@ static void tick(gf_agent *a)
 {
     gf_error err;
     pthread_mutex_lock(&a->lock);
+    a->ticks++;
+    a->last_tick = time(NULL);
     if (gf_registry_scan(a, &err) < 0)
         gf_log_write(a->log_fd, GF_LOG_WARN, "gpufracd", "%s", err.msg);
     gf_agent_nvml_refresh(a, &err);

@@ -67,6 +67,29 @@ static void fit(char *s, int width)
     }
 }
 
+/* Prints text in lines of at most cols, broken at spaces. */
+static void wrap(const char *text, int cols, const char *first, const char *rest)
+{
+    const char *lead = first;
+
+    while (*text) {
+        int room = cols - (int)strlen(lead);
+        int n = (int)strlen(text);
+        if (n > room) {
+            n = room;
+            while (n > room / 2 && text[n] != ' ')
+                n--;
+            if (text[n] != ' ')
+                n = room;
+        }
+        printf("%s%.*s\n", lead, n, text);
+        text += n;
+        while (*text == ' ')
+            text++;
+        lead = rest;
+    }
+}
+
 typedef struct layout {
     int cols, label_w, owner_w;
     bool wide; /* room for MODE and PEAK */
@@ -158,8 +181,7 @@ static void fraction_row(const layout *l, const status_view *v, const status_fra
             snprintf(why, sizeof(why), "%s", f->last_reason);
         else
             snprintf(why, sizeof(why), "ended with exit status %d", f->exit_code);
-        fit(why, l->cols - 6 > 10 ? l->cols - 6 : 10);
-        printf("      %s\n", why);
+        wrap(why, l->cols, "      ", "        ");
         return;
     }
     proc_lines(v, f, g);
@@ -239,8 +261,7 @@ static void print_events(const char *state, int cols)
     for (int i = n > RECENT_EVENTS ? n - RECENT_EVENTS : 0; i < n; i++) {
         char *ln = lines[i % RECENT_EVENTS];
         ln[strcspn(ln, "\n")] = '\0';
-        fit(ln, cols - 2);
-        printf("  %s\n", ln);
+        wrap(ln, cols, "  ", "      ");
     }
 }
 

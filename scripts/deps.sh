@@ -6,6 +6,8 @@ PKGS="cmake make gcc clang-14 libclang-rt-14-dev pkg-config libcmocka-dev libjan
 command -v kubectl >/dev/null 2>&1 || PKGS="$PKGS kubernetes-client"
 # openssl makes the test API server's certificate
 PKGS="$PKGS openssl"
+# a real Prometheus server and promtool check the metrics, the alert rules and the dashboard
+PKGS="$PKGS prometheus"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
