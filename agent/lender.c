@@ -127,6 +127,9 @@ static void evict(gf_agent *a, const gf_gpu *g, const borrower *b)
         if (gf_mps_terminate_clients(a, (int)(g - a->gpus), &b->pid, 1, &err) < 0)
             gf_agent_event(a, "reclaim: %s", err.msg);
     }
+    /* the reason is on record before the process dies, so its gpufrac run,
+     * which reaps it at once, finds it */
+    gf_terminated_record(a, b->f, b->pid, (int)(g - a->gpus), GF_TERM_RECLAIM, b->borrowed, 0);
     kill(b->pid, SIGKILL);
     wait_gone(b->pid, 5000);
     gf_ledger_reclaim_dead(&b->f->ledger);
@@ -136,7 +139,6 @@ static void evict(gf_agent *a, const gf_gpu *g, const borrower *b)
     gf_bytes_human(b->borrowed, h, sizeof(h));
     gf_agent_event(a, "reclaim: terminated pid %d of fraction %s on %s to take back its loan of %s",
                    (int)b->pid, b->f->cfg.name, g->uuid, h);
-    gf_terminated_record(a, b->f, b->pid, (int)(g - a->gpus), GF_TERM_RECLAIM, b->borrowed, 0);
 }
 
 int gf_reclaim(gf_agent *a, const char *uuid, uint64_t bytes, int *evicted, gf_error *err)

@@ -66,7 +66,7 @@ int gf_cmd_run(int argc, char **argv)
     pid_t child = 0;
     rc = run_supervise(o.cmd, &lg, &child);
     gf_ledger_close(&lg);
-    rc = run_report_terminated(f.dir, child, rc);
+    rc = run_report_terminated(f.dir, child, rc, p.cfg.agent[0] != '\0');
     gf_fraction_end(&f, p.state, rc);
     return rc;
 }

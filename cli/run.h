@@ -63,7 +63,7 @@ int run_ended_parse_line(char *line, run_termination *t);
 /* Prints the agent's reason for every process of the fraction it terminated;
  * returns the exit code (GF_EXIT_EVICTED / GF_EXIT_WATCHDOG when it was
  * COMMAND itself, else rc). */
-int run_report_terminated(const char *fraction_dir, pid_t child, int rc);
+int run_report_terminated(const char *fraction_dir, pid_t child, int rc, bool agent);
 
 /* fn runs once, before the first stop signal is passed on to the fraction. */
 void run_supervise_on_stop(void (*fn)(void *), void *arg);

@@ -35,15 +35,35 @@ int run_ended_parse_line(char *line, run_termination *t)
     return 0;
 }
 
-int run_report_terminated(const char *fraction_dir, pid_t child, int rc)
+/* Has the agent recorded pid yet? */
+static bool recorded(const char *path, pid_t pid)
+{
+    char line[1024];
+    run_termination t;
+    bool found = false;
+    FILE *fp = fopen(path, "re");
+
+    while (fp && !found && fgets(line, sizeof(line), fp))
+        found = run_ended_parse_line(line, &t) == 0 && t.pid == pid;
+    if (fp)
+        fclose(fp);
+    return found;
+}
+
+int run_report_terminated(const char *fraction_dir, pid_t child, int rc, bool agent)
 {
     char path[GF_PATH_MAX + 16], line[1024];
+    struct timespec tick = {0, 20 * 1000 * 1000};
     run_termination t;
     int code = rc;
     FILE *fp;
 
     if (gf_path_join(path, sizeof(path), fraction_dir, "terminated") < 0)
         return rc;
+    /* the watchdog writes its record right after its SIGKILL, which we may
+     * have reaped first: give it a moment (at most 1 s, only then) */
+    for (int i = 0; agent && rc == 128 + 9 && i < 50 && !recorded(path, child); i++)
+        nanosleep(&tick, NULL);
     if (!(fp = fopen(path, "re")))
         return rc;
     while (fgets(line, sizeof(line), fp)) {

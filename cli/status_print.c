@@ -270,9 +270,12 @@ void status_print_table(const status_view *v, int cols)
     layout l = plan(v, cols);
     bool shown[64] = {false};
 
-    printf("gpufrac status - %s - %s%s\n", v->state,
-           v->agent ? "gpufracd serves it" : "no gpufracd: nothing is guaranteed",
-           v->all_users ? "" : " - your fractions only");
+    char head[GF_PATH_MAX + 32];
+    snprintf(head, sizeof(head), "gpufrac status  %s", v->state);
+    fit(head, cols);
+    printf("%s\n%s%s\n", head,
+           v->agent ? "gpufracd serves it" : "no gpufracd serves it: nothing is guaranteed",
+           v->all_users ? "" : "; your fractions only");
     if (v->n == 0)
         printf("No fractions running.\n");
     putchar('\n');

@@ -3,6 +3,7 @@ the watchdog, restart with state intact, metrics through a real Prometheus
 parser, sm-sharing against the MPS stand-in, malformed socket messages."""
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -140,7 +141,7 @@ class BurstTest(AgentTestCase):
         self.assertEqual(lines, ["alloc=CUDA_ERROR_OUT_OF_MEMORY", "alloc=ok"], r.stdout)
 
     def test_reclaim_terminates_the_borrower_and_the_owner_allocates(self):
-        self.run_bg("borrower", "--memory", "1Gi", "--limit", "3Gi", "--", PROBE, "alloc",
+        borrower = self.run_bg("borrower", "--memory", "1Gi", "--limit", "3Gi", "--", PROBE, "alloc",
                     "2560Mi", "hold", "60")
         st = self.wait_for(lambda: self.status().get("borrower", {}).get("burst"), "a loan")
         self.assertEqual(st, 1536 * Mi)
@@ -152,17 +153,45 @@ class BurstTest(AgentTestCase):
         self.wait_for(lambda: "borrower" not in self.status(), "the borrower's run to end")
         m = self.metrics()
         self.assertEqual(self.sample(m, "gpufrac_agent_evictions_total"), 1.0)
+        # its owner is told why, and the exit status says so
+        borrower.wait(timeout=30)
+        self.assertEqual(borrower.returncode, 75, self.output("borrower"))
+        self.assertRegex(self.output("borrower"),
+                         r"gpufrac run: pid \d+ evicted by gpufracd: its loan of 1\.50 GiB above "
+                         r"--memory on GPU 0 was taken back for fraction \"owner\"")
+        # the ended fraction stays visible with its last state and the reason
+        table = subprocess.run([GPUFRAC, "status"], env=self.env, capture_output=True,
+                               text=True).stdout
+        row = [ln for ln in table.splitlines() if re.match(r"^  \S+ +borrower ", ln)]
+        self.assertEqual(len(row), 1, table)
+        self.assertIn("evicted", row[0])
+        self.assertIn("taken back", table)
+        r = subprocess.run([GPUFRAC, "status", "--json", "--all"], env=self.env,
+                           capture_output=True, text=True, check=True)
+        ended = {f["name"]: f for f in json.loads(r.stdout)}["borrower"]
+        self.assertEqual(ended["state"], "ended")
+        self.assertEqual(ended["exit_code"], 75)
+        self.assertEqual(ended["terminated"], 1)
+        self.assertEqual(ended["devices"][0]["evictions"], 1)
 
 
 class WatchdogTest(AgentTestCase):
     def test_process_bypassing_the_shim_is_terminated(self):
         # inside the fraction, but without the preload: only the driver sees it
         # 2Gi is past 512Mi plus the watchdog's allowance for contexts
-        self.run_bg("leaky", "--memory", "512Mi", "--", "env", "-u", "LD_PRELOAD", PROBE,
-                    "alloc", "2Gi", "hold", "60")
+        p = self.run_bg("leaky", "--memory", "512Mi", "--", "env", "-u", "LD_PRELOAD", PROBE,
+                        "alloc", "2Gi", "hold", "60")
         self.wait_for(lambda: "watchdog: killed pid" in self.events(), "the watchdog")
         self.assertIn("fraction leaky", self.events())
         self.wait_for(lambda: "leaky" not in self.status(), "the leaky run to end")
+        p.wait(timeout=30)
+        self.assertEqual(p.returncode, 76, self.output("leaky"))
+        self.assertRegex(self.output("leaky"),
+                         r"gpufrac run: pid \d+ terminated by gpufracd's watchdog: the driver "
+                         r"reports [0-9.]+ GiB for fraction \"leaky\" on GPU 0, [0-9.]+ GiB over "
+                         r"its limit of 512\.00 MiB")
+        m = self.metrics()
+        self.assertEqual(self.sample(m, "gpufrac_agent_watchdog_kills_total"), 1.0)
 
     def test_process_within_its_limit_is_left_alone(self):
         p = self.run_bg("fine", "--memory", "1Gi", "--", "env", "-u", "LD_PRELOAD", PROBE,
