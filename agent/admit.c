@@ -81,7 +81,7 @@ static int parse_devices(const char *v, gf_fraction_config *cfg, gf_error *err)
     return 0;
 }
 
-static int parse_admit(const gf_msg *in, gf_fraction_config *cfg, gf_error *err)
+int gf_admit_parse(const gf_msg *in, gf_fraction_config *cfg, gf_error *err)
 {
     const char *name = gf_msg_get(in, "name"), *mode = gf_msg_get(in, "mode");
     uint64_t pct = 100;
@@ -102,7 +102,7 @@ static int parse_admit(const gf_msg *in, gf_fraction_config *cfg, gf_error *err)
 }
 
 /* Guarantees must fit each GPU; modes never share one. */
-static int check_fit(gf_agent *a, const gf_fraction_config *cfg, gf_error *err)
+int gf_admit_check_fit(gf_agent *a, const gf_fraction_config *cfg, gf_error *err)
 {
     char h1[32], h2[32];
     for (size_t i = 0; i < cfg->n_devices; i++) {
@@ -177,11 +177,11 @@ void gf_admit_container(gf_agent *a, const gf_msg *in, gf_msg *out, const struct
 
     if (cr->uid != 0)
         return gf_reply_error(out, "only root (the container runtime) may admit a container");
-    if (parse_admit(in, &cfg, &err) < 0)
+    if (gf_admit_parse(in, &cfg, &err) < 0)
         return gf_reply_error(out, err.msg);
     gf_registry_scan_if_changed(a, &err);
     if (!gf_registry_find_name_fresh(a, cfg.name)) {
-        if (check_fit(a, &cfg, &err) < 0 || make_fraction(a, &cfg, in, &err) < 0)
+        if (gf_admit_check_fit(a, &cfg, &err) < 0 || make_fraction(a, &cfg, in, &err) < 0)
             return gf_reply_error(out, err.msg);
         gf_registry_scan_if_changed(a, &err);
         gf_agent_event(a, "admitted container fraction %s", cfg.name);

@@ -23,6 +23,7 @@
 #include "agent.h"
 #include "log.h"
 #include "server.h"
+#include "user_admit.h"
 
 #define CLIENTS_MAX 256
 
@@ -41,6 +42,9 @@ static const char usage[] =
     "                           port 0 picks a free one and logs it)\n"
     "  --watchdog-period-ms N   watchdog period (default 500)\n"
     "  --mps-control PATH       nvidia-cuda-mps-control to run (default: from PATH)\n"
+    "  --policy FILE            what each local user may ask (default " GF_USER_POLICY_DEFAULT ";\n"
+    "                           missing: no limits); users reach the agent through\n"
+    "                           <state-dir>/users.sock\n"
     "  --node-name NAME         publish the GPU inventory as annotation gpufrac.io/gpus of\n"
     "                           this Node (default: $NODE_NAME; unset = do not publish)\n"
     "  --api-server URL         Kubernetes API (default: in-cluster); --token-file F,\n"
@@ -76,6 +80,8 @@ void gf_agent_event(gf_agent *a, const char *fmt, ...)
     close(fd);
 }
 
+static char policy[GF_PATH_MAX] = GF_USER_POLICY_DEFAULT; /* --policy */
+
 static int parse_args(gf_agent *a, int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -88,6 +94,7 @@ static int parse_args(gf_agent *a, int argc, char **argv)
         {"api-server", required_argument, NULL, 'a'},
         {"token-file", required_argument, NULL, 't'},
         {"insecure-skip-tls-verify", no_argument, NULL, 'i'},
+        {"policy", required_argument, NULL, 'p'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -113,6 +120,7 @@ static int parse_args(gf_agent *a, int argc, char **argv)
         case 'a': snprintf(a->api_server, sizeof(a->api_server), "%s", optarg); break;
         case 't': snprintf(a->token_file, sizeof(a->token_file), "%s", optarg); break;
         case 'i': a->api_insecure = true; break;
+        case 'p': snprintf(policy, sizeof(policy), "%s", optarg); break;
         case 'w':
             a->watchdog_period_ms = (int)strtol(optarg, &end, 10);
             if (*end || a->watchdog_period_ms < 10 || a->watchdog_period_ms > 60000) {
@@ -190,6 +198,7 @@ static void tick(gf_agent *a)
         if (a->gpus[g].mps_running && gf_mps_check(a, g, &err) < 0)
             gf_log_write(a->log_fd, GF_LOG_WARN, "gpufracd", "%s", err.msg);
     gf_reconcile_containers(a);
+    gf_user_reconcile(a);
     gf_publish_tick(a);
     gf_mps_stop_idle(a, &err);
     pthread_mutex_unlock(&a->lock);
@@ -314,6 +323,10 @@ int main(int argc, char **argv)
     if (gf_agent_nvml_init(a, &err) < 0 ||
         gf_registry_scan(a, &err) < 0 || (lfd = gf_server_listen(a, &err)) < 0)
         goto fail;
+    /* without it only root's gpufrac run and containers get fractions */
+    if (gf_user_listen(a, policy, &err) < 0)
+        gf_log_write(a->log_fd, GF_LOG_WARN, "gpufracd", "no fractions for local users: %s",
+                     err.msg);
     /* signals are blocked before any thread starts, so every thread inherits
      * the mask and only the loop's signalfd sees SIGTERM */
     sfd = make_signalfd();
@@ -331,6 +344,11 @@ int main(int argc, char **argv)
     rc = loop(a, lfd, sfd, tfd, ifd);
     gf_metrics_stop(a);
     unlink(a->socket_path);
+    {
+        char users[GF_PATH_MAX + 16];
+        snprintf(users, sizeof(users), "%s/users.sock", a->state_dir);
+        unlink(users);
+    }
     return rc;
 fail:
     fprintf(stderr, "gpufracd: %s\n", err.msg);

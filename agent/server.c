@@ -17,6 +17,7 @@
 #include "proto.h"
 #include "server.h"
 #include "terminated.h"
+#include "user_admit.h"
 
 /* The agent's own socket is root's; a fraction's processes reach the agent
  * through their fraction's socket (<fraction dir>/agent.sock, owned by the
@@ -180,9 +181,11 @@ static void dispatch(gf_agent *a, const gf_msg *in, gf_msg *out, const struct uc
         gf_admit_container(a, in, out, cr);
     } else if (strcmp(in->verb, "attach") == 0) {
         gf_attach_container(a, in, out, cr);
+    } else if (gf_user_dispatch(a, in, out, cr)) {
+        /* run, end: a local user's own fractions (user_admit.c) */
     } else {
         char m[160];
-        snprintf(m, sizeof(m), "unknown verb %s (expected ping, borrow, return, reclaim, mps, release, admit or attach)",
+        snprintf(m, sizeof(m), "unknown verb %s (expected ping, borrow, return, reclaim, mps, release, admit, attach, run or end)",
                  in->verb);
         gf_reply_error(out, m);
     }

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "policy.h"
+#include "user_policy.h"
 #include "quantity.h"
 
 static const char *const key_names[GF_POL_KEYS] = {
@@ -12,7 +12,7 @@ static const char *const key_names[GF_POL_KEYS] = {
     [GF_POL_MAX_FRACTIONS] = "max-fractions",
 };
 
-const char *gf_policy_key_name(gf_policy_key k)
+const char *gf_user_policy_key_name(gf_user_policy_key k)
 {
     return k < GF_POL_KEYS ? key_names[k] : "?";
 }
@@ -29,7 +29,7 @@ static void trim(char **s, char **end)
 
 static bool name_ok(const char *s, size_t len)
 {
-    if (len == 0 || len >= GF_POLICY_NAME_MAX)
+    if (len == 0 || len >= GF_USER_POLICY_NAME_MAX)
         return false;
     for (size_t i = 0; i < len; i++)
         if (!isalnum((unsigned char)s[i]) && !strchr("._-$", s[i]))
@@ -38,10 +38,10 @@ static bool name_ok(const char *s, size_t len)
 }
 
 /* "[default]", "[user NAME]", "[group NAME]" */
-static int parse_section(const char *file, int line, char *s, char *end, gf_policy *p,
+static int parse_section(const char *file, int line, char *s, char *end, gf_user_policy *p,
                          gf_error *err)
 {
-    gf_policy_section *sec;
+    gf_user_policy_section *sec;
     char *word, *wend, *name;
 
     if (end[-1] != ']')
@@ -51,9 +51,9 @@ static int parse_section(const char *file, int line, char *s, char *end, gf_poli
     s++;
     end--;
     trim(&s, &end);
-    if (p->n == GF_POLICY_SECTIONS_MAX)
+    if (p->n == GF_USER_POLICY_SECTIONS_MAX)
         return gf_error_set(err, GF_ENOSPACE, "policy %s:%d: more than %d sections", file, line,
-                            GF_POLICY_SECTIONS_MAX);
+                            GF_USER_POLICY_SECTIONS_MAX);
     sec = &p->s[p->n];
     memset(sec, 0, sizeof(*sec));
     sec->line = line;
@@ -70,7 +70,7 @@ static int parse_section(const char *file, int line, char *s, char *end, gf_poli
             return gf_error_set(err, GF_EINVAL, "policy %s:%d: [%.*s]: \"%.*s\" is not a user or "
                                 "group name (1 to %d of A-Z a-z 0-9 . _ - $)", file, line,
                                 (int)(wend - word), word, (int)(end - name), name,
-                                GF_POLICY_NAME_MAX - 1);
+                                GF_USER_POLICY_NAME_MAX - 1);
         sec->scope = word[0] == 'u' ? GF_POL_USER : GF_POL_GROUP;
         memcpy(sec->name, name, (size_t)(end - name));
     } else {
@@ -106,7 +106,7 @@ static int parse_modes(const char *v, unsigned *out, gf_error *err)
     return 0;
 }
 
-static int parse_value(gf_policy_key k, const char *v, gf_policy_value *out, gf_error *err)
+static int parse_value(gf_user_policy_key k, const char *v, gf_user_policy_value *out, gf_error *err)
 {
     char *end;
 
@@ -130,11 +130,11 @@ static int parse_value(gf_policy_key k, const char *v, gf_policy_value *out, gf_
     return gf_error_set(err, GF_EINVAL, "unknown key");
 }
 
-static int parse_setting(const char *file, int line, char *s, char *end, gf_policy *p,
+static int parse_setting(const char *file, int line, char *s, char *end, gf_user_policy *p,
                          gf_error *err)
 {
     char *eq = memchr(s, '=', (size_t)(end - s)), *kend, *v, value[160];
-    gf_policy_key k;
+    gf_user_policy_key k;
 
     if (!eq)
         return gf_error_set(err, GF_EINVAL, "policy %s:%d: \"%.*s\" is not \"key = value\"", file,
@@ -158,7 +158,7 @@ static int parse_setting(const char *file, int line, char *s, char *end, gf_poli
                             "characters", file, line, key_names[k], sizeof(value) - 1);
     memcpy(value, v, (size_t)(end - v));
     value[end - v] = '\0';
-    gf_policy_value *pv = &p->s[p->n - 1].v[k];
+    gf_user_policy_value *pv = &p->s[p->n - 1].v[k];
     if (pv->set)
         return gf_error_set(err, GF_EINVAL, "policy %s:%d: %s is already set in this section at "
                             "line %d", file, line, key_names[k], pv->line);
@@ -169,7 +169,7 @@ static int parse_setting(const char *file, int line, char *s, char *end, gf_poli
     return 0;
 }
 
-int gf_policy_parse(const char *text, size_t len, const char *file, gf_policy *out,
+int gf_user_policy_parse(const char *text, size_t len, const char *file, gf_user_policy *out,
                     gf_error *err)
 {
     char buf[512];
@@ -208,7 +208,7 @@ int gf_policy_parse(const char *text, size_t len, const char *file, gf_policy *o
 }
 
 /* Is a more generous than b for key k (compared on a GPU of gpu_total)? */
-static bool more_generous(gf_policy_key k, const gf_policy_value *a, const gf_policy_value *b)
+static bool more_generous(gf_user_policy_key k, const gf_user_policy_value *a, const gf_user_policy_value *b)
 {
     uint64_t x, y;
     gf_error ignored;
@@ -234,14 +234,14 @@ static bool more_generous(gf_policy_key k, const gf_policy_value *a, const gf_po
     return false;
 }
 
-void gf_policy_rules_for(const gf_policy *p, const char *user, const char *const *groups,
-                         size_t n_groups, gf_policy_rules *out)
+void gf_user_policy_rules_for(const gf_user_policy *p, const char *user, const char *const *groups,
+                         size_t n_groups, gf_user_policy_rules *out)
 {
     memset(out, 0, sizeof(*out));
-    for (gf_policy_key k = 0; k < GF_POL_KEYS; k++) {
-        const gf_policy_section *dflt = NULL, *grp = NULL, *usr = NULL;
+    for (gf_user_policy_key k = 0; k < GF_POL_KEYS; k++) {
+        const gf_user_policy_section *dflt = NULL, *grp = NULL, *usr = NULL;
         for (size_t i = 0; i < p->n; i++) {
-            const gf_policy_section *s = &p->s[i];
+            const gf_user_policy_section *s = &p->s[i];
             if (!s->v[k].set)
                 continue;
             if (s->scope == GF_POL_DEFAULT)
@@ -258,7 +258,7 @@ void gf_policy_rules_for(const gf_policy *p, const char *user, const char *const
     }
 }
 
-static int refuse(const gf_policy *p, const gf_policy_section *s, gf_policy_key k,
+static int refuse(const gf_user_policy *p, const gf_user_policy_section *s, gf_user_policy_key k,
                   const char *value, gf_error *err, const char *fmt, const char *what)
 {
     char sec[64];
@@ -280,17 +280,17 @@ static void amount_text(const gf_amount *a, char *buf, size_t len)
         gf_quantity_format(a->bytes, buf, len);
 }
 
-static int check_amount(const gf_policy *p, const gf_policy_rules *r, gf_policy_key k,
-                        const gf_policy_ask *ask, gf_error *err)
+static int check_amount(const gf_user_policy *p, const gf_user_policy_rules *r, gf_user_policy_key k,
+                        const gf_user_policy_ask *ask, gf_error *err)
 {
-    const gf_policy_section *s = r->from[k];
+    const gf_user_policy_section *s = r->from[k];
     char val[48], asked[160], h[32];
     gf_error ignored;
 
     if (!s)
         return 0;
     for (size_t i = 0; i < ask->n_devices; i++) {
-        const gf_policy_device *d = &ask->devices[i];
+        const gf_user_policy_device *d = &ask->devices[i];
         uint64_t max, want = k == GF_POL_MAX_GUARANTEED ? d->request : d->limit;
         if (gf_amount_resolve(&s->v[k].amount, d->gpu_total, "", &max, &ignored) < 0)
             max = d->gpu_total; /* a quantity past the GPU: the whole GPU */
@@ -305,10 +305,10 @@ static int check_amount(const gf_policy *p, const gf_policy_rules *r, gf_policy_
     return 0;
 }
 
-int gf_policy_check(const gf_policy *p, const gf_policy_rules *r, const gf_policy_ask *ask,
+int gf_user_policy_check(const gf_user_policy *p, const gf_user_policy_rules *r, const gf_user_policy_ask *ask,
                     gf_error *err)
 {
-    const gf_policy_section *s;
+    const gf_user_policy_section *s;
     char val[64], asked[96];
 
     if (check_amount(p, r, GF_POL_MAX_GUARANTEED, ask, err) < 0 ||

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "policy.h"
+#include "user_policy.h"
 #include "quantity.h"
 
 static const char policy_text[] =
@@ -29,31 +29,31 @@ static const char policy_text[] =
     "[user alice]\n"
     "max-guaranteed = 40Gi\n";
 
-static gf_policy *parse_ok(const char *text)
+static gf_user_policy *parse_ok(const char *text)
 {
-    gf_policy *p = malloc(sizeof(*p));
+    gf_user_policy *p = malloc(sizeof(*p));
     gf_error err = {0};
     assert_non_null(p);
-    if (gf_policy_parse(text, strlen(text), "/etc/gpufrac/policy.conf", p, &err) < 0)
+    if (gf_user_policy_parse(text, strlen(text), "/etc/gpufrac/policy.conf", p, &err) < 0)
         fail_msg("%s", err.msg);
     return p;
 }
 
-static int ask(const gf_policy *p, const char *user, const char *const *groups, size_t ng,
+static int ask(const gf_user_policy *p, const char *user, const char *const *groups, size_t ng,
                gf_mode mode, int pct, uint64_t req, uint64_t lim, size_t held, gf_error *err)
 {
-    gf_policy_rules r;
-    gf_policy_device d = {.request = req, .limit = lim, .gpu_total = 80 * GF_GIB};
-    gf_policy_ask a = {.mode = mode, .compute_percent = pct, .n_devices = 1, .devices = &d,
+    gf_user_policy_rules r;
+    gf_user_policy_device d = {.request = req, .limit = lim, .gpu_total = 80 * GF_GIB};
+    gf_user_policy_ask a = {.mode = mode, .compute_percent = pct, .n_devices = 1, .devices = &d,
                        .fractions_held = held};
-    gf_policy_rules_for(p, user, groups, ng, &r);
-    return gf_policy_check(p, &r, &a, err);
+    gf_user_policy_rules_for(p, user, groups, ng, &r);
+    return gf_user_policy_check(p, &r, &a, err);
 }
 
 static void test_default_applies_and_names_the_rule(void **state)
 {
     (void)state;
-    gf_policy *p = parse_ok(policy_text);
+    gf_user_policy *p = parse_ok(policy_text);
     gf_error err = {0};
 
     assert_int_equal(ask(p, "bob", NULL, 0, GF_MODE_TIME_SLICING, 100, 8 * GF_GIB, 8 * GF_GIB, 0,
@@ -81,7 +81,7 @@ static void test_default_applies_and_names_the_rule(void **state)
 static void test_user_beats_group_beats_default(void **state)
 {
     (void)state;
-    gf_policy *p = parse_ok(policy_text);
+    gf_user_policy *p = parse_ok(policy_text);
     const char *student[] = {"users", "students"}, *both[] = {"students", "staff"};
     gf_error err = {0};
 
@@ -111,7 +111,7 @@ static void test_user_beats_group_beats_default(void **state)
 static void test_empty_policy_limits_nothing(void **state)
 {
     (void)state;
-    gf_policy *p = parse_ok("# nothing here\n\n");
+    gf_user_policy *p = parse_ok("# nothing here\n\n");
     gf_error err = {0};
     assert_int_equal(ask(p, "bob", NULL, 0, GF_MODE_SM_SHARING, 100, 80 * GF_GIB, 80 * GF_GIB,
                          1000, &err), 0);
@@ -138,11 +138,11 @@ static void test_bad_lines_are_named(void **state)
                                                             "line 2"},
         {"[default]\nmax-limit =\n", "needs a value"},
     };
-    gf_policy *p = malloc(sizeof(*p));
+    gf_user_policy *p = malloc(sizeof(*p));
     (void)state;
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         gf_error err = {0};
-        assert_int_equal(gf_policy_parse(cases[i].text, strlen(cases[i].text), "p.conf", p, &err),
+        assert_int_equal(gf_user_policy_parse(cases[i].text, strlen(cases[i].text), "p.conf", p, &err),
                          -1);
         if (!strstr(err.msg, cases[i].words) || !strstr(err.msg, "policy p.conf:"))
             fail_msg("case %zu: \"%s\" lacks \"%s\"", i, err.msg, cases[i].words);

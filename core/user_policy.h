@@ -19,8 +19,8 @@
  * else the most generous of the user's [group]s, else [default], else no
  * limit. Root is never limited. A refusal names the file, line, section and
  * key of the rule that decided. */
-#ifndef GPUFRAC_POLICY_H
-#define GPUFRAC_POLICY_H
+#ifndef GPUFRAC_USER_POLICY_H
+#define GPUFRAC_USER_POLICY_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -30,74 +30,74 @@
 #include "error.h"
 #include "spec.h"
 
-#define GF_POLICY_SECTIONS_MAX 256
-#define GF_POLICY_NAME_MAX 33 /* user and group names: 32 characters */
+#define GF_USER_POLICY_SECTIONS_MAX 256
+#define GF_USER_POLICY_NAME_MAX 33 /* user and group names: 32 characters */
 
-typedef enum gf_policy_key {
+typedef enum gf_user_policy_key {
     GF_POL_MAX_GUARANTEED,
     GF_POL_MAX_LIMIT,
     GF_POL_MODES,
     GF_POL_MAX_COMPUTE,
     GF_POL_MAX_FRACTIONS,
     GF_POL_KEYS
-} gf_policy_key;
+} gf_user_policy_key;
 
-typedef enum gf_policy_scope { GF_POL_DEFAULT, GF_POL_GROUP, GF_POL_USER } gf_policy_scope;
+typedef enum gf_user_policy_scope { GF_POL_DEFAULT, GF_POL_GROUP, GF_POL_USER } gf_user_policy_scope;
 
 /* One key's value in one section. */
-typedef struct gf_policy_value {
+typedef struct gf_user_policy_value {
     bool set;
     int line;
     gf_amount amount;    /* max-guaranteed, max-limit */
     unsigned modes;      /* modes: bit (1 << gf_mode) */
     double compute;      /* max-compute, (0,1] */
     uint64_t count;      /* max-fractions */
-} gf_policy_value;
+} gf_user_policy_value;
 
-typedef struct gf_policy_section {
-    gf_policy_scope scope;
-    char name[GF_POLICY_NAME_MAX]; /* user or group; "" for [default] */
+typedef struct gf_user_policy_section {
+    gf_user_policy_scope scope;
+    char name[GF_USER_POLICY_NAME_MAX]; /* user or group; "" for [default] */
     int line;
-    gf_policy_value v[GF_POL_KEYS];
-} gf_policy_section;
+    gf_user_policy_value v[GF_POL_KEYS];
+} gf_user_policy_section;
 
-typedef struct gf_policy {
+typedef struct gf_user_policy {
     char file[256]; /* for messages */
     size_t n;
-    gf_policy_section s[GF_POLICY_SECTIONS_MAX];
-} gf_policy;
+    gf_user_policy_section s[GF_USER_POLICY_SECTIONS_MAX];
+} gf_user_policy;
 
 /* Parses the text (need not be NUL-terminated). A bad line fails the whole
  * file with its line number, what is wrong and what is accepted. */
-int gf_policy_parse(const char *text, size_t len, const char *file, gf_policy *out,
+int gf_user_policy_parse(const char *text, size_t len, const char *file, gf_user_policy *out,
                     gf_error *err);
 
 /* What applies to one user: per key the deciding section (NULL: no limit). */
-typedef struct gf_policy_rules {
-    const gf_policy_section *from[GF_POL_KEYS];
-} gf_policy_rules;
+typedef struct gf_user_policy_rules {
+    const gf_user_policy_section *from[GF_POL_KEYS];
+} gf_user_policy_rules;
 
-void gf_policy_rules_for(const gf_policy *p, const char *user, const char *const *groups,
-                         size_t n_groups, gf_policy_rules *out);
+void gf_user_policy_rules_for(const gf_user_policy *p, const char *user, const char *const *groups,
+                         size_t n_groups, gf_user_policy_rules *out);
 
 /* One device of a requested fraction, with its GPU's size (for portions). */
-typedef struct gf_policy_device {
+typedef struct gf_user_policy_device {
     uint64_t request, limit, gpu_total;
-} gf_policy_device;
+} gf_user_policy_device;
 
-typedef struct gf_policy_ask {
+typedef struct gf_user_policy_ask {
     gf_mode mode;
     int compute_percent; /* 100 unless sm-sharing with a share */
     size_t n_devices;
-    const gf_policy_device *devices;
+    const gf_user_policy_device *devices;
     size_t fractions_held; /* the user's live fractions before this one */
-} gf_policy_ask;
+} gf_user_policy_ask;
 
 /* 0, or GF_ERANGE with "policy <file>:<line> [<section>] <key> = <value>:
  * <what was asked>". */
-int gf_policy_check(const gf_policy *p, const gf_policy_rules *r, const gf_policy_ask *ask,
+int gf_user_policy_check(const gf_user_policy *p, const gf_user_policy_rules *r, const gf_user_policy_ask *ask,
                     gf_error *err);
 
-const char *gf_policy_key_name(gf_policy_key k);
+const char *gf_user_policy_key_name(gf_user_policy_key k);
 
 #endif
