@@ -42,23 +42,28 @@ int gf_cmd_run(int argc, char **argv)
         run_env_apply(&p, dir, &err) < 0)
         return gf_cli_fail("run", GF_EXIT_FAIL, &err);
     run_plan_notices(&p);
-    gf_fraction_gc(p.state);
-    if ((lock = gf_state_lock(p.state, &err)) < 0)
-        return gf_cli_fail("run", GF_EXIT_FAIL, &err);
-    if (gf_admit_check(&p, &err) < 0 || gf_fraction_create(&f, p.state, &p.cfg, &err) < 0) {
+    bool via_agent = p.cfg.agent[0] && run_via_agent(p.state);
+    if (via_agent) {
+        if (run_via_agent_create(&p, &f, &err) < 0)
+            return gf_cli_fail("run", GF_EXIT_FAIL, &err);
+    } else {
+        gf_fraction_gc(p.state);
+        if ((lock = gf_state_lock(p.state, &err)) < 0)
+            return gf_cli_fail("run", GF_EXIT_FAIL, &err);
+        if (gf_admit_check(&p, &err) < 0 || gf_fraction_create(&f, p.state, &p.cfg, &err) < 0) {
+            gf_state_unlock(lock);
+            return gf_cli_fail("run", GF_EXIT_FAIL, &err);
+        }
         gf_state_unlock(lock);
-        return gf_cli_fail("run", GF_EXIT_FAIL, &err);
     }
-    gf_state_unlock(lock);
     /* the workload's first loan must find the fraction's socket open */
     if (p.cfg.agent[0] && gf_agent_wait_socket(p.cfg.agent, &err) < 0)
         fprintf(stderr, "gpufrac run: warning: %s; no burst memory for this run\n", err.msg);
-    if (run_env_mps(&p, &err) < 0) {
-        gf_fraction_remove(&f);
-        return gf_cli_fail("run", GF_EXIT_FAIL, &err);
-    }
-    if (gf_ledger_open(p.cfg.ledger, &lg, &err) < 0) {
-        gf_fraction_remove(&f);
+    if (run_env_mps(&p, &err) < 0 || gf_ledger_open(p.cfg.ledger, &lg, &err) < 0) {
+        if (via_agent)
+            run_via_agent_end(&p, &f, GF_EXIT_FAIL);
+        else
+            gf_fraction_remove(&f);
         return gf_cli_fail("run", GF_EXIT_FAIL, &err);
     }
     if (p.cfg.mode == GF_MODE_SM_SHARING && p.cfg.agent[0])
@@ -67,6 +72,9 @@ int gf_cmd_run(int argc, char **argv)
     rc = run_supervise(o.cmd, &lg, &child);
     gf_ledger_close(&lg);
     rc = run_report_terminated(f.dir, child, rc, p.cfg.agent[0] != '\0');
-    gf_fraction_end(&f, p.state, rc);
+    if (via_agent)
+        run_via_agent_end(&p, &f, rc);
+    else
+        gf_fraction_end(&f, p.state, rc);
     return rc;
 }

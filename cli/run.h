@@ -50,6 +50,13 @@ int run_env_apply(const run_plan *p, const char *fraction_dir, gf_error *err);
  * *child (may be NULL) receives COMMAND's pid. */
 int run_supervise(char **cmd, gf_ledger *lg, pid_t *child);
 
+/* A user other than root with gpufracd serving the state directory: the
+ * agent makes, admits and ends the fraction (cli/user_run.c). */
+struct gf_fraction;
+bool run_via_agent(const char *state);
+int run_via_agent_create(run_plan *p, struct gf_fraction *f, gf_error *err);
+void run_via_agent_end(const run_plan *p, struct gf_fraction *f, int code);
+
 /* One line of <fraction>/terminated (agent/terminated.h). */
 typedef struct run_termination {
     pid_t pid;

@@ -158,6 +158,12 @@ static int add(const char *parent, const char *entry, bool ended, status_view *v
     memcpy(f->name, entry, len);
     f->name[len] = '\0';
     f->ended = ended;
+    /* a user sees their own fractions (whose ledger is theirs); root sees all */
+    char lpath[GF_PATH_MAX + 16];
+    struct stat st;
+    if (!v->all_users && gf_path_join(lpath, sizeof(lpath), f->dir, "ledger") == 0 &&
+        stat(lpath, &st) == 0 && st.st_uid != getuid())
+        return 0;
     gf_error e = {0};
     f->readable = read_fraction(f, &e) == 0;
     if (!f->readable)

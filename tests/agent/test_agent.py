@@ -404,6 +404,106 @@ class PublishTest(AgentTestCase):
         self.wait_for(lambda: "published 1 GPU(s)" in self.events(), "the event")
 
 
+NOBODY = 65534
+
+
+class UsersTest(AgentTestCase):
+    """Every local user's gpufrac run through the agent: admitted against all
+    fractions on the GPU, within the administrator's policy, state root's."""
+
+    def setUp(self):
+        if os.getuid() != 0:
+            self.skipTest("needs root to act as other users")
+        import tempfile
+        self.policy_dir = tempfile.mkdtemp(prefix="gpufrac-policy-")
+        self.addCleanup(lambda: __import__("shutil").rmtree(self.policy_dir, True))
+        self.policy = os.path.join(self.policy_dir, "policy.conf")
+        with open(self.policy, "w") as f:
+            f.write("[default]\nmax-guaranteed = 2Gi\nmax-fractions = 1\n"
+                    "[user nobody]\nmax-limit = 3Gi\n")
+        self.extra_args = ["--policy", self.policy]
+        super().setUp()
+        os.chmod(self.tmp, 0o755)
+        # the simulated GPU is one device for every user
+        for n in os.listdir(self.tmp):
+            if n.startswith("gpusim.state"):
+                os.chmod(os.path.join(self.tmp, n), 0o666)
+
+    def as_user(self, *args, bg=None):
+        kw = dict(env=self.env, user=NOBODY, group=NOBODY, extra_groups=[], text=True)
+        if bg:
+            out = open(os.path.join(self.tmp, bg + ".out"), "w")
+            os.chmod(out.name, 0o666)
+            p = subprocess.Popen([GPUFRAC, *args], stdout=out, stderr=subprocess.STDOUT, **kw)
+            self.procs.append(p)
+            return p
+        return subprocess.run([GPUFRAC, *args], capture_output=True, timeout=120, **kw)
+
+    def user_status(self, *flags):
+        r = self.as_user("status", "--json", *flags)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return {f["name"]: f for f in json.loads(r.stdout)}
+
+    def test_a_users_run_is_admitted_against_everyone_within_the_policy(self):
+        # the policy: refused with the rule named, nothing made
+        r = self.as_user("run", "--memory", "2560Mi", "--", "true")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("refused by policy %s:2 [default] max-guaranteed = 2Gi" % self.policy,
+                      r.stderr)
+        self.assertIn("--memory 2.50 GiB per GPU asked", r.stderr)
+        r = self.as_user("run", "--memory", "1Gi", "--limit", "4Gi", "--", "true")
+        self.assertIn("[user nobody] max-limit = 3Gi", r.stderr)
+        self.assertEqual(os.listdir(os.path.join(self.state, "fractions")), [])
+        # root holds 2.5Gi of 4Gi: a user's 2Gi does not fit, 1Gi does
+        self.run_bg("roots", "--memory", "2560Mi", "--", PROBE, "alloc", "1Mi", "hold", "60")
+        self.wait_for(lambda: self.status().get("roots", {}).get("used"), "root's fraction")
+        r = self.as_user("run", "--memory", "2Gi", "--", "true")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("not guaranteed to other fractions", r.stderr)
+        p = self.as_user("run", "--name", "mine", "--memory", "1Gi", "--limit", "1536Mi", "--",
+                         PROBE, "alloc", "1280Mi", "hold", "60", bg="mine")
+        st = self.wait_for(lambda: self.user_status().get("mine", {}).get("burst"),
+                           "the user's loan")
+        self.assertEqual(st, 256 * Mi)  # burst works for a user too
+        self.assertIn("alloc=ok", self.output("mine"))
+        self.assertNotIn("nothing is guaranteed", self.output("mine"))
+        # the state stays root's; only the ledger is the user's
+        d = os.path.join(self.state, "fractions", "mine")
+        self.assertEqual(os.stat(d).st_uid, 0)
+        self.assertEqual(os.stat(os.path.join(d, "config")).st_uid, 0)
+        self.assertEqual(os.stat(os.path.join(d, "supervisor")).st_uid, 0)
+        self.assertEqual(os.stat(os.path.join(d, "ledger")).st_uid, NOBODY)
+        # a second fraction passes the policy's max-fractions
+        r = self.as_user("run", "--memory", "1Mi", "--", "true")
+        self.assertIn("max-fractions = 1: you hold 1 fraction(s) already", r.stderr)
+        # a user sees their own; root sees all
+        self.assertEqual(sorted(self.user_status()), ["mine"])
+        self.assertEqual(sorted(self.status()), ["mine", "roots"])
+        self.assertEqual(self.status()["mine"]["owner"], "nobody")
+        # the user stops it; the ended fraction stays visible, root's state still
+        p.terminate()
+        p.wait(timeout=30)
+        self.wait_for(lambda: "mine" not in self.user_status(), "the end")
+        ended = self.user_status("--all")["mine"]
+        self.assertEqual(ended["state"], "ended")
+        self.assertEqual(os.stat(os.path.join(self.state, "ended")).st_uid, 0)
+        self.assertIn("fraction mine ended", self.events())
+
+    def test_a_run_that_dies_is_ended_by_the_agent(self):
+        self.env["T"] = self.tmp
+        p = self.as_user("run", "--name", "dies", "--memory", "1Gi", "--", "sh", "-c",
+                         'echo $$ > "$T/dies.pid"; exec sleep 60', bg="dies")
+        self.wait_for(lambda: "dies" in self.user_status(), "the fraction")
+        pid = int(self.wait_for(lambda: os.path.exists(os.path.join(self.tmp, "dies.pid")) and
+                                open(os.path.join(self.tmp, "dies.pid")).read().strip(),
+                                "the workload's pid"))
+        p.kill()  # gpufrac run gets no chance to end it
+        p.wait()
+        os.kill(pid, signal.SIGKILL)
+        self.wait_for(lambda: "dies" not in self.user_status(), "the agent to end it", 30)
+        self.assertIn("its gpufrac run (pid %d) is gone" % p.pid, self.events())
+
+
 class SocketTest(AgentTestCase):
     def test_malformed_requests_get_an_error_and_the_agent_lives(self):
         cases = [b"", b"hello", b"gpufrac/2 ping", b"gpufrac/1", b"gpufrac/1 borrow dev",
