@@ -490,13 +490,10 @@ class UsersTest(AgentTestCase):
         self.assertIn("fraction mine ended", self.events())
 
     def test_a_run_that_dies_is_ended_by_the_agent(self):
-        self.env["T"] = self.tmp
         p = self.as_user("run", "--name", "dies", "--memory", "1Gi", "--", "sh", "-c",
-                         'echo $$ > "$T/dies.pid"; exec sleep 60', bg="dies")
+                         'echo pid=$$; exec sleep 60', bg="dies")
         self.wait_for(lambda: "dies" in self.user_status(), "the fraction")
-        pid = int(self.wait_for(lambda: os.path.exists(os.path.join(self.tmp, "dies.pid")) and
-                                open(os.path.join(self.tmp, "dies.pid")).read().strip(),
-                                "the workload's pid"))
+        pid = int(self.wait_for(lambda: kv(self.output("dies")).get("pid"), "the workload's pid"))
         p.kill()  # gpufrac run gets no chance to end it
         p.wait()
         os.kill(pid, signal.SIGKILL)
