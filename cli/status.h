@@ -70,6 +70,10 @@ void status_proc_name(pid_t pid, char *buf, size_t len);
 void status_print_table(const status_view *v, int columns);
 int status_print_json(const status_view *v, gf_error *err);
 
+/* Prints text in lines of at most cols, broken at spaces; first and rest
+ * lead the first and the following lines. */
+void status_wrap(const char *text, int cols, const char *first, const char *rest);
+
 /* The width to draw for: the terminal's, else $COLUMNS, else 80. */
 int status_columns(void);
 

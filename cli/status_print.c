@@ -68,7 +68,7 @@ static void fit(char *s, int width)
 }
 
 /* Prints text in lines of at most cols, broken at spaces. */
-static void wrap(const char *text, int cols, const char *first, const char *rest)
+void status_wrap(const char *text, int cols, const char *first, const char *rest)
 {
     const char *lead = first;
 
@@ -181,7 +181,7 @@ static void fraction_row(const layout *l, const status_view *v, const status_fra
             snprintf(why, sizeof(why), "%s", f->last_reason);
         else
             snprintf(why, sizeof(why), "ended with exit status %d", f->exit_code);
-        wrap(why, l->cols, "      ", "        ");
+        status_wrap(why, l->cols, "      ", "        ");
         return;
     }
     proc_lines(v, f, g);
@@ -261,7 +261,7 @@ static void print_events(const char *state, int cols)
     for (int i = n > RECENT_EVENTS ? n - RECENT_EVENTS : 0; i < n; i++) {
         char *ln = lines[i % RECENT_EVENTS];
         ln[strcspn(ln, "\n")] = '\0';
-        wrap(ln, cols, "  ", "      ");
+        status_wrap(ln, cols, "  ", "      ");
     }
 }
 

@@ -269,10 +269,22 @@ class DemoTest(CliTestCase):
     def test_demo_passes_on_the_simulated_gpu(self):
         env = dict(self.env)
         env.pop("LD_LIBRARY_PATH")
+        env.pop("GPUFRAC_STATE_DIR")
         r = self.run_cli("demo", "--simulated", env=env, timeout=300)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        self.assertEqual(r.stdout.count("PASS"), 2, r.stdout)
+        self.assertEqual(r.stdout.count("PASS"), 5, r.stdout)
         self.assertNotIn("FAIL", r.stdout)
+        self.assertIn("greedy got 4.00 GiB, its share, then CUDA_ERROR_OUT_OF_MEMORY", r.stdout)
+        self.assertIn("burst was evicted (exit 75)", r.stdout)
+        self.assertIn('taken back for fraction "owner"', r.stdout)
+        # the operator's view: the GPU's block, the steady one running, the evicted one
+        self.assertIn("GPU 0  gpusim 16Gi", r.stdout)
+        self.assertRegex(r.stdout, r"root +steady +running")
+        self.assertRegex(r.stdout, r"root +burst +evicted")
+        # it cleaned up after itself: its state, its agent
+        state = [ln.split()[-1] for ln in r.stdout.splitlines()
+                 if ln.startswith("gpufrac status ")][0]
+        self.assertFalse(os.path.exists(state), state)
 
 
 if __name__ == "__main__":
