@@ -346,6 +346,13 @@ class ContainerTest(AgentTestCase):
         self.procs.append(init)
         self.assertTrue(self.ask(b"gpufrac/1 attach name=k8s.abc.main pid=%d" % init.pid)
                         .startswith("gpufrac/1 ok"))
+        # status names the pod and sees the container running while its init lives
+        st = self.status()["k8s.abc.main"]
+        self.assertEqual((st["namespace"], st["pod"], st["container"], st["state"]),
+                         ("team", "p1", "main", "running"))
+        table = subprocess.run([GPUFRAC, "status"], env=self.env, capture_output=True,
+                               text=True).stdout
+        self.assertRegex(table, r"team/p1/main +running")
         init.kill()
         init.wait()
         self.wait_for(lambda: self.fractions() == [], "the agent to reconcile")
