@@ -215,7 +215,11 @@ static void gpu_block(const layout *l, const status_view *v, const gf_gpu *g)
     snprintf(title, sizeof(title), "GPU %u  %s", g->index, g->name[0] ? g->name : g->uuid);
     fit(title, l->cols - 46);
     printf("%-*s %10s / %-10s used  %s\n", l->cols - 46, title, used, total, gpu_mode(v, g));
-    printf("  %s  guaranteed %s to %d fraction(s)\n", g->uuid, guar, n);
+    char line[256];
+    snprintf(line, sizeof(line), "  %s  guaranteed %s, %d fraction%s", g->uuid, guar, n,
+             n == 1 ? "" : "s");
+    fit(line, l->cols);
+    printf("%s\n", line);
     heading(l);
     for (size_t i = 0; i < v->n; i++)
         for (size_t d = 0; d < v->f[i].n_devices; d++)
