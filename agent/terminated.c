@@ -59,4 +59,5 @@ void gf_terminated_record(gf_agent *a, gf_afraction *f, pid_t pid, int gpu, gf_t
     if (write(fd, line, (size_t)(n < (int)sizeof(line) ? n : (int)sizeof(line) - 1)) < 0)
         gf_agent_event(a, "cannot record why pid %d was terminated in %s", (int)pid, path);
     close(fd);
+    gf_kube_event_terminated(a, f, pid, by == GF_TERM_WATCHDOG, reason);
 }

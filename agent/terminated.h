@@ -10,6 +10,7 @@
 #ifndef GPUFRAC_AGENT_TERMINATED_H
 #define GPUFRAC_AGENT_TERMINATED_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -30,5 +31,9 @@ void gf_terminated_cause(const char *who);
  * the kill per GPU for the metrics (f->watchdog_kills_gpu). */
 void gf_terminated_record(gf_agent *a, gf_afraction *f, pid_t pid, int gpu, gf_term_cause by,
                           uint64_t bytes, uint64_t limit);
+
+/* kube_event.c: a Warning Event on the pod of a container fraction. */
+void gf_kube_event_terminated(gf_agent *a, const gf_afraction *f, pid_t pid, bool watchdog,
+                              const char *reason);
 
 #endif

@@ -508,6 +508,39 @@ class UsersTest(AgentTestCase):
         self.assertIn("its gpufrac run (pid %d) is gone" % p.pid, self.events())
 
 
+class PodEventTest(PublishTest):
+    """A container's process the agent terminates leaves a Warning Event on
+    its pod (what `kubectl describe pod` shows)."""
+
+    def test_watchdog_kill_is_an_event_on_the_pod(self):
+        uuid = SocketTest.gpu_uuid(self)
+        reply = self.ask(("gpufrac/1 admit name=k8s.ev.main ns=team pod=p1 container=main "
+                          "devices=%s/%d/%d" % (uuid, 512 * Mi, 512 * Mi)).encode())
+        self.assertTrue(reply.startswith("gpufrac/1 ok"), reply)
+        # the container's init, and under it a process that bypasses the shim
+        init = subprocess.Popen(["sh", "-c", 'env -u LD_PRELOAD "$P" alloc 2Gi hold 60; '
+                                 'exec sleep 60'], env=dict(self.env, P=PROBE),
+                                stdout=subprocess.DEVNULL)
+        self.procs.append(init)
+        self.assertTrue(self.ask(b"gpufrac/1 attach name=k8s.ev.main pid=%d" % init.pid)
+                        .startswith("gpufrac/1 ok"))
+        self.wait_for(lambda: "watchdog: killed pid" in self.events(), "the watchdog")
+
+        def events():
+            code, body = self.api.request("GET", "/api/v1/namespaces/team/events")
+            return [e for e in body.get("items", []) if code == 200]
+        ev = self.wait_for(events, "the pod's event")[0]
+        self.assertEqual(ev["type"], "Warning")
+        self.assertEqual(ev["reason"], "GpufracWatchdogKilled")
+        self.assertEqual((ev["involvedObject"]["kind"], ev["involvedObject"]["name"],
+                          ev["involvedObject"]["namespace"]), ("Pod", "p1", "team"))
+        self.assertEqual(ev["involvedObject"]["fieldPath"], "spec.containers{main}")
+        self.assertIn("terminated by gpufracd's watchdog", ev["message"])
+        self.assertIn("limit of 512.00 MiB", ev["message"])
+        self.assertEqual(ev["source"]["host"], "node-a")
+        init.kill()
+
+
 class SocketTest(AgentTestCase):
     def test_malformed_requests_get_an_error_and_the_agent_lives(self):
         cases = [b"", b"hello", b"gpufrac/2 ping", b"gpufrac/1", b"gpufrac/1 borrow dev",
