@@ -184,6 +184,7 @@ class Manifests(unittest.TestCase):
                        "verbs": ["get", "list", "watch"]}, rules)
         self.assertIn({"apiGroups": [""], "resources": ["nodes"],
                        "verbs": ["get", "list", "watch", "patch"]}, rules)
+        self.assertIn({"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}, rules)
         crb = find(ds, "ClusterRoleBinding")
         self.assertEqual(crb["subjects"], [{"kind": "ServiceAccount", "name": "gpufrac-agent",
                                             "namespace": "gpufrac-system"}])
