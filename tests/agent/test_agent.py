@@ -487,9 +487,15 @@ class UsersTest(AgentTestCase):
         self.assertEqual(sorted(self.user_status()), ["mine"])
         self.assertEqual(sorted(self.status()), ["mine", "roots"])
         self.assertEqual(self.status()["mine"]["owner"], "nobody")
-        # the user stops it; the ended fraction stays visible, root's state still
-        p.terminate()
+        # the user stops their own, not root's
+        r = self.as_user("stop", "roots")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("is not yours", r.stderr)
+        self.assertIn("roots", self.status())
+        r = self.as_user("stop", "mine")
+        self.assertEqual(r.returncode, 0, r.stderr)
         p.wait(timeout=30)
+        # the ended fraction stays visible, root's state still
         self.wait_for(lambda: "mine" not in self.user_status(), "the end")
         ended = self.user_status("--all")["mine"]
         self.assertEqual(ended["state"], "ended")

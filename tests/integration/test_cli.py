@@ -171,7 +171,8 @@ class RunTest(CliTestCase):
         self.assertIn("cannot share", r.stderr)
 
     def test_help_and_version(self):
-        for args in (["--help"], ["run", "--help"], ["status", "--help"], ["demo", "--help"]):
+        for args in (["--help"], ["run", "--help"], ["status", "--help"], ["demo", "--help"],
+                     ["stop", "--help"], ["top", "--help"]):
             r = self.run_cli(*args)
             self.assertEqual(r.returncode, 0, args)
             self.assertIn("gpufrac", r.stdout)
@@ -193,6 +194,22 @@ class FloorTest(CliTestCase):
                 self.assertFalse(os.path.exists(marker))
         r = self.run_cli("run", "--memory", "1Mi", "--", "true")
         self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_stop_ends_a_fraction_through_its_run(self):
+        p = subprocess.Popen([GPUFRAC, "run", "--memory", "1Gi", "--name", "halt", "--", PROBE,
+                              "alloc", "1Mi", "hold", "60"], env=self.env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.procs.append(p)
+        self.wait_for(lambda: [f for f in self.status() if f["used"] > 0], "the holder")
+        r = self.run_cli("stop", "halt")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("asked gpufrac run (pid %d)" % p.pid, r.stdout)
+        p.communicate(timeout=30)
+        self.assertEqual(p.returncode, 128 + signal.SIGTERM)
+        self.assertEqual(self.status(), [])
+        r = self.run_cli("stop", "halt")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn('no fraction "halt"', r.stderr)
 
     def test_without_the_agent_nothing_is_guaranteed(self):
         r = self.run_cli("run", "--memory", "1Gi", "--", "true")
