@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "terminated.h"
 
 #define WD_PROCS_MAX 1024
 
@@ -113,6 +114,8 @@ static void enforce(gf_agent *a, int g, int i, int n)
                       "bound %llu (limit %llu)",
                    (int)wd.procs[k].pid, f->cfg.name, (unsigned long long)w->sum,
                    a->gpus[g].uuid, (unsigned long long)b, (unsigned long long)cd->limit);
+    /* the bound passed is what the owner is told: limit, or request + loans */
+    gf_terminated_record(a, f, wd.procs[k].pid, g, GF_TERM_WATCHDOG, w->sum, b);
     gf_counters_save(a);
 }
 
