@@ -28,7 +28,7 @@
 static const char usage[] =
     "Usage: gpufracd [--state-dir DIR] [--socket PATH] [--metrics-listen HOST:PORT]\n"
     "                [--watchdog-period-ms N] [--watchdog-tolerance BYTES]\n"
-    "                [--client-idle-s N] [--mps-control PATH]\n"
+    "                [--client-idle-s N] [--mps-control PATH] [--policy FILE]\n"
     "\n"
     "The gpufrac node agent: lends burst memory between a fraction's request and\n"
     "its limit and takes it back when a guaranteed owner needs it, runs one MPS\n"

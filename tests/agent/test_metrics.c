@@ -220,7 +220,8 @@ static void populate(fixture *fx)
     atomic_store(&ld->used, 512 * MiB);
     atomic_store(&ld->lent, 256 * MiB);
     atomic_store(&ld->denied, 3);
-    atomic_store(&ld->evictions, 1);
+    atomic_store(&ld->evictions, 99); /* the tenant's copy: not what is exported */
+    f->evictions[0] = 1;              /* the agent's own (journaled) count */
     f->driver_used[0] = 700 * MiB;
     f->watchdog_kills = 2;
 
