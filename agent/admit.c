@@ -18,6 +18,7 @@
 #include "admit.h"
 #include "place.h"
 #include "quantity.h"
+#include "user_admit.h"
 
 /* Files the agent writes into a fraction's directory: relative to its fd,
  * never through a link, mode set on the open file. */
@@ -326,11 +327,15 @@ void gf_release_stale(gf_agent *a)
         }
         if (!f->sup_seen || f->sup_pidfd >= 0 || gf_ledger_view_any_live(f->ledger_fd))
             continue;
-        gf_agent_event(a, "fraction %s: its supervisor and all its processes are gone: "
-                          "releasing its guarantee", f->cfg.name);
         int before = a->n_fractions;
         f->sup_seen = false; /* tried once: a fraction that cannot be removed is not retried */
-        gf_release_fraction(a, f);
+        if (gf_user_fraction(a, f)) { /* kept a while for its owner's gpufrac status */
+            gf_user_end_stale(a, f);
+        } else {
+            gf_agent_event(a, "fraction %s: its supervisor and all its processes are gone: "
+                              "releasing its guarantee", f->cfg.name);
+            gf_release_fraction(a, f);
+        }
         if (a->n_fractions < before)
             i = -1; /* the registry changed under us: start over */
     }

@@ -266,7 +266,7 @@ static void tick(gf_agent *a)
     for (int g = 0; g < a->n_gpus; g++)
         if (a->gpus[g].mps_running && gf_mps_check(a, g, &err) < 0)
             gf_log_write(a->log_fd, GF_LOG_WARN, "gpufracd", "%s", err.msg);
-    gf_user_reconcile(a); /* a user's ended run is kept for status, not just released */
+    gf_user_reconcile(a);
     gf_release_stale(a);
     gf_reclaim_expire(a);
     gf_server_sweep(a);

@@ -368,24 +368,17 @@ static void gc_ended(gf_agent *a)
     closedir(d);
 }
 
+void gf_user_end_stale(gf_agent *a, gf_afraction *f)
+{
+    gf_agent_event(a, "fraction %s: its gpufrac run (pid %d) is gone, and all its processes; "
+                      "ending it", f->cfg.name, (int)f->supervisor);
+    end_fraction(a, f, -1);
+}
+
 void gf_user_reconcile(gf_agent *a)
 {
     static time_t last_gc;
 
-    for (int i = 0; i < a->n_fractions; i++) {
-        gf_afraction *f = &a->fractions[i];
-        /* a run made through users.sock whose gpufrac run died without "end":
-         * its supervisor's pidfd fired and no process holds a slot (the
-         * kernel's lock table) */
-        if (!gf_user_fraction(a, f) || !f->sup_seen ||
-            (f->sup_pidfd >= 0 && !gf_pidfd_exited(f->sup_pidfd)) ||
-            gf_ledger_view_any_live(f->ledger_fd))
-            continue;
-        gf_agent_event(a, "fraction %s: its gpufrac run (pid %d) is gone; ending it",
-                       f->cfg.name, (int)f->supervisor);
-        end_fraction(a, f, -1);
-        i = -1; /* the registry was rescanned */
-    }
     if (time(NULL) - last_gc > 60) {
         last_gc = time(NULL);
         gc_ended(a);

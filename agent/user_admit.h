@@ -37,8 +37,12 @@ bool gf_user_fraction(gf_agent *a, const gf_afraction *f);
 /* Serves the verbs above; false when the verb is not one of them. */
 bool gf_user_dispatch(gf_agent *a, const gf_msg *in, gf_msg *out, const struct ucred *cr);
 
-/* From the tick: removes user fractions whose run died without "end", and
- * ended records older than GF_USER_ENDED_KEEP_S. */
+/* A user fraction whose run died without "end" (its supervisor's pidfd
+ * fired, no process holds a slot; found by gf_release_stale): moved to
+ * <state>/ended like an ended one. */
+void gf_user_end_stale(gf_agent *a, gf_afraction *f);
+
+/* From the tick: removes ended records older than GF_USER_ENDED_KEEP_S. */
 #define GF_USER_ENDED_KEEP_S 600
 void gf_user_reconcile(gf_agent *a);
 
