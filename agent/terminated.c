@@ -41,7 +41,7 @@ void gf_terminated_record(gf_agent *a, gf_afraction *f, pid_t pid, int gpu, gf_t
 {
     char path[GF_PATH_MAX + 16], reason[512], line[900];
     const gf_config_device *cd = gf_config_find_device(&f->cfg, a->gpus[gpu].uuid);
-    int fd, n;
+    int dfd, fd, n;
 
     if (by == GF_TERM_WATCHDOG && cd)
         f->watchdog_kills_gpu[cd - f->cfg.devices]++;
@@ -51,7 +51,14 @@ void gf_terminated_record(gf_agent *a, gf_afraction *f, pid_t pid, int gpu, gf_t
                  a->gpus[gpu].uuid, (long long)time(NULL), reason);
     if (snprintf(path, sizeof(path), "%s/terminated", f->dir) >= (int)sizeof(path) || n <= 0)
         return;
-    fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+    /* in the fraction's directory as the agent opened it (relative to the
+     * fractions dir fd, no link followed on the way or at the file) */
+    dfd = openat(a->frac_dfd, f->cfg.name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    fd = dfd < 0 ? -1
+                 : openat(dfd, "terminated", O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW |
+                                                O_CLOEXEC | O_NONBLOCK, 0644);
+    if (dfd >= 0)
+        close(dfd);
     if (fd < 0) {
         gf_agent_event(a, "cannot record why pid %d was terminated in %s", (int)pid, path);
         return;

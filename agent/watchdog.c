@@ -98,7 +98,13 @@ static void enforce(gf_agent *a, int g, int i, int n)
     b = bound(a, f, cd, g);
     if (w->sum <= b + gf_watchdog_tolerance(a, g))
         return;
-    if ((k = victim(f, i, n)) < 0 || terminate(a, wd.procs[k].pid, i) < 0)
+    if ((k = victim(f, i, n)) < 0)
+        return;
+    /* the reason is on record before the process dies, so its gpufrac run,
+     * which reaps it at once, finds it; the bound passed is what the owner
+     * is told (the limit, or request + the agent's loans) */
+    gf_terminated_record(a, f, wd.procs[k].pid, g, GF_TERM_WATCHDOG, w->sum, b);
+    if (terminate(a, wd.procs[k].pid, i) < 0)
         return;
     w->killed = wd.tick;
     f->watchdog_kills++;
@@ -114,8 +120,6 @@ static void enforce(gf_agent *a, int g, int i, int n)
                       "bound %llu (limit %llu)",
                    (int)wd.procs[k].pid, f->cfg.name, (unsigned long long)w->sum,
                    a->gpus[g].uuid, (unsigned long long)b, (unsigned long long)cd->limit);
-    /* the bound passed is what the owner is told: limit, or request + loans */
-    gf_terminated_record(a, f, wd.procs[k].pid, g, GF_TERM_WATCHDOG, w->sum, b);
     gf_counters_save(a);
 }
 
