@@ -9,7 +9,11 @@
  *   <state>/fractions/<name>/ledger                     (see ledger_view.h)
  *   <state>/fractions/<name>/supervisor                 (never read by the agent)
  * Written by the agent for others:
+ *   <state>/users.sock                                  (every local user's gpufrac run;
+ *                                                        only ping/run/end, user_admit.h)
  *   <state>/fractions/<name>/agent.sock                 (the fraction's socket)
+ *   <state>/fractions/<name>/terminated                 (why it terminated a process)
+ *   <state>/ended/<name>.<pid>/                         (users' ended fractions, for status)
  *   <state>/mps/<short-uuid>/                           (MPS pipe dirs, sm-sharing)
  *   <state>/events.log                                  (one line per reclaim/eviction/kill)
  * Every pid the agent keeps is a host pid with its start time, and every
