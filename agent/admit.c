@@ -18,6 +18,7 @@
 #include "admit.h"
 #include "place.h"
 #include "quantity.h"
+#include "user_admit.h"
 
 /* Files the agent writes into a fraction's directory: relative to its fd,
  * never through a link, mode set on the open file. */
@@ -84,7 +85,7 @@ static int parse_devices(const char *v, gf_fraction_config *cfg, gf_error *err)
     return 0;
 }
 
-static int parse_admit(const gf_msg *in, gf_fraction_config *cfg, gf_error *err)
+int gf_admit_parse(const gf_msg *in, gf_fraction_config *cfg, gf_error *err)
 {
     const char *name = gf_msg_get(in, "name"), *mode = gf_msg_get(in, "mode");
     uint64_t pct = 100;
@@ -107,7 +108,7 @@ static int parse_admit(const gf_msg *in, gf_fraction_config *cfg, gf_error *err)
 }
 
 /* Guarantees must fit each GPU; modes never share one. */
-static int check_fit(gf_agent *a, const gf_fraction_config *cfg, gf_error *err)
+int gf_admit_check_fit(gf_agent *a, const gf_fraction_config *cfg, gf_error *err)
 {
     char h1[32], h2[32];
     for (size_t i = 0; i < cfg->n_devices; i++) {
@@ -192,12 +193,12 @@ void gf_admit_container(gf_agent *a, const gf_msg *in, gf_msg *out, const struct
 
     if (cr->uid != 0)
         return gf_reply_error(out, "only root (the container runtime) may admit a container");
-    if (parse_admit(in, &cfg, &err) < 0)
+    if (gf_admit_parse(in, &cfg, &err) < 0)
         return gf_reply_error(out, err.msg);
     gf_registry_scan_if_changed(a, &err);
     if (!gf_registry_find_name_fresh(a, cfg.name)) {
         if ((gf_msg_get(in, "place") && gf_place(a, in, &cfg, &err) < 0) ||
-            check_fit(a, &cfg, &err) < 0 || make_fraction(a, &cfg, in, &err) < 0)
+            gf_admit_check_fit(a, &cfg, &err) < 0 || make_fraction(a, &cfg, in, &err) < 0)
             return gf_reply_error(out, err.msg);
         gf_registry_scan_if_changed(a, &err);
         gf_agent_event(a, "admitted container fraction %s", cfg.name);
@@ -221,7 +222,7 @@ void gf_admit_container(gf_agent *a, const gf_msg *in, gf_msg *out, const struct
     gf_place_reply(out, &f->cfg);
 }
 
-static int attach_pid(gf_agent *a, gf_afraction *f, pid_t pid, bool admitted, gf_error *err)
+int gf_attach_pid(gf_agent *a, gf_afraction *f, pid_t pid, bool admitted, gf_error *err)
 {
     uint64_t start;
     int fd = gf_pidfd_open(pid);
@@ -244,6 +245,18 @@ static int attach_pid(gf_agent *a, gf_afraction *f, pid_t pid, bool admitted, gf
     gf_loop_watch(a, fd, GF_EV(GF_EV_SUP, f->fid));
     gf_attrib_dirty();
     return 0;
+}
+
+/* A supervisor attached already (a user's run, attached when users.sock made
+ * its fraction) attaching itself again is a no-op. */
+static int attach_pid_or_same(gf_agent *a, gf_afraction *f, pid_t pid, bool admitted,
+                              gf_error *err)
+{
+    uint64_t start;
+    if (!admitted && f->sup_pidfd >= 0 && f->supervisor == pid && !gf_pidfd_exited(f->sup_pidfd) &&
+        gf_proc_stat(pid, &start, NULL) && start == f->sup_start)
+        return 0;
+    return gf_attach_pid(a, f, pid, admitted, err);
 }
 
 /* attach: the runtime (root, root's socket) names a container's init with
@@ -269,10 +282,10 @@ void gf_attach(gf_agent *a, const gf_msg *in, gf_msg *out, const struct ucred *c
             return gf_reply_error(out, "a container's fraction is attached by its runtime only");
         if (cr->uid != 0 && cr->uid != f->owner)
             return gf_reply_error(out, "only the fraction's owner may attach to it");
-        if (f->sup_pidfd >= 0 && !gf_pidfd_exited(f->sup_pidfd))
+        if (f->sup_pidfd >= 0 && !gf_pidfd_exited(f->sup_pidfd) && f->supervisor != (pid_t)pid)
             return gf_reply_error(out, "the fraction already has a live supervisor");
     }
-    if (attach_pid(a, f, (pid_t)pid, runtime, &err) < 0)
+    if (attach_pid_or_same(a, f, (pid_t)pid, runtime, &err) < 0)
         return gf_reply_error(out, err.msg);
     if (runtime) { /* shown by gpufrac status; the agent itself never reads it back */
         int dfd = openat(a->frac_dfd, f->cfg.name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -314,11 +327,15 @@ void gf_release_stale(gf_agent *a)
         }
         if (!f->sup_seen || f->sup_pidfd >= 0 || gf_ledger_view_any_live(f->ledger_fd))
             continue;
-        gf_agent_event(a, "fraction %s: its supervisor and all its processes are gone: "
-                          "releasing its guarantee", f->cfg.name);
         int before = a->n_fractions;
         f->sup_seen = false; /* tried once: a fraction that cannot be removed is not retried */
-        gf_release_fraction(a, f);
+        if (gf_user_fraction(a, f)) { /* kept a while for its owner's gpufrac status */
+            gf_user_end_stale(a, f);
+        } else {
+            gf_agent_event(a, "fraction %s: its supervisor and all its processes are gone: "
+                              "releasing its guarantee", f->cfg.name);
+            gf_release_fraction(a, f);
+        }
         if (a->n_fractions < before)
             i = -1; /* the registry changed under us: start over */
     }

@@ -9,8 +9,14 @@
 #include "proto.h"
 
 void gf_reply_error(gf_msg *out, const char *msg);
+/* name= mode= compute= devices=uuid/request/limit,... into cfg (no paths). */
+int gf_admit_parse(const gf_msg *in, gf_fraction_config *cfg, gf_error *err);
+/* Guarantees must fit each GPU; modes never share one. */
+int gf_admit_check_fit(gf_agent *a, const gf_fraction_config *cfg, gf_error *err);
 void gf_admit_container(gf_agent *a, const gf_msg *in, gf_msg *out, const struct ucred *cr);
 void gf_attach(gf_agent *a, const gf_msg *in, gf_msg *out, const struct ucred *cr, uint64_t fid);
+/* Makes host pid f's supervisor: pidfd watched by the loop, journaled. */
+int gf_attach_pid(gf_agent *a, gf_afraction *f, pid_t pid, bool admitted, gf_error *err);
 /* Removes a fraction's directory and forgets it. */
 void gf_release_fraction(gf_agent *a, gf_afraction *f);
 /* Releases fractions whose supervisor and processes are all gone. */

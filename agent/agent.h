@@ -9,7 +9,11 @@
  *   <state>/fractions/<name>/ledger                     (see ledger_view.h)
  *   <state>/fractions/<name>/supervisor                 (never read by the agent)
  * Written by the agent for others:
+ *   <state>/users.sock                                  (every local user's gpufrac run;
+ *                                                        only ping/run/end, user_admit.h)
  *   <state>/fractions/<name>/agent.sock                 (the fraction's socket)
+ *   <state>/fractions/<name>/terminated                 (why it terminated a process)
+ *   <state>/ended/<name>.<pid>/                         (users' ended fractions, for status)
  *   <state>/mps/<short-uuid>/                           (MPS pipe dirs, sm-sharing)
  *   <state>/events.log                                  (one line per reclaim/eviction/kill)
  * Every pid the agent keeps is a host pid with its start time, and every
@@ -83,6 +87,7 @@ typedef struct gf_afraction {
     char ns[64], pod[128], container[64]; /* Kubernetes identity, "" on one host */
     uint64_t driver_used[GF_CONFIG_DEVICES_MAX]; /* watchdog: NVML per-process sum */
     uint64_t watchdog_kills;
+    uint64_t watchdog_kills_gpu[GF_CONFIG_DEVICES_MAX]; /* per config device, since start */
     bool seen;                 /* mark for rescans */
     int listen_fd;             /* <dir>/agent.sock: the fraction's own socket, -1 if none */
 } gf_afraction;
@@ -116,6 +121,8 @@ typedef struct gf_agent {
     uint64_t requests_total, requests_bad;
     uint64_t evictions_total, watchdog_kills_total; /* journaled */
     uint64_t counters_saved;   /* sum of the four when last journaled */
+    uint64_t ticks;            /* rounds of the loop, for "is the agent alive" alerts */
+    time_t last_tick;
     int log_fd;
     int epfd;                  /* epoll of the fractions' listening sockets, -1 before main */
     int loop_epfd;             /* the loop's epoll (pidfds of loans and supervisors too) */
@@ -124,7 +131,10 @@ typedef struct gf_agent {
 
 /* What an event in the loop's epoll is (data.u64 = kind << 56 | id). */
 enum { GF_EV_SIG = 1, GF_EV_TIMER, GF_EV_DIR, GF_EV_ROOT, GF_EV_FRACS, GF_EV_CLIENT,
-       GF_EV_LOAN, GF_EV_SUP };
+       GF_EV_LOAN, GF_EV_SUP, GF_EV_USERS };
+/* The fid of connections through <state>/users.sock: no fraction's (fids
+ * count up from 1 and never get here), and never 0, which is root's socket. */
+#define GF_FID_USERS UINT64_MAX
 #define GF_EV(kind, id) (((uint64_t)(kind) << 56) | ((uint64_t)(id) & ((1ULL << 56) - 1)))
 /* Adds fd to the loop's epoll (when the loop runs) for EPOLLIN. */
 void gf_loop_watch(gf_agent *a, int fd, uint64_t data);
@@ -206,6 +216,9 @@ bool gf_journal_supervisor(gf_agent *a, const char *name, pid_t *pid, uint64_t *
  * in <state>/agent (root's alone) and renamed into place, so nothing a user
  * put at that name is followed or chowned. */
 int gf_socket_listen_in(gf_agent *a, int dfd, const char *name, uid_t owner, gf_error *err);
+/* The same with another mode (users.sock: 0666, each request judged by SO_PEERCRED). */
+int gf_socket_listen_in_mode(gf_agent *a, int dfd, const char *name, uid_t owner, mode_t mode,
+                             gf_error *err);
 void gf_server_reply_to(gf_agent *a, int client, uint64_t gen, const char *text);
 
 /* test builds only: GPUFRAC_TEST_CRASH_AT=<step> SIGKILLs the agent there */

@@ -18,6 +18,7 @@
 #include "agent.h"
 #include "proto.h"
 #include "quantity.h"
+#include "terminated.h"
 
 typedef struct reclaim {
     bool used;
@@ -206,6 +207,9 @@ static bool evict_begin(gf_agent *a, gf_loan *l)
         /* let MPS tear the client down first: killing one mid-work can wedge
          * the server for every tenant */
         gf_agent_event(a, "reclaim: %s", err.msg);
+    /* the reason is on record before the process dies, so its gpufrac run,
+     * which reaps it at once, finds it */
+    gf_terminated_record(a, f, l->pid, l->gpu, GF_TERM_RECLAIM, l->bytes, 0);
     gf_pidfd_kill(l->pidfd);
     l->evicting = true;
     gf_test_crash_point("reclaim-killed");

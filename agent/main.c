@@ -23,11 +23,12 @@
 #include "agent.h"
 #include "log.h"
 #include "server.h"
+#include "user_admit.h"
 
 static const char usage[] =
     "Usage: gpufracd [--state-dir DIR] [--socket PATH] [--metrics-listen HOST:PORT]\n"
     "                [--watchdog-period-ms N] [--watchdog-tolerance BYTES]\n"
-    "                [--client-idle-s N] [--mps-control PATH]\n"
+    "                [--client-idle-s N] [--mps-control PATH] [--policy FILE]\n"
     "\n"
     "The gpufrac node agent: lends burst memory between a fraction's request and\n"
     "its limit and takes it back when a guaranteed owner needs it, runs one MPS\n"
@@ -43,6 +44,9 @@ static const char usage[] =
     "                           per GPU (default: 64 MiB or 1/512 of the GPU, the larger)\n"
     "  --client-idle-s N        close a connection idle this long (default 60)\n"
     "  --mps-control PATH       nvidia-cuda-mps-control to run (default: from PATH)\n"
+    "  --policy FILE            what each local user may ask (default " GF_USER_POLICY_DEFAULT ";\n"
+    "                           missing: no limits); users reach the agent through\n"
+    "                           <state-dir>/users.sock\n"
     "  --node-name NAME         publish the GPU inventory as annotation gpufrac.io/gpus of\n"
     "                           this Node (default: $NODE_NAME; unset = do not publish)\n"
     "  --api-server URL         Kubernetes API (default: in-cluster); --token-file F,\n"
@@ -100,6 +104,8 @@ void gf_agent_event(gf_agent *a, const char *fmt, ...)
     close(fd);
 }
 
+static char policy[GF_PATH_MAX] = GF_USER_POLICY_DEFAULT; /* --policy */
+
 static int parse_args(gf_agent *a, int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -115,6 +121,7 @@ static int parse_args(gf_agent *a, int argc, char **argv)
         {"token-file", required_argument, NULL, 't'},
         {"insecure-skip-tls-verify", no_argument, NULL, 'i'},
         {"ca-file", required_argument, NULL, 'C'},
+        {"policy", required_argument, NULL, 'p'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -142,6 +149,7 @@ static int parse_args(gf_agent *a, int argc, char **argv)
         case 't': snprintf(a->token_file, sizeof(a->token_file), "%s", optarg); break;
         case 'i': a->api_insecure = true; break;
         case 'C': snprintf(a->api_ca_file, sizeof(a->api_ca_file), "%s", optarg); break;
+        case 'p': snprintf(policy, sizeof(policy), "%s", optarg); break;
         case 'w':
             a->watchdog_period_ms = (int)strtol(optarg, &end, 10);
             if (*end || a->watchdog_period_ms < 10 || a->watchdog_period_ms > 60000) {
@@ -250,6 +258,8 @@ static void tick(gf_agent *a)
 {
     gf_error err;
     pthread_mutex_lock(&a->lock);
+    a->ticks++;
+    a->last_tick = time(NULL);
     if (gf_registry_scan(a, &err) < 0)
         gf_log_write(a->log_fd, GF_LOG_WARN, "gpufracd", "%s", err.msg);
     gf_agent_nvml_refresh(a, &err);
@@ -259,6 +269,7 @@ static void tick(gf_agent *a)
     for (int g = 0; g < a->n_gpus; g++)
         if (a->gpus[g].mps_running && gf_mps_check(a, g, &err) < 0)
             gf_log_write(a->log_fd, GF_LOG_WARN, "gpufracd", "%s", err.msg);
+    gf_user_reconcile(a);
     gf_release_stale(a);
     gf_reclaim_expire(a);
     gf_server_sweep(a);
@@ -295,7 +306,7 @@ static void on_sup_exit(gf_agent *a, uint64_t fid)
     pthread_mutex_unlock(&a->lock);
 }
 
-static int loop(gf_agent *a, int lfd, int sfd, int tfd, int ifd)
+static int loop(gf_agent *a, int lfd, int ufd, int sfd, int tfd, int ifd)
 {
     struct epoll_event ev[128];
 
@@ -304,6 +315,8 @@ static int loop(gf_agent *a, int lfd, int sfd, int tfd, int ifd)
     gf_loop_watch(a, ifd, GF_EV(GF_EV_DIR, 0));
     gf_loop_watch(a, lfd, GF_EV(GF_EV_ROOT, 0));
     gf_loop_watch(a, a->epfd, GF_EV(GF_EV_FRACS, 0));
+    if (ufd >= 0)
+        gf_loop_watch(a, ufd, GF_EV(GF_EV_USERS, 0));
     for (;;) {
         int n = epoll_wait(a->loop_epfd, ev, 128, a->watchdog_period_ms);
         if (n < 0 && errno != EINTR)
@@ -332,6 +345,7 @@ static int loop(gf_agent *a, int lfd, int sfd, int tfd, int ifd)
                 break;
             }
             case GF_EV_ROOT: gf_server_accept(a, lfd, 0); break;
+            case GF_EV_USERS: gf_server_accept(a, ufd, GF_FID_USERS); break;
             case GF_EV_FRACS: accept_fractions(a); break;
             case GF_EV_CLIENT: gf_server_client(a, (int)id, ev[i].events); break;
             case GF_EV_LOAN:
@@ -360,7 +374,7 @@ int main(int argc, char **argv)
     static gf_agent agent;
     gf_agent *a = &agent;
     gf_error err;
-    int rc, lfd = -1, sfd = -1, tfd = -1, ifd = -1;
+    int rc, lfd = -1, ufd = -1, sfd = -1, tfd = -1, ifd = -1;
 
     struct rlimit nofile;
     pthread_mutexattr_t ma;
@@ -397,6 +411,10 @@ int main(int argc, char **argv)
         goto fail;
     atomic_store(&a->loop_beat, gf_now_ms());
     atomic_store(&a->watchdog_beat, gf_now_ms());
+    /* without it only root's gpufrac run and containers get fractions */
+    if ((ufd = gf_user_listen(a, policy, &err)) < 0)
+        gf_log_write(a->log_fd, GF_LOG_WARN, "gpufracd", "no fractions for local users: %s",
+                     err.msg);
     /* signals are blocked before any thread starts, so every thread inherits
      * the mask and only the loop's signalfd sees SIGTERM */
     sfd = make_signalfd();
@@ -411,11 +429,12 @@ int main(int argc, char **argv)
     gf_log_write(a->log_fd, GF_LOG_INFO, "gpufracd",
                  "ready: %d GPU(s), %d fraction(s), socket %s, metrics %s", a->n_gpus,
                  a->n_fractions, a->socket_path, a->metrics_listen[0] ? a->metrics_listen : "off");
-    rc = loop(a, lfd, sfd, tfd, ifd);
+    rc = loop(a, lfd, ufd, sfd, tfd, ifd);
     gf_metrics_stop(a);
     a->counters_saved = 0;
     gf_journal_counters(a);
     unlink(a->socket_path);
+    unlinkat(a->state_dfd, "users.sock", 0);
     return rc;
 fail:
     fprintf(stderr, "gpufracd: %s\n", err.msg);

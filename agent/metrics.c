@@ -2,9 +2,13 @@
  * once per (fraction, GPU) row; each metric then walks the rows, so all
  * samples of a name stay contiguous and a scrape of 1000 fractions is a few
  * memcpy per line rather than a printf. */
+#include <pwd.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "agent.h"
 
@@ -25,6 +29,9 @@ typedef struct row {
 
 typedef struct render {
     gf_agent *a;
+    char host[256];
+    uid_t cached_uid;
+    char cached_user[64];
     buf out, lab;
     row *rows;
     size_t n_rows;
@@ -107,19 +114,52 @@ static void put_label(buf *b, const char *name, const char *value, bool first)
     put(b, "\"", 1);
 }
 
-static void put_gpu_labels(buf *b, const gf_gpu *g)
+/* dcgm-exporter's GPU labels, so PromQL joins with DCGM_FI_* work. */
+static void put_gpu_labels(buf *b, const render *r, const gf_gpu *g)
 {
-    put(b, "gpu=\"", 5);
+    char dev[24];
+
+    snprintf(dev, sizeof(dev), "nvidia%d", g->index);
+    put_label(b, "Hostname", r->host, true);
+    put(b, ",gpu=\"", 6);
     put_u64(b, (uint64_t)g->index);
     put(b, "\"", 1);
     put_label(b, "UUID", g->uuid, false);
+    put_label(b, "device", dev, false);
+    put_label(b, "modelName", g->name, false);
 }
 
-static void put_fraction_labels(buf *b, const gf_afraction *f, bool first)
+/* Who owns a fraction outside Kubernetes: whom its ledger was given to (the
+ * kernel's record, not the tenant's word). */
+static const char *owner_of(render *r, const gf_afraction *f)
 {
-    put_label(b, "namespace", f->ns, first);
-    put_label(b, "pod", f->pod, false);
-    put_label(b, "container", f->container, false);
+    struct passwd pw, *res = NULL;
+    char pwbuf[1024];
+
+    if (f->ledger_fd < 0)
+        return "unknown";
+    if (f->owner == r->cached_uid && r->cached_user[0])
+        return r->cached_user;
+    r->cached_uid = f->owner;
+    if (getpwuid_r(f->owner, &pw, pwbuf, sizeof(pwbuf), &res) == 0 && res)
+        snprintf(r->cached_user, sizeof(r->cached_user), "%s", pw.pw_name);
+    else
+        snprintf(r->cached_user, sizeof(r->cached_user), "%u", (unsigned)f->owner);
+    return r->cached_user;
+}
+
+/* A pod's fraction carries namespace/pod/container; any other its user.
+ * Never an empty pod label: Prometheus's Kubernetes discovery would fill it
+ * with the agent's own pod. */
+static void put_fraction_labels(buf *b, render *r, const gf_afraction *f, bool first)
+{
+    if (f->pod[0]) {
+        put_label(b, "namespace", f->ns, first);
+        put_label(b, "pod", f->pod, false);
+        put_label(b, "container", f->container, false);
+    } else {
+        put_label(b, "user", owner_of(r, f), first);
+    }
     put_label(b, "fraction", f->cfg.name, false);
 }
 
@@ -172,7 +212,7 @@ static int build_rows(render *r)
     for (int i = 0; i < a->n_fractions; i++) {
         const gf_afraction *f = &a->fractions[i];
         r->flabels[i] = r->lab.len;
-        put_fraction_labels(&r->lab, f, true);
+        put_fraction_labels(&r->lab, r, f, true);
         r->flabels_len[i] = r->lab.len - r->flabels[i];
         for (int g = 0; g < a->n_gpus; g++) {
             const gf_config_device *cd = gf_config_find_device(&f->cfg, a->gpus[g].uuid);
@@ -182,8 +222,8 @@ static int build_rows(render *r)
             w = &r->rows[r->n_rows++];
             *w = (row){.f = f, .gpu = &a->gpus[g], .cd = cd,
                        .ld = ledger_device(f, a->gpus[g].uuid), .labels = r->lab.len};
-            put_gpu_labels(&r->lab, w->gpu);
-            put_fraction_labels(&r->lab, f, false);
+            put_gpu_labels(&r->lab, r, w->gpu);
+            put_fraction_labels(&r->lab, r, f, false);
             w->labels_len = r->lab.len - w->labels;
         }
     }
@@ -191,7 +231,8 @@ static int build_rows(render *r)
 }
 
 typedef enum fval {
-    FV_REQUEST, FV_LIMIT, FV_ACCOUNTED, FV_DRIVER, FV_BURST, FV_DENIED, FV_EVICTIONS
+    FV_REQUEST, FV_LIMIT, FV_ACCOUNTED, FV_DRIVER, FV_BURST, FV_DENIED, FV_EVICTIONS,
+    FV_WATCHDOG
 } fval;
 
 static uint64_t row_value(const row *w, fval v)
@@ -205,7 +246,12 @@ static uint64_t row_value(const row *w, fval v)
     case FV_ACCOUNTED: return ld ? atomic_load(&ld->used) : 0;
     case FV_BURST: return ld ? atomic_load(&ld->lent) : 0;
     case FV_DENIED: return ld ? atomic_load(&ld->denied) : 0;
-    case FV_EVICTIONS: return ld ? atomic_load(&ld->evictions) : 0;
+    case FV_EVICTIONS: return w->f->evictions[w->cd - w->f->cfg.devices]; /* the agent's own */
+    case FV_WATCHDOG:
+        /* one GPU: the fraction's journaled count, which survives restarts;
+         * several: the agent's own per-GPU count since it started */
+        return w->f->cfg.n_devices == 1 ? w->f->watchdog_kills
+                                        : w->f->watchdog_kills_gpu[w->cd - w->f->cfg.devices];
     }
     return 0;
 }
@@ -241,9 +287,7 @@ static void fraction_metrics(render *r)
     header(r, "gpufrac_fraction_watchdog_kills_total", "counter",
            "Processes of the fraction the watchdog terminated because the driver reported "
            "more memory than the fraction's limit.");
-    for (int i = 0; i < r->a->n_fractions; i++)
-        sample(r, "gpufrac_fraction_watchdog_kills_total", r->flabels[i], r->flabels_len[i], NULL,
-               r->a->fractions[i].watchdog_kills);
+    fraction_rows(r, "gpufrac_fraction_watchdog_kills_total", NULL, FV_WATCHDOG);
 }
 
 typedef enum gval { GV_TOTAL, GV_GUARANTEED, GV_USED, GV_LENT, GV_MPS_UP, GV_MPS_FAULTS } gval;
@@ -269,7 +313,7 @@ static void gpu_metric(render *r, const char *name, const char *type, const char
     for (int g = 0; g < r->a->n_gpus; g++) {
         puts_(b, name);
         put(b, "{", 1);
-        put_gpu_labels(b, &r->a->gpus[g]);
+        put_gpu_labels(b, r, &r->a->gpus[g]);
         put(b, "} ", 2);
         put_u64(b, gpu_value(&r->a->gpus[g], v));
         put(b, "\n", 1);
@@ -298,7 +342,9 @@ static void agent_metric(render *r, const char *name, const char *type, const ch
 {
     header(r, name, type, help);
     puts_(&r->out, name);
-    put(&r->out, " ", 1);
+    put(&r->out, "{", 1);
+    put_label(&r->out, "Hostname", r->host, true);
+    put(&r->out, "} ", 2);
     put_u64(&r->out, v);
     put(&r->out, "\n", 1);
 }
@@ -318,6 +364,12 @@ static void agent_metrics(render *r)
     agent_metric(r, "gpufrac_agent_watchdog_kills_total", "counter",
                  "Processes the watchdog terminated, all fractions (also those gone).",
                  r->a->watchdog_kills_total);
+    agent_metric(r, "gpufrac_agent_ticks_total", "counter",
+                 "Rounds of the agent's loop (registry scan, watchdog, MPS health); one per "
+                 "watchdog period while the agent is healthy.",
+                 r->a->ticks);
+    agent_metric(r, "gpufrac_agent_last_tick_timestamp_seconds", "gauge",
+                 "Unix time of the agent's last round.", (uint64_t)r->a->last_tick);
 }
 
 static int render_locked(render *r)
@@ -332,8 +384,14 @@ static int render_locked(render *r)
 
 int gf_metrics_render(gf_agent *a, char **out, size_t *len, gf_error *err)
 {
-    render r = {.a = a};
+    render r = {.a = a, .cached_uid = (uid_t)-1};
     int rc;
+
+    /* dcgm-exporter's Hostname: the node's name where the agent publishes one */
+    if (a->node_name[0])
+        snprintf(r.host, sizeof(r.host), "%s", a->node_name);
+    else if (gethostname(r.host, sizeof(r.host) - 1) < 0)
+        snprintf(r.host, sizeof(r.host), "unknown");
 
     pthread_mutex_lock(&a->lock);
     rc = render_locked(&r);

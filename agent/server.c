@@ -21,6 +21,8 @@
 #include "agent.h"
 #include "proto.h"
 #include "server.h"
+#include "terminated.h"
+#include "user_admit.h"
 
 typedef struct client {
     int fd;           /* -1: free */
@@ -207,7 +209,10 @@ static void do_reclaim(gf_agent *a, const gf_msg *in, gf_msg *out, req *r)
         gf_msg_add_u64(out, "evicted", 0);
         return;
     }
-    if (gf_reclaim_start(a, g, bytes, r->client, clients[r->client].gen, &err) < 0)
+    gf_terminated_cause(f->cfg.name); /* the "who" of the victims' reason lines */
+    int rc = gf_reclaim_start(a, g, bytes, r->client, clients[r->client].gen, &err);
+    gf_terminated_cause(NULL);
+    if (rc < 0)
         return gf_reply_error(out, err.msg);
     r->deferred = true; /* answered when the borrowers are gone */
 }
@@ -297,9 +302,27 @@ static void do_release(gf_agent *a, const gf_msg *in, gf_msg *out, const req *r)
     gf_msg_add_u64(out, "clients", (uint64_t)n);
 }
 
-static void dispatch(gf_agent *a, const gf_msg *in, gf_msg *out, req *r)
+/* users.sock: anyone's; only what a local user's gpufrac run needs to make
+ * and end its fraction. Everything else goes through root's socket or the
+ * fraction's own, never through this one. */
+static void dispatch_users(gf_agent *a, const gf_msg *in, gf_msg *out, req *r)
 {
     if (strcmp(in->verb, "ping") == 0) {
+        gf_msg_init(out, "ok");
+        gf_msg_add(out, "agent", "gpufracd");
+    } else if (!gf_user_dispatch(a, in, out, r->cr)) {
+        char m[160];
+        snprintf(m, sizeof(m), "%s is not served on users.sock (expected ping, run or end)",
+                 in->verb);
+        gf_reply_error(out, m);
+    }
+}
+
+static void dispatch(gf_agent *a, const gf_msg *in, gf_msg *out, req *r)
+{
+    if (r->fid == GF_FID_USERS) {
+        dispatch_users(a, in, out, r);
+    } else if (strcmp(in->verb, "ping") == 0) {
         gf_msg_init(out, "ok");
         gf_msg_add(out, "agent", "gpufracd");
         gf_msg_add_u64(out, "fractions", (uint64_t)a->n_fractions);
@@ -317,6 +340,8 @@ static void dispatch(gf_agent *a, const gf_msg *in, gf_msg *out, req *r)
         gf_admit_container(a, in, out, r->cr);
     } else if (strcmp(in->verb, "attach") == 0) {
         gf_attach(a, in, out, r->cr, r->fid);
+    } else if (r->fid == 0 && r->cr->uid == 0 && gf_user_dispatch(a, in, out, r->cr)) {
+        /* root may end a user's fraction from its own socket too */
     } else {
         char m[160];
         snprintf(m, sizeof(m), "unknown verb %s (expected ping, borrow, return, reclaim, mps, "

@@ -35,6 +35,12 @@ int gf_socket_listen(const char *path, uid_t owner, gf_error *err)
 
 int gf_socket_listen_in(gf_agent *a, int dfd, const char *name, uid_t owner, gf_error *err)
 {
+    return gf_socket_listen_in_mode(a, dfd, name, owner, 0600, err);
+}
+
+int gf_socket_listen_in_mode(gf_agent *a, int dfd, const char *name, uid_t owner, mode_t mode,
+                             gf_error *err)
+{
     static unsigned serial;
     char tmp[32], path[GF_PATH_MAX + 48];
     int fd;
@@ -48,6 +54,12 @@ int gf_socket_listen_in(gf_agent *a, int dfd, const char *name, uid_t owner, gf_
      * (a link included) without following it */
     if ((fd = gf_socket_listen(path, owner, err)) < 0)
         return -1;
+    if (mode != 0600 && fchmodat(a->priv_dfd, tmp, mode, 0) < 0) {
+        gf_error_sys(err, "setting the mode of socket %s", path);
+        unlinkat(a->priv_dfd, tmp, 0);
+        close(fd);
+        return -1;
+    }
     if (renameat(a->priv_dfd, tmp, dfd, name) < 0) {
         gf_error_sys(err, "moving socket %s into place as %s", path, name);
         unlinkat(a->priv_dfd, tmp, 0);

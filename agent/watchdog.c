@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "terminated.h"
 
 #define WD_PROCS_MAX 1024
 
@@ -97,7 +98,13 @@ static void enforce(gf_agent *a, int g, int i, int n)
     b = bound(a, f, cd, g);
     if (w->sum <= b + gf_watchdog_tolerance(a, g))
         return;
-    if ((k = victim(f, i, n)) < 0 || terminate(a, wd.procs[k].pid, i) < 0)
+    if ((k = victim(f, i, n)) < 0)
+        return;
+    /* the reason is on record before the process dies, so its gpufrac run,
+     * which reaps it at once, finds it; the bound passed is what the owner
+     * is told (the limit, or request + the agent's loans) */
+    gf_terminated_record(a, f, wd.procs[k].pid, g, GF_TERM_WATCHDOG, w->sum, b);
+    if (terminate(a, wd.procs[k].pid, i) < 0)
         return;
     w->killed = wd.tick;
     f->watchdog_kills++;

@@ -304,9 +304,13 @@ static int http_time(int port, const char *path, uint64_t *ns, size_t *size, gf_
 static long long page_value(const char *page, const char *name)
 {
     size_t n = strlen(name);
-    for (const char *p = page; (p = strstr(p, name)); p += n)
+    for (const char *p = page; (p = strstr(p, name)); p += n) {
+        const char *close = p[n] == '{' ? strstr(p + n, "} ") : NULL; /* {Hostname="…"} */
         if ((p == page || p[-1] == '\n') && p[n] == ' ')
             return atoll(p + n + 1);
+        if ((p == page || p[-1] == '\n') && close && !memchr(p, '\n', (size_t)(close - p)))
+            return atoll(close + 2);
+    }
     return -1;
 }
 

@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -103,12 +105,30 @@ bool gf_agent_present(const char *state)
     return stat(path, &st) == 0 && S_ISSOCK(st.st_mode);
 }
 
+/* Does the socket accept? The agent binds (the file appears) before it
+ * listens and hands it to its owner: the file alone is not enough. */
+static bool accepts(const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    bool ok;
+    int fd;
+
+    if (strlen(path) >= sizeof(sa.sun_path))
+        return true; /* let the real connect say why */
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    if ((fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0)) < 0)
+        return true;
+    ok = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+    close(fd);
+    return ok;
+}
+
 int gf_agent_wait_socket(const char *path, gf_error *err)
 {
     struct timespec ts = {0, 5 * 1000 * 1000};
     struct stat st;
     for (int i = 0; i < 1000; i++) {
-        if (stat(path, &st) == 0 && S_ISSOCK(st.st_mode))
+        if (stat(path, &st) == 0 && S_ISSOCK(st.st_mode) && accepts(path))
             return 0;
         nanosleep(&ts, NULL);
     }

@@ -10,6 +10,8 @@ enum {
     GF_EXIT_OK = 0,
     GF_EXIT_FAIL = 1,   /* something other than the command line went wrong */
     GF_EXIT_USAGE = 2,  /* a bad flag or value: nothing was started */
+    GF_EXIT_EVICTED = 75,  /* gpufracd took COMMAND's burst loan back (retry, or lower --limit) */
+    GF_EXIT_WATCHDOG = 76, /* gpufracd's watchdog terminated COMMAND for passing --limit */
     GF_EXIT_NOEXEC = 126,
     GF_EXIT_NOTFOUND = 127,
 };
@@ -18,6 +20,7 @@ int gf_cmd_run(int argc, char **argv);
 int gf_cmd_status(int argc, char **argv);
 int gf_cmd_top(int argc, char **argv);
 int gf_cmd_demo(int argc, char **argv);
+int gf_cmd_stop(int argc, char **argv);
 
 /* Prints "gpufrac <cmd>: <message>" on stderr and returns code. */
 int gf_cli_fail(const char *cmd, int code, const gf_error *err);

@@ -1,4 +1,11 @@
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <stdarg.h>
 #include <limits.h>
 #include <stdio.h>
@@ -13,6 +20,10 @@
 #include "fraction.h"
 #include "gpus.h"
 #include "quantity.h"
+#include "admit.h"
+#include "status.h"
+
+extern char **environ;
 
 #define SIM_SIZE "16Gi"
 #define CHUNK "256Mi"
@@ -21,16 +32,20 @@
 static const char demo_help[] =
     "Usage: gpufrac demo [--simulated]\n"
     "\n"
-    "Runs a small CUDA program (gpufrac-probe) first on its own, then in two\n"
-    "fractions (--memory 6Gi and --memory 0.25), and shows what it sees and how\n"
-    "much it can allocate. Without an NVIDIA GPU it uses gpusim, a simulated 16 GiB\n"
-    "GPU; on a real GPU the 6Gi is scaled to the GPU's size.\n"
+    "Four workloads (gpufrac-probe, a small CUDA program) share one GPU at once: a\n"
+    "steady one; a greedy one, refused at its share while the steady one is\n"
+    "untouched; a bursting one that borrows idle memory; and a guaranteed owner that\n"
+    "needs that memory back, so the bursting one is evicted and told why. Then the\n"
+    "status an operator sees. It starts its own gpufracd on a scratch state\n"
+    "directory (or uses the host's, on a real GPU where one runs) and cleans up.\n"
+    "Without an NVIDIA GPU it uses gpusim, a simulated 16 GiB GPU; on a real GPU\n"
+    "the sizes are scaled to the GPU's.\n"
     "\n"
     "Flags:\n"
     "  --simulated   use the simulated GPU even when a real one is present\n"
     "  -h, --help    show this help\n"
     "\n"
-    "Exit status: 0 when both fractions behaved as expected, 1 otherwise.\n";
+    "Exit status: 0 when every workload behaved as expected, 1 otherwise.\n";
 
 typedef struct demo {
     bool simulated;
@@ -39,6 +54,7 @@ typedef struct demo {
     char tmp[64], state[96];
     char uuid[GF_UUID_MAX]; /* the real GPU used; "" on gpusim */
     uint64_t total;
+    pid_t agent; /* the gpufracd we started; 0 when none */
 } demo;
 
 typedef struct workload {
@@ -81,6 +97,7 @@ static int use_gpusim(demo *d, gf_error *err)
     unsetenv("CUDA_VISIBLE_DEVICES");
     unsetenv("NVIDIA_VISIBLE_DEVICES");
     d->simulated = true;
+    d->total = 16 * GF_GIB; /* SIM_SIZE */
     return 0;
 }
 
@@ -106,201 +123,328 @@ static int choose_gpu(demo *d, bool force_sim, gf_error *err)
     return setenv("CUDA_VISIBLE_DEVICES", d->uuid, 1) < 0 ? gf_error_sys(err, "setenv") : 0;
 }
 
-static void print_view(const demo_output *o)
+/* One workload: a gpufrac run of gpufrac-probe, in the background, its
+ * stdout and stderr in <tmp>/<name>.out. */
+typedef struct job {
+    const char *name;
+    pid_t pid;
+    int status;
+    bool done;
+    char out[128];
+} job;
+
+static int start_job(demo *d, job *j, const char *const *args, gf_error *err)
 {
-    uint64_t free_b = 0, total = 0, dev = 0, used = 0;
-    char a[32], b[32];
+    const char *argv[32];
+    posix_spawn_file_actions_t fa;
+    int n = 0, rc;
 
-    if (demo_get_u64(o, "cuda_total", &total) && demo_get_u64(o, "cuda_free", &free_b)) {
-        gib(free_b, a, sizeof(a));
-        gib(total, b, sizeof(b));
-        printf("  cuMemGetInfo         %s free of %s\n", a, b);
-    }
-    if (demo_get_u64(o, "cuda_device_total", &dev)) {
-        gib(dev, a, sizeof(a));
-        printf("  cuDeviceTotalMem     %s\n", a);
-    }
-    if (demo_get_u64(o, "nvml_total", &total) && demo_get_u64(o, "nvml_used", &used)) {
-        gib(total, a, sizeof(a));
-        gib(used, b, sizeof(b));
-        printf("  NVML memory info     %s total, %s used\n", a, b);
-    } else if (demo_get(o, "nvml_error")) {
-        printf("  NVML memory info     not available (%s)\n", demo_get(o, "nvml_error"));
-    }
-}
-
-static int baseline(demo *d, gf_error *err)
-{
-    const char *argv[] = {d->probe, "info", NULL};
-    demo_output o;
-    char a[32];
-
-    if (demo_spawn(argv, &o, err) < 0)
-        return -1;
-    if (o.exit_code != 0)
-        return gf_error_set(err, GF_ESTATE, "gpufrac-probe could not use the GPU (exit %d)",
-                            o.exit_code);
-    if (!demo_get_u64(&o, "nvml_total", &d->total) &&
-        !demo_get_u64(&o, "cuda_device_total", &d->total))
-        return gf_error_set(err, GF_ESTATE, "gpufrac-probe reported no memory size");
-    gib(d->total, a, sizeof(a));
-    printf("Without gpufrac, a CUDA program sees the whole GPU (%s):\n", a);
-    print_view(&o);
-    printf("\n");
-    return 0;
-}
-
-static void __attribute__((format(printf, 2, 3))) problem(workload *w, const char *fmt, ...)
-{
-    size_t off = strlen(w->problem);
-    va_list ap;
-
-    if (off)
-        return; /* the first one tells the story */
-    va_start(ap, fmt);
-    vsnprintf(w->problem, sizeof(w->problem), fmt, ap);
-    va_end(ap);
-}
-
-/* It must see its limit as the device size, get all it was told is free
- * (to within one block), and be refused with OUT_OF_MEMORY past that. */
-static void judge(workload *w)
-{
-    const demo_output *o = &w->out;
-    const char *fill_error = demo_get(o, "fill_error");
-    uint64_t v = 0, free_b = 0, filled = 0, chunk = 0;
-    char want[32], got[32];
-
-    gib(w->limit, want, sizeof(want));
-    if (!demo_get(o, "cuda_total") && o->exit_code != 0)
-        problem(w, "gpufrac run failed (exit %d) before the probe reported anything",
-                o->exit_code);
-    if (!demo_get_u64(o, "cuda_total", &v) || v != w->limit)
-        problem(w, "cuMemGetInfo reports a total of %s, expected %s", (gib(v, got, 32), got), want);
-    if (!demo_get_u64(o, "cuda_device_total", &v) || v != w->limit)
-        problem(w, "cuDeviceTotalMem reports %s, expected %s", (gib(v, got, 32), got), want);
-    if (demo_get_u64(o, "nvml_total", &v) && v != w->limit)
-        problem(w, "NVML reports a total of %s, expected %s", (gib(v, got, 32), got), want);
-    demo_get_u64(o, "cuda_free", &free_b);
-    demo_get_u64(o, "fill_chunk", &chunk);
-    if (!demo_get_u64(o, "fill_total", &filled))
-        problem(w, "the probe did not report its allocations");
-    else if (filled > w->limit)
-        problem(w, "it allocated %s, more than its share of %s", (gib(filled, got, 32), got), want);
-    else if (filled + chunk <= free_b)
-        problem(w, "it could allocate only %s of its %s", (gib(filled, got, 32), got), want);
-    if (!fill_error || strcmp(fill_error, "CUDA_ERROR_OUT_OF_MEMORY") != 0)
-        problem(w, "the last allocation ended with %s, expected CUDA_ERROR_OUT_OF_MEMORY",
-                fill_error ? fill_error : "nothing");
-    if (w->out.exit_code != 0)
-        problem(w, "gpufrac run exited with %d", w->out.exit_code);
-}
-
-static void print_fill(const workload *w)
-{
-    uint64_t blocks = 0, filled = 0;
-    const char *e = demo_get(&w->out, "fill_error");
-    char a[32];
-
-    if (!demo_get_u64(&w->out, "fill_blocks", &blocks) ||
-        !demo_get_u64(&w->out, "fill_total", &filled))
-        return;
-    gib(filled, a, sizeof(a));
-    printf("  allocating " CHUNK_HUMAN " blocks: %llu succeeded (%s), the next one failed with %s\n",
-           (unsigned long long)blocks, a, e ? e : "?");
-}
-
-static int run_workload(demo *d, workload *w, gf_error *err)
-{
-    char name[32], lim[32];
-    const char *argv[20];
-    int n = 0;
-
-    snprintf(name, sizeof(name), "demo-%s", w->label);
+    snprintf(j->out, sizeof(j->out), "%s/%s.out", d->tmp, j->name);
     argv[n++] = d->self;
     argv[n++] = "run";
-    argv[n++] = "--memory";
-    argv[n++] = w->memory;
     argv[n++] = "--name";
-    argv[n++] = name;
+    argv[n++] = j->name;
     argv[n++] = "--state-dir";
     argv[n++] = d->state;
     if (d->uuid[0]) {
         argv[n++] = "--devices";
         argv[n++] = d->uuid;
     }
-    argv[n++] = "--";
-    argv[n++] = d->probe;
-    argv[n++] = "info";
-    argv[n++] = "fill";
-    argv[n++] = CHUNK;
+    while (*args && n < 29)
+        argv[n++] = *args++;
     argv[n] = NULL;
-    gib(w->limit, lim, sizeof(lim));
-    printf("Workload %s: gpufrac run --memory %s -- gpufrac-probe info fill " CHUNK "\n",
-           w->label, w->memory);
-    printf("  its share            %s\n", lim);
-    if (demo_spawn(argv, &w->out, err) < 0)
-        return -1;
-    print_view(&w->out);
-    print_fill(w);
-    judge(w);
-    printf("  => %s\n\n", w->problem[0] ? w->problem : "as expected");
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, j->out, O_WRONLY | O_CREAT | O_TRUNC,
+                                     0644);
+    posix_spawn_file_actions_adddup2(&fa, STDOUT_FILENO, STDERR_FILENO);
+    rc = posix_spawn(&j->pid, d->self, &fa, NULL, (char *const *)argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) {
+        errno = rc;
+        return gf_error_sys(err, "starting %s", j->name);
+    }
     return 0;
 }
 
-static int expected_limit(const demo *d, workload *w, gf_error *err)
+static void wait_job(job *j)
 {
-    gf_amount a;
-    return gf_amount_parse(w->memory, "--memory", &a, err) < 0 ||
-                   gf_amount_resolve(&a, d->total, "--memory", &w->limit, err) < 0
-               ? -1
-               : 0;
+    if (j->done || j->pid <= 0)
+        return;
+    while (waitpid(j->pid, &j->status, 0) < 0 && errno == EINTR)
+        ;
+    j->done = true;
 }
 
-static void summary(const workload *w, size_t n)
+static int job_exit(const job *j)
 {
-    char lim[32];
+    return WIFEXITED(j->status) ? WEXITSTATUS(j->status) : 128 + WTERMSIG(j->status);
+}
 
-    printf("Summary\n");
-    for (size_t i = 0; i < n; i++) {
-        gib(w[i].limit, lim, sizeof(lim));
-        printf("  %s  workload %s (--memory %s = %s): %s\n", w[i].problem[0] ? "FAIL" : "PASS",
-               w[i].label, w[i].memory, lim,
-               w[i].problem[0] ? w[i].problem
-                               : "saw only its share, could allocate it, and not a byte more");
+static void stop_job(job *j)
+{
+    if (!j->done && j->pid > 0) {
+        kill(j->pid, SIGTERM); /* gpufrac run passes it on to the fraction */
+        wait_job(j);
     }
 }
 
-static void headline(const demo *d)
+/* The first line of a job's output that holds text, into buf. */
+static bool job_line(const job *j, const char *text, char *buf, size_t len)
 {
-    char a[32];
+    char line[1024];
+    bool found = false;
+    FILE *fp = fopen(j->out, "re");
 
-    if (d->simulated)
-        printf("gpufrac demo on gpusim, a simulated GPU with 16 GiB (%s).\n", d->why_sim);
-    else
-        printf("gpufrac demo on GPU %s (%s).\n", d->uuid, (gib(d->total, a, sizeof(a)), a));
-    printf("Each step runs gpufrac-probe, a small CUDA program that prints what CUDA and\n"
-           "NVML tell it, then allocates " CHUNK_HUMAN " blocks until the driver refuses one.\n\n");
+    while (fp && !found && fgets(line, sizeof(line), fp))
+        if (strstr(line, text)) {
+            line[strcspn(line, "\n")] = '\0';
+            snprintf(buf, len, "%s", line);
+            found = true;
+        }
+    if (fp)
+        fclose(fp);
+    return found;
+}
+
+static uint64_t job_value(const job *j, const char *key)
+{
+    char line[1024], pre[64];
+    uint64_t v = 0;
+    FILE *fp = fopen(j->out, "re");
+
+    snprintf(pre, sizeof(pre), "%s=", key);
+    while (fp && fgets(line, sizeof(line), fp))
+        if (strncmp(line, pre, strlen(pre)) == 0)
+            v = strtoull(line + strlen(pre), NULL, 10);
+    if (fp)
+        fclose(fp);
+    return v;
+}
+
+/* The fraction's figures on its (one) GPU, as status reads them. */
+static bool fraction_now(const demo *d, const char *name, status_device *out)
+{
+    static status_view v;
+    gf_error err;
+    bool found = false;
+
+    if (status_collect(d->state, false, &v, &err) < 0)
+        return false;
+    for (size_t i = 0; i < v.n && !found; i++)
+        if (strcmp(v.f[i].name, name) == 0 && v.f[i].readable && v.f[i].n_devices) {
+            *out = v.f[i].devices[0];
+            found = true;
+        }
+    status_view_free(&v);
+    return found;
+}
+
+/* Waits (at most 30 s) until the fraction uses at least bytes. */
+static bool wait_used(const demo *d, job *j, uint64_t bytes)
+{
+    struct timespec tick = {0, 50 * 1000 * 1000};
+    status_device dev;
+
+    for (int i = 0; i < 600; i++) {
+        if (fraction_now(d, j->name, &dev) && dev.used >= bytes)
+            return true;
+        if (waitpid(j->pid, &j->status, WNOHANG) == j->pid) {
+            j->done = true;
+            return false;
+        }
+        nanosleep(&tick, NULL);
+    }
+    return false;
+}
+
+static int start_agent(demo *d, gf_error *err)
+{
+    char agent[PATH_MAX + 16], log[128], sock[160];
+    struct timespec tick = {0, 50 * 1000 * 1000};
+    const char *argv[] = {agent, "--state-dir", d->state, "--metrics-listen", "off",
+                          "--watchdog-period-ms", "200", NULL};
+    posix_spawn_file_actions_t fa;
+    struct stat st;
+    int rc;
+
+    if (gf_find_agent(agent, sizeof(agent), err) < 0)
+        return -1;
+    snprintf(log, sizeof(log), "%s/gpufracd.log", d->tmp);
+    snprintf(sock, sizeof(sock), "%s/agent.sock", d->state);
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&fa, STDOUT_FILENO, STDERR_FILENO);
+    rc = posix_spawn(&d->agent, agent, &fa, NULL, (char *const *)argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) {
+        errno = rc;
+        return gf_error_sys(err, "starting %s", agent);
+    }
+    for (int i = 0; i < 200; i++) {
+        if (stat(sock, &st) == 0 && S_ISSOCK(st.st_mode))
+            return 0;
+        if (waitpid(d->agent, &rc, WNOHANG) == d->agent) {
+            d->agent = 0;
+            return gf_error_set(err, GF_ESTATE, "gpufracd stopped at once (see %s)", log);
+        }
+        nanosleep(&tick, NULL);
+    }
+    return gf_error_set(err, GF_ESTATE, "gpufracd did not open %s within 10 s", sock);
+}
+
+static void stop_agent(demo *d)
+{
+    int st;
+    if (d->agent > 0) {
+        kill(d->agent, SIGTERM);
+        while (waitpid(d->agent, &st, 0) < 0 && errno == EINTR)
+            ;
+        d->agent = 0;
+    }
+}
+
+/* `gpufrac status` as its own process: it loads NVML (here: gpusim) by the
+ * library path we set, which this process's loader no longer reads. */
+static void show_status(const demo *d)
+{
+    const char *argv[] = {d->self, "status", "--state-dir", d->state, NULL};
+    pid_t pid;
+    int st;
+
+    fflush(stdout);
+    setenv("COLUMNS", "80", 1);
+    if (posix_spawn(&pid, d->self, NULL, NULL, (char *const *)argv, environ) != 0)
+        return;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+}
+
+static int verdict(bool ok, int *fails)
+{
+    if (!ok)
+        (*fails)++;
+    return ok ? 'P' : 'F';
+}
+
+static void say(int v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(int v, const char *fmt, ...)
+{
+    va_list ap;
+    printf("  %s  ", v == 'P' ? "PASS" : "FAIL");
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    putchar('\n');
+}
+
+/* Sizes in units of a 16th of the GPU: 1 unit = 1 GiB on the simulated one. */
+static void units(const demo *d, unsigned k, char *buf, size_t len)
+{
+    gf_quantity_format(d->total / 16 / GF_MIB * GF_MIB * k, buf, len);
 }
 
 static int demo_run(demo *d, gf_error *err)
 {
-    workload w[2] = {{.label = "A", .memory = "6Gi"}, {.label = "B", .memory = "0.25"}};
-    bool ok = true;
+    char u2[32], u3[32], u4[32], u5[32], u6[32], u9[32], u10[32], chunk[32], line[1024];
+    char a[32], b[32];
+    job steady = {.name = "steady"}, greedy = {.name = "greedy"}, burst = {.name = "burst"},
+        owner = {.name = "owner"};
+    uint64_t unit = d->total / 16 / GF_MIB * GF_MIB;
+    status_device sd, bd;
+    int fails = 0, v;
 
-    headline(d);
-    if (baseline(d, err) < 0)
+    units(d, 2, u2, sizeof(u2));
+    units(d, 3, u3, sizeof(u3));
+    units(d, 4, u4, sizeof(u4));
+    units(d, 5, u5, sizeof(u5));
+    units(d, 6, u6, sizeof(u6));
+    units(d, 9, u9, sizeof(u9));
+    units(d, 10, u10, sizeof(u10));
+    gf_quantity_format(unit / 2, chunk, sizeof(chunk));
+    gib(d->total, a, sizeof(a));
+    if (d->simulated)
+        printf("gpufrac demo: four workloads share gpusim, a simulated %s GPU (%s).\n", a,
+               d->why_sim);
+    else
+        printf("gpufrac demo: four workloads share GPU %s (%s).\n", d->uuid, a);
+    printf("%s\n\n", d->agent > 0 ? "gpufracd runs on a scratch state directory for it."
+                                  : "The host's gpufracd serves it.");
+
+    const char *s_args[] = {"--memory", u4, "--", d->probe, "alloc", u3, "hold", "120", NULL};
+    printf("steady  --memory %-5s            holds %s, all along\n", u4, u3);
+    if (start_job(d, &steady, s_args, err) < 0)
         return -1;
-    if (!d->simulated) /* 6 GiB of 16, scaled to this GPU */
-        gf_quantity_format(d->total / 16 * 6 / GF_MIB * GF_MIB, w[0].memory,
-                           sizeof(w[0].memory));
-    for (size_t i = 0; i < 2; i++) {
-        if (expected_limit(d, &w[i], err) < 0 || run_workload(d, &w[i], err) < 0)
-            return -1;
-        ok = ok && !w[i].problem[0];
+    if (!wait_used(d, &steady, 3 * unit) || !fraction_now(d, "steady", &sd))
+        return gf_error_set(err, GF_ESTATE, "the steady workload did not start (see %s)",
+                            steady.out);
+    /* what the fraction is charged beyond its allocations: its context (the
+     * limit bounds the whole footprint, docs/footprint.md); the greedy one,
+     * the same program, has one of the same size */
+    uint64_t steady_used = sd.used, ctx = sd.used - 3 * unit;
+
+    const char *g_args[] = {"--memory", u4, "--", d->probe, "fill", chunk, NULL};
+    printf("greedy  --memory %-5s            takes %s blocks until refused\n", u4, chunk);
+    if (start_job(d, &greedy, g_args, err) < 0)
+        return -1;
+    wait_job(&greedy);
+    uint64_t got = job_value(&greedy, "fill_total");
+    bool steady_ok = fraction_now(d, "steady", &sd) && sd.used == steady_used;
+    v = verdict(job_exit(&greedy) == 0 && got + ctx <= 4 * unit && got + ctx + unit / 2 > 4 * unit &&
+                    job_line(&greedy, "fill_error=CUDA_ERROR_OUT_OF_MEMORY", line, sizeof(line)),
+                &fails);
+    gib(got, b, sizeof(b));
+    gf_bytes_human(ctx, a, sizeof(a));
+    if (ctx)
+        say(v, "greedy got %s + %s context, then CUDA_ERROR_OUT_OF_MEMORY", b, a);
+    else
+        say(v, "greedy got %s, its share, then CUDA_ERROR_OUT_OF_MEMORY", b);
+    say(verdict(steady_ok, &fails), "steady still holds its %s, untouched", u3);
+
+    const char *b_args[] = {"--memory", u2, "--limit", u10, "--", d->probe, "alloc", u9,
+                            "hold", "120", NULL};
+    printf("burst   --memory %-5s --limit %-5s takes %s: more than its own\n", u2, u10, u9);
+    if (start_job(d, &burst, b_args, err) < 0)
+        return -1;
+    bool burst_ok = wait_used(d, &burst, 9 * unit) && fraction_now(d, "burst", &bd) &&
+                    bd.lent > 0;
+    gib(burst_ok ? bd.lent : 0, b, sizeof(b));
+    say(verdict(burst_ok, &fails), "burst borrowed %s of idle memory from gpufracd", b);
+
+    const char *o_args[] = {"--memory", u6, "--", d->probe, "alloc", u5, NULL};
+    printf("owner   --memory %-5s            takes %s: needs what burst borrowed\n", u6, u5);
+    if (start_job(d, &owner, o_args, err) < 0)
+        return -1;
+    wait_job(&owner);
+    wait_job(&burst);
+    bool owner_ok = job_exit(&owner) == 0 && job_line(&owner, " ok", line, sizeof(line));
+    bool evicted = job_exit(&burst) == GF_EXIT_EVICTED &&
+                   job_line(&burst, "evicted by gpufracd", line, sizeof(line));
+    say(verdict(owner_ok, &fails), "owner got its %s", u5);
+    say(verdict(evicted, &fails), "burst was evicted (exit %d), and told why:", job_exit(&burst));
+    if (evicted)
+        status_wrap(strstr(line, "gpufrac run:"), 80, "        ", "          ");
+    printf("\n$ gpufrac status\n");
+    show_status(d);
+    stop_job(&steady);
+    stop_job(&burst);
+    printf("\n%s\n", fails ? "Some steps did not behave as they should (FAIL above)."
+                           : "Every workload got what it was promised, and not a byte more.");
+    return fails ? 1 : 0;
+}
+
+/* The host's agent for a real GPU when one runs; else our own, on a
+ * scratch state directory. */
+static int demo_state(demo *d, gf_error *err)
+{
+    if (!d->simulated && gf_agent_present("/run/gpufrac") && geteuid() == 0) {
+        snprintf(d->state, sizeof(d->state), "/run/gpufrac");
+        return 0;
     }
-    summary(w, 2);
-    return ok ? 0 : 1;
+    char scratch[sizeof(d->state)];
+    snprintf(scratch, sizeof(scratch), "%s", d->state);
+    if (gf_state_dir(scratch, true, d->state, sizeof(d->state), err) < 0)
+        return -1;
+    return start_agent(d, err);
 }
 
 int gf_cmd_demo(int argc, char **argv)
@@ -336,8 +480,9 @@ int gf_cmd_demo(int argc, char **argv)
     unsetenv("GPUFRAC_CONFIG"); /* the probe's first look is without a fraction */
     unsetenv("GPUFRAC_MEMORY_LIMIT");
     if (find_binaries(&d, &err) < 0 || choose_gpu(&d, force_sim, &err) < 0 ||
-        (rc = demo_run(&d, &err)) < 0)
+        demo_state(&d, &err) < 0 || (rc = demo_run(&d, &err)) < 0)
         rc = gf_cli_fail("demo", GF_EXIT_FAIL, &err);
+    stop_agent(&d);
     gf_rm_tree(d.tmp);
     return rc;
 }

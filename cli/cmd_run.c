@@ -77,14 +77,20 @@ int gf_cmd_run(int argc, char **argv)
         run_env_apply(&p, dir, &err) < 0)
         return gf_cli_fail("run", GF_EXIT_FAIL, &err);
     run_plan_notices(&p);
-    gf_fraction_gc(p.state);
-    if ((lock = gf_state_lock(p.state, &err)) < 0)
-        return gf_cli_fail("run", GF_EXIT_FAIL, &err);
-    if (gf_admit_check(&p, &err) < 0 || gf_fraction_create(&f, p.state, &p.cfg, &err) < 0) {
+    bool via_agent = p.cfg.agent[0] && run_via_agent(p.state);
+    if (via_agent) {
+        if (run_via_agent_create(&p, &f, &err) < 0)
+            return gf_cli_fail("run", GF_EXIT_FAIL, &err);
+    } else {
+        gf_fraction_gc(p.state);
+        if ((lock = gf_state_lock(p.state, &err)) < 0)
+            return gf_cli_fail("run", GF_EXIT_FAIL, &err);
+        if (gf_admit_check(&p, &err) < 0 || gf_fraction_create(&f, p.state, &p.cfg, &err) < 0) {
+            gf_state_unlock(lock);
+            return gf_cli_fail("run", GF_EXIT_FAIL, &err);
+        }
         gf_state_unlock(lock);
-        return gf_cli_fail("run", GF_EXIT_FAIL, &err);
     }
-    gf_state_unlock(lock);
     /* the workload's first loan must find the fraction's socket open */
     static late_attach late;
     late.p = &p;
@@ -97,18 +103,22 @@ int gf_cmd_run(int argc, char **argv)
     if (!late.done && gf_fraction_path(late.sock, sizeof(late.sock), p.state, p.cfg.name,
                                        "agent.sock", &err) == 0)
         run_supervise_on_tick(attach_late, &late);
-    if (run_env_mps(&p, &err) < 0) {
-        gf_fraction_remove(&f);
-        return gf_cli_fail("run", GF_EXIT_FAIL, &err);
-    }
-    if (gf_ledger_open(p.cfg.ledger, &lg, &err) < 0) {
-        gf_fraction_remove(&f);
+    if (run_env_mps(&p, &err) < 0 || gf_ledger_open(p.cfg.ledger, &lg, &err) < 0) {
+        if (via_agent)
+            run_via_agent_end(&p, &f, GF_EXIT_FAIL);
+        else
+            gf_fraction_remove(&f);
         return gf_cli_fail("run", GF_EXIT_FAIL, &err);
     }
     if (p.cfg.mode == GF_MODE_SM_SHARING && p.cfg.agent[0])
         run_supervise_on_stop(release_mps, &p);
-    rc = run_supervise(o.cmd, &lg);
+    pid_t child = 0;
+    rc = run_supervise(o.cmd, &lg, &child);
     gf_ledger_close(&lg);
-    gf_fraction_remove(&f);
+    rc = run_report_terminated(f.dir, child, rc, p.cfg.agent[0] != '\0');
+    if (via_agent)
+        run_via_agent_end(&p, &f, rc);
+    else
+        gf_fraction_end(&f, p.state, rc);
     return rc;
 }

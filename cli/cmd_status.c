@@ -6,22 +6,30 @@
 #include "status.h"
 
 static const char status_help[] =
-    "Usage: gpufrac status [--json] [--state-dir DIR]\n"
+    "Usage: gpufrac status [--json [--all]] [--state-dir DIR]\n"
     "\n"
-    "Lists the fractions on this host: their memory request, limit and use per GPU,\n"
-    "allocations refused over the limit, and the processes inside.\n"
+    "Shows, per GPU, its memory in use, the fractions on it with their request,\n"
+    "limit, use, burst loan, refused allocations and evictions on that GPU, and\n"
+    "their processes with the memory the driver measures for each. A user sees\n"
+    "their own fractions; root sees everyone's. Fits 80 columns; a wider terminal\n"
+    "also shows PEAK and MODE.\n"
     "\n"
-    "STATE is running (its gpufrac run is alive), orphaned (gpufrac run is gone but\n"
-    "processes of the fraction remain; their limit still holds) or stale (only the\n"
-    "directory is left; the next gpufrac run removes it).\n"
+    "STATE is running (its gpufrac run or container is alive), orphaned (gpufrac run\n"
+    "is gone but processes of the fraction remain; their limit still holds), stale\n"
+    "(only the directory is left; the next gpufrac run removes it), or, for %d\n"
+    "minutes after the end, ended, evicted (gpufracd took its burst loan back) or\n"
+    "killed (gpufracd's watchdog), with the reason under the row.\n"
     "\n"
     "Flags:\n"
-    "  --json            print a JSON array (sizes in bytes)\n"
+    "  --json            print a JSON array of the live fractions (sizes in bytes,\n"
+    "                    every figure per GPU under devices[])\n"
+    "  --all             with --json: the ended fractions too (state \"ended\")\n"
     "  --state-dir DIR   where fractions live (as for gpufrac run)\n"
     "  -h, --help        show this help\n";
 
 static const struct option status_longopts[] = {
     {"json", no_argument, NULL, 'j'},
+    {"all", no_argument, NULL, 'a'},
     {"state-dir", required_argument, NULL, 's'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -31,10 +39,9 @@ int gf_cmd_status(int argc, char **argv)
 {
     const char *state_flag = NULL;
     char state[GF_PATH_MAX];
-    status_fraction *f = NULL;
+    status_view *v;
     gf_error err = {0};
-    bool json = false;
-    size_t n;
+    bool json = false, all = false;
     int c, rc;
 
     opterr = 0;
@@ -42,10 +49,12 @@ int gf_cmd_status(int argc, char **argv)
     while ((c = getopt_long(argc, argv, ":h", status_longopts, NULL)) != -1) {
         if (c == 'j')
             json = true;
+        else if (c == 'a')
+            all = true;
         else if (c == 's')
             state_flag = optarg;
         else if (c == 'h')
-            return fputs(status_help, stdout), GF_EXIT_OK;
+            return printf(status_help, GF_ENDED_KEEP_S / 60), GF_EXIT_OK;
         else if (c == ':')
             return gf_cli_usage_error("status", "--state-dir needs a value");
         else
@@ -53,16 +62,21 @@ int gf_cmd_status(int argc, char **argv)
     }
     if (optind < argc)
         return gf_cli_usage_error("status", "unexpected argument \"%s\"", argv[optind]);
+    if (!(v = malloc(sizeof(*v))))
+        return fputs("gpufrac status: out of memory\n", stderr), GF_EXIT_FAIL;
     if (gf_state_dir(state_flag, false, state, sizeof(state), &err) < 0 ||
-        status_collect(state, &f, &n, &err) < 0)
+        status_collect(state, !json || all, v, &err) < 0) {
+        free(v);
         return gf_cli_fail("status", GF_EXIT_FAIL, &err);
+    }
     rc = GF_EXIT_OK;
     if (json) {
-        if (status_print_json(f, n, &err) < 0)
+        if (status_print_json(v, &err) < 0)
             rc = gf_cli_fail("status", GF_EXIT_FAIL, &err);
     } else {
-        status_print_table(f, n, state);
+        status_print_table(v, status_columns());
     }
-    free(f);
+    status_view_free(v);
+    free(v);
     return rc;
 }

@@ -1,6 +1,8 @@
 /* gpufrac top: the status table, redrawn every interval until interrupted. */
 #include <getopt.h>
+#include <poll.h>
 #include <signal.h>
+#include <termios.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -13,7 +15,7 @@ static const char top_help[] =
     "Usage: gpufrac top [--interval SECONDS] [--iterations N] [--state-dir DIR]\n"
     "\n"
     "Shows the fractions on this host like gpufrac status and redraws the table\n"
-    "every interval (default 1 s) until you press Ctrl-C. BURST is memory on loan\n"
+    "every interval (default 1 s) until you press q (or Ctrl-C). BURST is memory on loan\n"
     "from gpufracd above the fraction's request; EVICTED counts processes the\n"
     "agent terminated to take a loan back.\n"
     "\n"
@@ -41,22 +43,67 @@ static void on_signal(int sig)
 
 static int draw(const char *state, bool clear)
 {
-    status_fraction *f = NULL;
+    static status_view v;
     gf_error err = {0};
-    size_t n;
     char stamp[32];
     time_t now = time(NULL);
 
-    if (status_collect(state, &f, &n, &err) < 0)
+    if (status_collect(state, true, &v, &err) < 0)
         return gf_cli_fail("top", GF_EXIT_FAIL, &err);
     strftime(stamp, sizeof(stamp), "%H:%M:%S", localtime(&now));
     if (clear)
         fputs("\033[H\033[2J", stdout);
-    printf("gpufrac top - %s - %zu fraction(s) - Ctrl-C to quit\n\n", stamp, n);
-    status_print_table(f, n, state);
+    printf("gpufrac top - %s - %zu fraction(s) - q to quit\n", stamp, v.n);
+    status_print_table(&v, status_columns());
     fflush(stdout);
-    free(f);
+    status_view_free(&v);
     return GF_EXIT_OK;
+}
+
+/* Keys without Enter and without echo while top runs on a terminal. */
+static struct termios saved_tty;
+static bool tty_raw;
+
+static void keys_on(void)
+{
+    struct termios t;
+
+    if (!isatty(STDIN_FILENO) || tcgetattr(STDIN_FILENO, &saved_tty) < 0)
+        return;
+    t = saved_tty;
+    t.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
+    t.c_cc[VMIN] = 0;
+    t.c_cc[VTIME] = 0;
+    tty_raw = tcsetattr(STDIN_FILENO, TCSANOW, &t) == 0;
+}
+
+static void keys_off(void)
+{
+    if (tty_raw)
+        tcsetattr(STDIN_FILENO, TCSANOW, &saved_tty);
+    tty_raw = false;
+}
+
+/* Waits up to the interval; true when q (or Q, or end of input on a
+ * terminal) asks to quit. */
+static bool wait_key(double interval)
+{
+    struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
+    int ms = (int)(interval * 1000.0);
+    char c;
+
+    if (!tty_raw) {
+        struct timespec ts = {(time_t)interval,
+                              (long)((interval - (double)(time_t)interval) * 1e9)};
+        nanosleep(&ts, NULL);
+        return false;
+    }
+    if (poll(&p, 1, ms) <= 0)
+        return false;
+    while (read(STDIN_FILENO, &c, 1) == 1)
+        if (c == 'q' || c == 'Q')
+            return true;
+    return false;
 }
 
 static int parse_top(int argc, char **argv, double *interval, long *iterations,
@@ -112,13 +159,14 @@ int gf_cmd_top(int argc, char **argv)
         return gf_cli_fail("top", GF_EXIT_FAIL, &err);
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
+    keys_on();
+    rc = GF_EXIT_OK;
     for (long i = 0; !stop && (iterations < 0 || i < iterations); i++) {
-        if (i > 0) {
-            struct timespec ts = {(time_t)interval, (long)((interval - (double)(time_t)interval) * 1e9)};
-            nanosleep(&ts, NULL);
-        }
+        if (i > 0 && wait_key(interval))
+            break;
         if ((rc = draw(state, isatty(STDOUT_FILENO))) != GF_EXIT_OK)
-            return rc;
+            break;
     }
-    return GF_EXIT_OK;
+    keys_off();
+    return rc;
 }

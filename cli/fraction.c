@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,6 +85,18 @@ bool gf_fraction_supervised(const char *dir, pid_t *pid)
     return held;
 }
 
+/* A container fraction (its identity written by the agent) has no lock
+ * holder: its supervisor is the container's init, alive or not. */
+static bool container_alive(const char *dir, pid_t sup)
+{
+    char path[GF_PATH_MAX];
+
+    if (sup <= 0 || gf_path_join(path, sizeof(path), dir, "identity") < 0 ||
+        access(path, F_OK) < 0)
+        return false;
+    return kill(sup, 0) == 0 || errno == EPERM;
+}
+
 int gf_fraction_inspect(const char *dir, gf_fraction_state *state, pid_t *pids, size_t max,
                         size_t *n_pids, gf_error *err)
 {
@@ -94,7 +107,7 @@ int gf_fraction_inspect(const char *dir, gf_fraction_state *state, pid_t *pids, 
     *n_pids = 0;
     if (snprintf(path, sizeof(path), "%s/ledger", dir) >= (int)sizeof(path))
         return gf_error_set(err, GF_EINVAL, "path too long: %s", dir);
-    bool supervised = gf_fraction_supervised(dir, &sup);
+    bool supervised = gf_fraction_supervised(dir, &sup) || container_alive(dir, sup);
     if (gf_ledger_open(path, &lg, err) < 0) {
         if (err->code != GF_ESYS || err->sys_errno != ENOENT)
             return -1;
@@ -170,8 +183,50 @@ static void remove_abandoned(const char *fractions, const char *name)
         gf_rm_tree(dir);
 }
 
+time_t gf_fraction_ended_at(const char *dir, int *exit_code)
+{
+    char path[GF_PATH_MAX + 16];
+    long long when = 0;
+    int code = 0;
+    FILE *fp;
+
+    if (gf_path_join(path, sizeof(path), dir, "ended") < 0 || !(fp = fopen(path, "re")))
+        return 0;
+    if (fscanf(fp, "time=%lld exit=%d", &when, &code) < 1)
+        when = 0;
+    fclose(fp);
+    if (exit_code)
+        *exit_code = code;
+    return (time_t)when;
+}
+
+/* Ended fractions are kept GF_ENDED_KEEP_S for `gpufrac status`. */
+static void gc_ended(const char *state)
+{
+    char ended[GF_PATH_MAX], dir[GF_PATH_MAX];
+    time_t now = time(NULL);
+    struct dirent *de;
+    DIR *d;
+
+    if (snprintf(ended, sizeof(ended), "%s/ended", state) >= (int)sizeof(ended) ||
+        !(d = opendir(ended)))
+        return;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.' || gf_path_join(dir, sizeof(dir), ended, de->d_name) < 0)
+            continue;
+        time_t at = gf_fraction_ended_at(dir, NULL);
+        struct stat st;
+        if (at == 0 && lstat(dir, &st) == 0)
+            at = st.st_mtime;
+        if (now - at > GF_ENDED_KEEP_S)
+            gf_rm_tree(dir);
+    }
+    closedir(d);
+}
+
 void gf_fraction_gc(const char *state)
 {
+    gc_ended(state);
     char fractions[GF_PATH_MAX];
     struct dirent *de;
     DIR *d;

@@ -12,6 +12,7 @@
 
 #include <stdbool.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "config.h"
 #include "error.h"
@@ -35,6 +36,14 @@ int gf_fraction_create(gf_fraction *f, const char *state, const gf_fraction_conf
                        gf_error *err);
 void gf_fraction_remove(gf_fraction *f);
 
+/* How long an ended fraction stays in <state>/ended for `gpufrac status`. */
+#define GF_ENDED_KEEP_S 600
+
+/* Moves the fraction to <state>/ended/<name>.<pid> with a file "ended"
+ * ("time=<unix>\nexit=<code>\n"), where `gpufrac status` shows its last
+ * figures for GF_ENDED_KEEP_S; removes it when that fails. */
+void gf_fraction_end(gf_fraction *f, const char *state, int exit_code);
+
 /* "<state>/fractions/<name>/<file>" into buf. */
 int gf_fraction_path(char *buf, size_t len, const char *state, const char *name, const char *file,
                      gf_error *err);
@@ -55,7 +64,11 @@ bool gf_fraction_supervised(const char *dir, pid_t *pid);
 int gf_fraction_inspect(const char *dir, gf_fraction_state *state, pid_t *pids, size_t max,
                         size_t *n_pids, gf_error *err);
 
-/* Removes the stale fractions in <state>/fractions (best effort). */
+/* When the ended fraction in dir ended (0: not an ended one), and how. */
+time_t gf_fraction_ended_at(const char *dir, int *exit_code);
+
+/* Removes the stale fractions in <state>/fractions and ended ones past
+ * GF_ENDED_KEEP_S (best effort). */
 void gf_fraction_gc(const char *state);
 
 /* "<dir>/<file>" into buf; -1 (errno ENAMETOOLONG) when it does not fit. */

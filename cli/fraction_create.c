@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fraction.h"
@@ -134,4 +135,38 @@ void gf_fraction_remove(gf_fraction *f)
         gf_rm_tree(aside);
     close(f->lock_fd);
     f->lock_fd = -1;
+}
+
+void gf_fraction_end(gf_fraction *f, const char *state, int exit_code)
+{
+    char ended[GF_PATH_MAX + 16], dest[GF_PATH_MAX + 128], text[64];
+    const char *slash = strrchr(f->dir, '/');
+    int fd, n;
+
+    if (f->lock_fd < 0 || !slash)
+        return;
+    n = snprintf(text, sizeof(text), "time=%lld\nexit=%d\n", (long long)time(NULL), exit_code);
+    if (snprintf(ended, sizeof(ended), "%s/ended", state) >= (int)sizeof(ended) ||
+        snprintf(dest, sizeof(dest), "%s/%s.%d", ended, slash + 1, (int)getpid()) >=
+            (int)sizeof(dest) ||
+        (mkdir(ended, geteuid() == 0 ? 0755 : 0700) < 0 && errno != EEXIST))
+        goto remove;
+    if (gf_path_join(ended, sizeof(ended), f->dir, "ended") < 0)
+        goto remove;
+    fd = open(ended, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0)
+        goto remove;
+    if (write(fd, text, (size_t)n) != n) {
+        close(fd);
+        goto remove;
+    }
+    close(fd);
+    /* the lock is still held while it moves: no cleaner takes it for stale */
+    if (rename(f->dir, dest) < 0)
+        goto remove;
+    close(f->lock_fd);
+    f->lock_fd = -1;
+    return;
+remove:
+    gf_fraction_remove(f);
 }

@@ -1,4 +1,5 @@
 #include <dlfcn.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -14,6 +15,8 @@ typedef nvmlReturn_t (*nvml_handle_fn)(unsigned int, nvmlDevice_t *);
 typedef nvmlReturn_t (*nvml_uuid_fn)(nvmlDevice_t, char *, unsigned int);
 typedef nvmlReturn_t (*nvml_mem_fn)(nvmlDevice_t, nvmlMemory_t *);
 typedef const char *(*nvml_errstr_fn)(nvmlReturn_t);
+typedef nvmlReturn_t (*nvml_name_fn)(nvmlDevice_t, char *, unsigned int);
+typedef nvmlReturn_t (*nvml_procs_fn)(nvmlDevice_t, unsigned int *, void *);
 
 typedef struct nvml {
     void *lib;
@@ -24,6 +27,9 @@ typedef struct nvml {
     nvml_uuid_fn uuid;
     nvml_mem_fn mem;
     nvml_errstr_fn errstr;
+    nvml_name_fn name;        /* optional */
+    nvml_procs_fn procs;      /* optional: _v2/_v3 element (nvmlProcessInfo_t) */
+    nvml_procs_fn procs_v1;   /* optional: the original element */
 } nvml;
 
 /* The newest name first: the unversioned ones are the NVML 1.x ABI. */
@@ -49,6 +55,10 @@ static int nvml_load(nvml *n, gf_error *err)
     n->uuid = (nvml_uuid_fn)dlsym(n->lib, "nvmlDeviceGetUUID");
     n->mem = (nvml_mem_fn)dlsym(n->lib, "nvmlDeviceGetMemoryInfo");
     n->errstr = (nvml_errstr_fn)dlsym(n->lib, "nvmlErrorString");
+    n->name = (nvml_name_fn)dlsym(n->lib, "nvmlDeviceGetName");
+    n->procs = (nvml_procs_fn)sym2(n->lib, "nvmlDeviceGetComputeRunningProcesses_v3",
+                                   "nvmlDeviceGetComputeRunningProcesses_v2");
+    n->procs_v1 = (nvml_procs_fn)dlsym(n->lib, "nvmlDeviceGetComputeRunningProcesses");
     if (!n->init || !n->shutdown || !n->count || !n->handle || !n->uuid || !n->mem) {
         dlclose(n->lib);
         return gf_error_set(err, GF_ENOTFOUND,
@@ -82,6 +92,54 @@ static int nvml_device(const nvml *n, unsigned i, gf_gpu *g, gf_error *err)
     if ((r = n->mem(dev, &mem)) != NVML_SUCCESS)
         return gf_error_set(err, GF_ESYS, "NVML: device %u memory: %s", i, nvml_str(n, r));
     g->total = mem.total;
+    g->used = mem.used;
+    g->name[0] = '\0';
+    if (n->name && n->name(dev, g->name, sizeof(g->name)) != NVML_SUCCESS)
+        g->name[0] = '\0';
+    return 0;
+}
+
+#define PROCS_PER_GPU 256
+
+/* Appends GPU i's compute processes to out. */
+static void device_procs(const nvml *n, unsigned i, gf_gpu_proc *out, size_t max, size_t *k)
+{
+    static union {
+        nvmlProcessInfo_t v2[PROCS_PER_GPU];
+        nvmlProcessInfo_v1_t v1[PROCS_PER_GPU];
+    } b;
+    unsigned int count = PROCS_PER_GPU;
+    nvmlDevice_t dev;
+    bool v1 = !n->procs;
+
+    if (n->handle(i, &dev) != NVML_SUCCESS || (!n->procs && !n->procs_v1))
+        return;
+    if ((v1 ? n->procs_v1 : n->procs)(dev, &count, &b) != NVML_SUCCESS)
+        return;
+    for (unsigned int j = 0; j < count && j < PROCS_PER_GPU && *k < max; j++) {
+        unsigned long long used = v1 ? b.v1[j].usedGpuMemory : b.v2[j].usedGpuMemory;
+        out[(*k)++] = (gf_gpu_proc){.gpu = i, .pid = (pid_t)(v1 ? b.v1[j].pid : b.v2[j].pid),
+                                    .used = used == NVML_VALUE_NOT_AVAILABLE ? 0 : used};
+    }
+}
+
+int gf_gpus_processes(gf_gpu_proc *out, size_t max, size_t *n_out, gf_error *err)
+{
+    unsigned count = 0;
+    nvml n;
+
+    *n_out = 0;
+    if (nvml_load(&n, err) < 0)
+        return -1;
+    if (n.init() != NVML_SUCCESS) {
+        dlclose(n.lib);
+        return gf_error_set(err, GF_ENOTFOUND, NO_GPU "NVML did not start");
+    }
+    if (n.count(&count) == NVML_SUCCESS)
+        for (unsigned i = 0; i < count && i < GF_GPUS_MAX; i++)
+            device_procs(&n, i, out, max, n_out);
+    n.shutdown();
+    dlclose(n.lib);
     return 0;
 }
 

@@ -17,6 +17,10 @@
 #define GF_REL_GPUSIM "../lib/gpufrac/gpusim"
 #define GF_ABS_GPUSIM "/usr/local/lib/gpufrac/gpusim"
 #endif
+#ifndef GF_REL_AGENT
+#define GF_REL_AGENT "../sbin/gpufracd"
+#define GF_ABS_AGENT "/usr/local/sbin/gpufracd"
+#endif
 
 /* The first of <exe dir>/<build>, <exe dir>/<rel>, <abs> that passes
  * access(mode); its canonical path goes to out. */
@@ -61,6 +65,11 @@ int gf_find_probe(char *out, size_t len, gf_error *err)
 {
     return find("gpufrac-probe", "gpufrac-probe", GF_REL_PROBE, GF_ABS_PROBE, X_OK, "", out, len,
                 err);
+}
+
+int gf_find_agent(char *out, size_t len, gf_error *err)
+{
+    return find("gpufracd", "gpufracd", GF_REL_AGENT, GF_ABS_AGENT, X_OK, "", out, len, err);
 }
 
 int gf_find_gpusim_dir(char *out, size_t len, gf_error *err)

@@ -15,6 +15,8 @@ int gf_find_shim(char *out, size_t len, gf_error *err);
 /* The gpufrac-probe program the demo runs. */
 int gf_find_probe(char *out, size_t len, gf_error *err);
 /* The directory holding gpusim's libcuda.so.1 and libnvidia-ml.so.1. */
+/* gpufracd: next to gpufrac in the build tree, else the installed sbin one. */
+int gf_find_agent(char *out, size_t len, gf_error *err);
 int gf_find_gpusim_dir(char *out, size_t len, gf_error *err);
 
 #endif

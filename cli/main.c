@@ -19,6 +19,7 @@ static const char main_help[] =
     "  run      run a command inside a GPU fraction (gpufrac run --memory 8Gi -- CMD)\n"
     "  status   list the fractions running on this host\n"
     "  top      the same, redrawn every second\n"
+    "  stop     stop one of your fractions (gpufrac stop NAME)\n"
     "  demo     show what a fraction does, on a simulated GPU when there is no real one\n"
     "\n"
     "Flags:\n"
@@ -68,6 +69,7 @@ static const struct {
     {"status", gf_cmd_status},
     {"top", gf_cmd_top},
     {"demo", gf_cmd_demo},
+    {"stop", gf_cmd_stop},
 };
 
 int main(int argc, char **argv)
@@ -96,7 +98,7 @@ int main(int argc, char **argv)
         if (strcmp(cmd, commands[i].name) == 0)
             return commands[i].fn(argc - 1, argv + 1);
     fprintf(stderr,
-            "gpufrac: unknown %s \"%s\"; commands: run, status, top, demo\n"
+            "gpufrac: unknown %s \"%s\"; commands: run, status, top, stop, demo\n"
             "Try 'gpufrac --help'.\n",
             cmd[0] == '-' ? "flag" : "command", cmd);
     return GF_EXIT_USAGE;

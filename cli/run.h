@@ -4,6 +4,8 @@
 #define GPUFRAC_CLI_RUN_H
 
 #include <stdbool.h>
+#include <sys/types.h>
+#include <time.h>
 
 #include "config.h"
 #include "error.h"
@@ -44,8 +46,31 @@ void run_plan_notices(const run_plan *p);
 int run_env_apply(const run_plan *p, const char *fraction_dir, gf_error *err);
 
 /* Forks and execs cmd as a subreaper, forwards signals, reaps every
- * descendant and returns its memory through lg. Returns the exit code. */
-int run_supervise(char **cmd, gf_ledger *lg);
+ * descendant and returns its memory through lg. Returns the exit code;
+ * *child (may be NULL) receives COMMAND's pid. */
+int run_supervise(char **cmd, gf_ledger *lg, pid_t *child);
+
+/* A user other than root with gpufracd serving the state directory: the
+ * agent makes, admits and ends the fraction (cli/user_run.c). */
+struct gf_fraction;
+bool run_via_agent(const char *state);
+int run_via_agent_create(run_plan *p, struct gf_fraction *f, gf_error *err);
+void run_via_agent_end(const run_plan *p, struct gf_fraction *f, int code);
+
+/* One line of <fraction>/terminated (agent/terminated.h). */
+typedef struct run_termination {
+    pid_t pid;
+    int gpu;
+    bool watchdog; /* else a reclaim */
+    time_t when;
+    char reason[768];
+} run_termination;
+int run_ended_parse_line(char *line, run_termination *t);
+
+/* Prints the agent's reason for every process of the fraction it terminated;
+ * returns the exit code (GF_EXIT_EVICTED / GF_EXIT_WATCHDOG when it was
+ * COMMAND itself, else rc). */
+int run_report_terminated(const char *fraction_dir, pid_t child, int rc, bool agent);
 
 /* fn runs once, before the first stop signal is passed on to the fraction. */
 void run_supervise_on_stop(void (*fn)(void *), void *arg);

@@ -12,26 +12,32 @@
 
 void run_plan_notices(const run_plan *p)
 {
-    const gf_config_device *d = &p->cfg.devices[0];
     char req[32], lim[32];
+    bool burst = false;
 
-    for (size_t i = 0; i < p->cfg.n_devices && !p->cfg.agent[0]; i++)
+    if (p->cfg.agent[0])
+        return;
+    for (size_t i = 0; i < p->cfg.n_devices; i++)
         if (p->cfg.devices[i].limit > p->cfg.devices[i].request) {
-            d = &p->cfg.devices[i];
-            gf_bytes_human(d->request, req, sizeof(req));
-            gf_bytes_human(d->limit, lim, sizeof(lim));
-            fprintf(stderr,
-                    "gpufrac run: note: the fraction may use up to --limit (%s) but only "
-                    "--memory (%s) is its own; lending burst memory safely needs the node "
-                    "agent gpufracd, which is not running for this state directory, so the "
-                    "limit is a hard cap\n",
-                    lim, req);
+            gf_bytes_human(p->cfg.devices[i].request, req, sizeof(req));
+            gf_bytes_human(p->cfg.devices[i].limit, lim, sizeof(lim));
+            burst = true;
             break;
         }
-    if (p->cfg.mode == GF_MODE_SM_SHARING && !p->cfg.agent[0])
+    fprintf(stderr,
+            "gpufrac run: note: no gpufracd serves %s, so nothing is guaranteed: the limit "
+            "holds, but only fractions started in this state directory are counted (not other "
+            "users', not containers')",
+            p->state);
+    if (burst)
+        fprintf(stderr, "; --limit (%s) is a hard cap, since lending memory above --memory "
+                        "(%s) needs the agent", lim, req);
+    fputs("\n", stderr);
+    if (p->cfg.mode == GF_MODE_SM_SHARING)
         fprintf(stderr,
                 "gpufrac run: note: --mode sm-sharing needs an NVIDIA MPS control daemon "
-                "already running for these GPUs (gpufracd will manage MPS itself)\n");
+                "already running for GPU %s (gpufracd would manage MPS itself)\n",
+                p->cfg.devices[0].uuid);
 }
 
 static int set_preload(const char *shim, gf_error *err)

@@ -9,15 +9,37 @@
 #include "quantity.h"
 #include "run.h"
 
+/* The least memory a fraction may be given: a CUDA context alone needs more,
+ * so a smaller quantity is a missing unit ("--memory 2" is 2 bytes). */
+#define RUN_MEMORY_FLOOR GF_MIB
+
+static int check_floor(const char *flag, const char *text, const gf_amount *a, gf_error *err)
+{
+    size_t digits = strspn(text, "0123456789.");
+
+    if (a->is_portion || a->bytes >= RUN_MEMORY_FLOOR)
+        return 0;
+    if (digits == 0 || digits > 16)
+        return gf_error_set(err, GF_EINVAL,
+                            "%s: \"%s\" is %llu bytes; a fraction needs at least 1Mi", flag,
+                            text, (unsigned long long)a->bytes);
+    return gf_error_set(err, GF_EINVAL,
+                        "%s: \"%s\" is %llu bytes; a fraction needs at least 1Mi (did you "
+                        "mean %.*sGi?)",
+                        flag, text, (unsigned long long)a->bytes, (int)digits, text);
+}
+
 /* Every flag value on its own; returns GF_EXIT_USAGE on the first bad one. */
 static int parse_values(const run_opts *o, gf_spec *s, gf_error *err)
 {
     memset(s, 0, sizeof(*s));
     s->mode = GF_MODE_TIME_SLICING;
-    if (o->memory && gf_amount_parse(o->memory, "--memory", &s->request, err) < 0)
+    if (o->memory && (gf_amount_parse(o->memory, "--memory", &s->request, err) < 0 ||
+                      check_floor("--memory", o->memory, &s->request, err) < 0))
         return GF_EXIT_USAGE;
     s->has_request = o->memory != NULL;
-    if (o->limit && gf_amount_parse(o->limit, "--limit", &s->limit, err) < 0)
+    if (o->limit && (gf_amount_parse(o->limit, "--limit", &s->limit, err) < 0 ||
+                     check_floor("--limit", o->limit, &s->limit, err) < 0))
         return GF_EXIT_USAGE;
     s->has_limit = o->limit != NULL;
     if (!s->has_request && !s->has_limit) {
@@ -70,6 +92,13 @@ static int choose_gpus(const run_opts *o, run_plan *p, gf_error *err)
     if (o->devices) {
         if (gf_gpus_select(&all, o->devices, "--devices", &p->gpus, err) < 0)
             return GF_EXIT_USAGE;
+        if (p->spec.mode == GF_MODE_SM_SHARING && p->gpus.n > 1) {
+            gf_error_set(err, GF_EINVAL,
+                         "--devices \"%s\": an sm-sharing fraction runs on one GPU (one MPS "
+                         "daemon per GPU serves it); name one",
+                         o->devices);
+            return GF_EXIT_USAGE;
+        }
         p->set_visible = true;
         return 0;
     }
@@ -77,6 +106,12 @@ static int choose_gpus(const run_opts *o, run_plan *p, gf_error *err)
         return GF_EXIT_USAGE;
     /* NVIDIA_VISIBLE_DEVICES means nothing to CUDA outside a container */
     p->set_visible = !getenv("CUDA_VISIBLE_DEVICES") && p->gpus.n != all.n;
+    /* one MPS daemon per GPU serves an sm-sharing fraction: it gets one GPU,
+     * the first of those visible, and CUDA is shown only that one */
+    if (p->spec.mode == GF_MODE_SM_SHARING && p->gpus.n > 1) {
+        p->gpus.n = 1;
+        p->set_visible = true;
+    }
     return 0;
 }
 

@@ -172,7 +172,7 @@ static int wait_all(char **cmd, pid_t child, gf_ledger *lg, const sigset_t *set)
     }
 }
 
-int run_supervise(char **cmd, gf_ledger *lg)
+int run_supervise(char **cmd, gf_ledger *lg, pid_t *child_out)
 {
     sigset_t set, old;
     int pipefd[2], e;
@@ -200,6 +200,8 @@ int run_supervise(char **cmd, gf_ledger *lg)
         child_exec(cmd, &old, pipefd[1]);
     }
     close(pipefd[1]);
+    if (child_out)
+        *child_out = child;
     if ((e = exec_result(pipefd[0])) != 0)
         fprintf(stderr, "gpufrac run: cannot run '%s': %s\n", cmd[0], strerror(e));
     return wait_all(cmd, child, lg, &set);

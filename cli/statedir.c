@@ -53,7 +53,8 @@ static int choose(const char *flag, char *out, size_t len, bool *tmp)
         n = snprintf(out, len, "%s", flag);
     else if (env && *env)
         n = snprintf(out, len, "%s", env);
-    else if (access("/run/gpufrac", W_OK) == 0 || (geteuid() == 0 && access("/run", W_OK) == 0))
+    else if (access("/run/gpufrac", W_OK) == 0 || (geteuid() == 0 && access("/run", W_OK) == 0) ||
+             access("/run/gpufrac/users.sock", F_OK) == 0)
         n = snprintf(out, len, "/run/gpufrac");
     else if (xdg && *xdg == '/' && access(xdg, W_OK) == 0)
         n = snprintf(out, len, "%s/gpufrac", xdg);

@@ -1,9 +1,15 @@
 #include <dirent.h>
+#include <fcntl.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "admit.h"
 #include "ledger.h"
+#include "run.h"
 #include "status.h"
 
 static void read_ledger(status_fraction *f, gf_ledger *lg)
@@ -27,15 +33,71 @@ static void read_ledger(status_fraction *f, gf_ledger *lg)
     }
 }
 
+/* Kubernetes identity, written by the agent at admission. */
+static void read_identity(status_fraction *f)
+{
+    char path[GF_PATH_MAX + 16], line[256];
+    FILE *fp;
+
+    if (gf_path_join(path, sizeof(path), f->dir, "identity") < 0 || !(fp = fopen(path, "re")))
+        return;
+    while (fgets(line, sizeof(line), fp)) {
+        line[strcspn(line, "\n")] = '\0';
+        if (strncmp(line, "namespace=", 10) == 0)
+            snprintf(f->ns, sizeof(f->ns), "%.63s", line + 10);
+        else if (strncmp(line, "pod=", 4) == 0)
+            snprintf(f->pod, sizeof(f->pod), "%.127s", line + 4);
+        else if (strncmp(line, "container=", 10) == 0)
+            snprintf(f->container, sizeof(f->container), "%.63s", line + 10);
+    }
+    fclose(fp);
+}
+
+static void read_terminated(status_fraction *f)
+{
+    char path[GF_PATH_MAX + 16], line[1024];
+    run_termination t;
+    FILE *fp;
+
+    if (gf_path_join(path, sizeof(path), f->dir, "terminated") < 0 || !(fp = fopen(path, "re")))
+        return;
+    while (fgets(line, sizeof(line), fp))
+        if (run_ended_parse_line(line, &t) == 0) {
+            f->n_terminated++;
+            f->last_by_watchdog = t.watchdog;
+            snprintf(f->last_reason, sizeof(f->last_reason), "%s", t.reason);
+        }
+    fclose(fp);
+}
+
+static void owner_name(uid_t uid, char *out, size_t len)
+{
+    struct passwd pw, *res = NULL;
+    char buf[1024];
+
+    if (getpwuid_r(uid, &pw, buf, sizeof(buf), &res) == 0 && res)
+        snprintf(out, len, "%s", pw.pw_name);
+    else
+        snprintf(out, len, "%u", (unsigned)uid);
+}
+
 static int read_fraction(status_fraction *f, gf_error *err)
 {
     char path[GF_PATH_MAX + 16];
     gf_fraction_config cfg;
     gf_ledger lg = {.fd = -1};
+    struct stat st;
 
-    if (gf_fraction_inspect(f->dir, &f->state, f->pids, STATUS_PIDS_MAX, &f->n_pids, err) < 0)
+    if (f->ended) {
+        f->state = GF_FRACTION_STALE;
+        f->ended_at = gf_fraction_ended_at(f->dir, &f->exit_code);
+    } else if (gf_fraction_inspect(f->dir, &f->state, f->pids, STATUS_PIDS_MAX, &f->n_pids,
+                                   err) < 0) {
         return -1;
+    }
     gf_fraction_supervised(f->dir, &f->supervisor);
+    read_identity(f);
+    read_terminated(f);
     if (gf_path_join(path, sizeof(path), f->dir, "config") < 0)
         return gf_error_sys(err, "%s", f->dir);
     if (gf_config_load(path, &cfg, err) < 0)
@@ -48,8 +110,14 @@ static int read_fraction(status_fraction *f, gf_error *err)
         f->devices[i].request = cfg.devices[i].request;
         f->devices[i].limit = cfg.devices[i].limit;
     }
-    if (gf_ledger_open(cfg.ledger, &lg, err) < 0)
+    /* an ended fraction's config still names its old place */
+    if (gf_path_join(path, sizeof(path), f->dir, "ledger") < 0)
+        return gf_error_sys(err, "%s", f->dir);
+    if (gf_ledger_open(path, &lg, err) < 0)
         return -1;
+    /* the owner is whom the ledger was given to */
+    f->uid = fstat(lg.fd, &st) == 0 ? st.st_uid : (uid_t)-1;
+    owner_name(f->uid, f->owner, sizeof(f->owner));
     read_ledger(f, &lg);
     gf_ledger_close(&lg);
     return 0;
@@ -57,58 +125,144 @@ static int read_fraction(status_fraction *f, gf_error *err)
 
 static int by_name(const void *a, const void *b)
 {
-    return strcmp(((const status_fraction *)a)->name, ((const status_fraction *)b)->name);
+    const status_fraction *x = a, *y = b;
+    if (x->ended != y->ended)
+        return x->ended ? 1 : -1;
+    return strcmp(x->name, y->name);
 }
 
-static int add(const char *fractions, const char *name, status_fraction **v, size_t *n,
-               size_t *cap, gf_error *err)
+static int add(const char *parent, const char *entry, bool ended, status_view *v, size_t *cap,
+               gf_error *err)
 {
     status_fraction *f;
+    size_t len = strlen(entry);
 
-    if (*n == *cap) {
+    if (v->n == *cap) {
         size_t ncap = *cap ? *cap * 2 : 8;
-        status_fraction *nv = realloc(*v, ncap * sizeof(*nv));
+        status_fraction *nv = realloc(v->f, ncap * sizeof(*nv));
         if (!nv)
             return gf_error_sys(err, "listing fractions");
-        *v = nv;
+        v->f = nv;
         *cap = ncap;
     }
-    f = &(*v)[*n];
+    f = &v->f[v->n];
     memset(f, 0, sizeof(*f));
-    if (strlen(name) >= sizeof(f->name) || gf_path_join(f->dir, sizeof(f->dir), fractions, name) < 0)
+    if (ended) { /* "<name>.<pid>" */
+        const char *dot = strrchr(entry, '.');
+        if (!dot)
+            return 0;
+        len = (size_t)(dot - entry);
+    }
+    if (len >= sizeof(f->name) || gf_path_join(f->dir, sizeof(f->dir), parent, entry) < 0)
         return 0; /* not one of ours */
-    memcpy(f->name, name, strlen(name) + 1);
-    (*n)++;
+    memcpy(f->name, entry, len);
+    f->name[len] = '\0';
+    f->ended = ended;
+    /* a user sees their own fractions (whose ledger is theirs); root sees all */
+    char lpath[GF_PATH_MAX + 16];
+    struct stat st;
+    if (!v->all_users && gf_path_join(lpath, sizeof(lpath), f->dir, "ledger") == 0 &&
+        stat(lpath, &st) == 0 && st.st_uid != getuid())
+        return 0;
     gf_error e = {0};
     f->readable = read_fraction(f, &e) == 0;
     if (!f->readable)
         snprintf(f->error, sizeof(f->error), "%s", e.msg);
+    if (ended && time(NULL) - f->ended_at > GF_ENDED_KEEP_S)
+        return 0;
+    /* a user sees their own fractions; root sees all */
+    if (!v->all_users && f->readable && f->uid != getuid())
+        return 0;
+    v->n++;
     return 0;
 }
 
-int status_collect(const char *state, status_fraction **out, size_t *n, gf_error *err)
+static int scan(const char *state, const char *sub, bool ended, status_view *v, size_t *cap,
+                gf_error *err)
 {
-    char fractions[GF_PATH_MAX];
-    size_t cap = 0;
+    char dir[GF_PATH_MAX];
     struct dirent *de;
     DIR *d;
 
-    *out = NULL;
-    *n = 0;
-    snprintf(fractions, sizeof(fractions), "%s/fractions", state);
-    d = opendir(fractions);
-    if (!d)
+    snprintf(dir, sizeof(dir), "%s/%s", state, sub);
+    if (!(d = opendir(dir)))
         return 0; /* nothing has run here yet */
-    while ((de = readdir(d)))
-        if (de->d_name[0] != '.' && gf_name_valid(de->d_name) &&
-            add(fractions, de->d_name, out, n, &cap, err) < 0) {
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.' || (!ended && !gf_name_valid(de->d_name)))
+            continue;
+        if (add(dir, de->d_name, ended, v, cap, err) < 0) {
             closedir(d);
-            free(*out);
-            *out = NULL;
             return -1;
         }
+    }
     closedir(d);
-    if (*n)
-        qsort(*out, *n, sizeof(**out), by_name);
     return 0;
+}
+
+/* Each fraction's driver-measured memory per GPU: its pids in NVML's list. */
+static void driver_figures(status_view *v)
+{
+    for (size_t i = 0; i < v->n; i++) {
+        status_fraction *f = &v->f[i];
+        for (size_t d = 0; d < f->n_devices; d++)
+            for (size_t g = 0; g < v->gpus.n; g++) {
+                if (strcmp(v->gpus.gpus[g].uuid, f->devices[d].uuid) != 0)
+                    continue;
+                for (size_t k = 0; k < v->n_procs; k++)
+                    for (size_t p = 0; p < f->n_pids && p < STATUS_PIDS_MAX; p++)
+                        if (v->procs[k].gpu == v->gpus.gpus[g].index &&
+                            v->procs[k].pid == f->pids[p])
+                            f->devices[d].driver_used += v->procs[k].used;
+            }
+    }
+}
+
+int status_collect(const char *state, bool ended, status_view *v, gf_error *err)
+{
+    size_t cap = 0;
+    gf_error ignored;
+
+    memset(v, 0, sizeof(*v));
+    snprintf(v->state, sizeof(v->state), "%s", state);
+    v->all_users = geteuid() == 0;
+    v->agent = gf_agent_present(state);
+    v->have_gpus = gf_gpus_probe(&v->gpus, &ignored) == 0;
+    if (v->have_gpus)
+        gf_gpus_processes(v->procs, STATUS_PROCS_MAX, &v->n_procs, &ignored);
+    if (scan(state, "fractions", false, v, &cap, err) < 0 ||
+        (ended && scan(state, "ended", true, v, &cap, err) < 0)) {
+        status_view_free(v);
+        return -1;
+    }
+    if (v->n)
+        qsort(v->f, v->n, sizeof(*v->f), by_name);
+    driver_figures(v);
+    return 0;
+}
+
+void status_view_free(status_view *v)
+{
+    free(v->f);
+    v->f = NULL;
+    v->n = 0;
+}
+
+void status_proc_name(pid_t pid, char *buf, size_t len)
+{
+    char path[64];
+    ssize_t n;
+    int fd;
+
+    snprintf(buf, len, "?");
+    snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+        return;
+    n = read(fd, buf, len - 1);
+    close(fd);
+    if (n <= 0) {
+        snprintf(buf, len, "?");
+        return;
+    }
+    buf[n] = '\0';
+    buf[strcspn(buf, "\n")] = '\0';
 }

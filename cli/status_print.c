@@ -1,103 +1,253 @@
+/* The status table, laid out like nvidia-smi: a block per GPU (index, name,
+ * used/total, mode), the fractions on it with their figures on that GPU,
+ * and under each its processes with the memory the driver measures. Fits
+ * 80 columns; a wider terminal gets wider names and more columns. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
 
 #include "quantity.h"
 #include "status.h"
 
-enum { COL_NAME, COL_STATE, COL_MODE, COL_DEVICES, COL_REQUEST, COL_LIMIT, COL_USED, COL_BURST,
-       COL_DENIED, COL_EVICTED, COL_PIDS, N_COLS };
-
-static const char *const headings[N_COLS] = {
-    "NAME", "STATE", "MODE", "DEVICES", "REQUEST", "LIMIT", "USED", "BURST", "DENIED", "EVICTED",
-    "PIDS"};
-static const int right_aligned[N_COLS] = {[COL_REQUEST] = 1, [COL_LIMIT] = 1, [COL_USED] = 1,
-                                          [COL_BURST] = 1,   [COL_DENIED] = 1, [COL_EVICTED] = 1};
-
-typedef char cell[160];
-
-enum { TABLE_PIDS = 8 }; /* the rest are counted; --json lists them */
-
-static void cat_item(char *buf, size_t len, const char *item)
+int status_columns(void)
 {
-    size_t off = strlen(buf);
-    if (off < len)
-        snprintf(buf + off, len - off, "%s%s", off ? "," : "", item);
+    struct winsize ws;
+    const char *env = getenv("COLUMNS");
+    int cols = 0;
+
+    if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0)
+        cols = ws.ws_col;
+    if (cols <= 0 && env)
+        cols = atoi(env);
+    return cols < 80 ? 80 : cols > 400 ? 400 : cols;
 }
 
-/* One size per device, or just one when they all agree. */
-static void sizes(const status_fraction *f, size_t field, char *buf, size_t len)
+/* 6 characters at most: "0", "512K", "300M", "1.5G", "15.8G", "1.2T". */
+static void compact(uint64_t b, char *out, size_t len)
 {
-    char h[32];
-    bool same = true;
-
-    buf[0] = '\0';
-    for (size_t i = 0; i < f->n_devices; i++) {
-        uint64_t v = field ? f->devices[i].limit : f->devices[i].request;
-        uint64_t v0 = field ? f->devices[0].limit : f->devices[0].request;
-        same = same && v == v0;
-    }
-    for (size_t i = 0; i < f->n_devices && (i == 0 || !same); i++) {
-        gf_bytes_human(field ? f->devices[i].limit : f->devices[i].request, h, sizeof(h));
-        cat_item(buf, len, h);
-    }
-}
-
-static void fill_row(const status_fraction *f, cell *row)
-{
-    char item[32];
-
-    snprintf(row[COL_NAME], sizeof(cell), "%s", f->name);
-    snprintf(row[COL_STATE], sizeof(cell), "%s", f->readable ? gf_fraction_state_name(f->state)
-                                                             : "unreadable");
-    for (int c = COL_MODE; c < N_COLS; c++)
-        snprintf(row[c], sizeof(cell), "-");
-    if (!f->readable)
-        return;
-    if (f->mode == GF_MODE_SM_SHARING)
-        snprintf(row[COL_MODE], sizeof(cell), "sm-sharing(%d%%)", f->compute_percent);
+    if (b == 0)
+        snprintf(out, len, "0");
+    else if (b < GF_MIB)
+        snprintf(out, len, "%lluK", (unsigned long long)((b + 1023) / 1024));
+    else if (b < GF_GIB)
+        snprintf(out, len, "%lluM", (unsigned long long)(b / GF_MIB));
+    else if (b < 1000 * GF_GIB)
+        snprintf(out, len, "%.1fG", (double)b / (double)GF_GIB);
     else
-        snprintf(row[COL_MODE], sizeof(cell), "%s", gf_mode_name(f->mode));
-    row[COL_DEVICES][0] = '\0';
-    for (size_t i = 0; i < f->n_devices; i++) {
-        snprintf(item, sizeof(item), "%.12s", f->devices[i].uuid);
-        cat_item(row[COL_DEVICES], sizeof(cell), item);
-    }
-    sizes(f, 0, row[COL_REQUEST], sizeof(cell));
-    sizes(f, 1, row[COL_LIMIT], sizeof(cell));
-    gf_bytes_human(f->used, row[COL_USED], sizeof(cell));
-    gf_bytes_human(f->lent, row[COL_BURST], sizeof(cell));
-    snprintf(row[COL_DENIED], sizeof(cell), "%llu", (unsigned long long)f->denied);
-    snprintf(row[COL_EVICTED], sizeof(cell), "%llu", (unsigned long long)f->evictions);
-    row[COL_PIDS][0] = '\0';
-    for (size_t i = 0; i < f->n_pids && i < TABLE_PIDS; i++) {
-        snprintf(item, sizeof(item), "%d", (int)f->pids[i]);
-        cat_item(row[COL_PIDS], sizeof(cell), item);
-    }
-    if (f->n_pids > TABLE_PIDS) {
-        snprintf(item, sizeof(item), "+%zu more", f->n_pids - TABLE_PIDS);
-        cat_item(row[COL_PIDS], sizeof(cell), item);
-    }
-    if (f->n_pids == 0)
-        snprintf(row[COL_PIDS], sizeof(cell), "-");
+        snprintf(out, len, "%.1fT", (double)b / (double)GF_GIB / 1024.0);
 }
 
-static void print_row(cell *row, const int *width)
+static const char *state_of(const status_fraction *f)
 {
-    for (int c = 0; c < N_COLS; c++) {
-        const char *sep = c + 1 < N_COLS ? "  " : "\n";
-        if (c + 1 == N_COLS)
-            printf("%s%s", row[c], sep);
-        else
-            printf(right_aligned[c] ? "%*s%s" : "%-*s%s", width[c], row[c], sep);
+    if (!f->readable)
+        return "unreadable";
+    if (f->ended)
+        return !f->n_terminated ? "ended" : f->last_by_watchdog ? "killed" : "evicted";
+    return gf_fraction_state_name(f->state);
+}
+
+/* Who the fraction is: the pod's namespace/pod/container, else its name. */
+static void label_of(const status_fraction *f, char *out, size_t len)
+{
+    if (f->pod[0])
+        snprintf(out, len, "%s/%s/%s", f->ns, f->pod, f->container);
+    else
+        snprintf(out, len, "%s", f->name);
+}
+
+/* Cuts s to width, marking the cut with "..". */
+static void fit(char *s, int width)
+{
+    if (width > 2 && (int)strlen(s) > width) {
+        s[width - 2] = '.';
+        s[width - 1] = '.';
+        s[width] = '\0';
     }
+}
+
+/* Prints text in lines of at most cols, broken at spaces. */
+void status_wrap(const char *text, int cols, const char *first, const char *rest)
+{
+    const char *lead = first;
+
+    while (*text) {
+        int room = cols - (int)strlen(lead);
+        int n = (int)strlen(text);
+        if (n > room) {
+            n = room;
+            while (n > room / 2 && text[n] != ' ')
+                n--;
+            if (text[n] != ' ')
+                n = room;
+        }
+        printf("%s%.*s\n", lead, n, text);
+        text += n;
+        while (*text == ' ')
+            text++;
+        lead = rest;
+    }
+}
+
+typedef struct layout {
+    int cols, label_w, owner_w;
+    bool wide; /* room for MODE and PEAK */
+} layout;
+
+static layout plan(const status_view *v, int cols)
+{
+    /* fixed: indent 2, STATE 8, 5 sizes of 6, DENIED 6, EVICT 5, separators */
+    layout l = {.cols = cols, .owner_w = 8, .label_w = 18};
+    int longest = 8;
+
+    for (size_t i = 0; i < v->n; i++) {
+        char lab[300];
+        label_of(&v->f[i], lab, sizeof(lab));
+        if ((int)strlen(lab) > longest)
+            longest = (int)strlen(lab);
+    }
+    l.wide = cols >= 112;
+    int fixed = 2 + 9 + 1 + 9 + 4 * 7 + 7 + 6 + (l.wide ? 14 + 7 : 0);
+    int room = cols - fixed - 1;
+    l.label_w = longest < room ? longest : room;
+    if (l.label_w < 12)
+        l.label_w = 12;
+    return l;
+}
+
+static void heading(const layout *l)
+{
+    printf("  %-*s %-*s %-8s %6s %6s %6s %6s %6s %5s", l->owner_w, "OWNER", l->label_w,
+           "FRACTION", "STATE", "REQ", "LIMIT", "USED", "BURST", "DENIED", "EVICT");
+    if (l->wide)
+        printf(" %6s %-13s", "PEAK", "MODE");
+    putchar('\n');
+}
+
+static void proc_lines(const status_view *v, const status_fraction *f, const gf_gpu *g)
+{
+    for (size_t p = 0; p < f->n_pids && p < STATUS_PIDS_MAX; p++) {
+        char name[64], mem[16] = "-";
+        bool on_gpu = false;
+        for (size_t k = 0; k < v->n_procs; k++)
+            if (g && v->procs[k].gpu == g->index && v->procs[k].pid == f->pids[p]) {
+                compact(v->procs[k].used, mem, sizeof(mem));
+                on_gpu = true;
+            }
+        if (g && !on_gpu && v->n_procs && f->n_devices > 1)
+            continue; /* a process of the fraction that does not use this GPU */
+        status_proc_name(f->pids[p], name, sizeof(name));
+        printf("      pid %-8d %-24.24s %6s%s\n", (int)f->pids[p], name, mem,
+               on_gpu ? " (driver)" : "");
+    }
+    if (f->n_pids > STATUS_PIDS_MAX)
+        printf("      ... %zu more processes (gpufrac status --json lists %d)\n",
+               f->n_pids - STATUS_PIDS_MAX, STATUS_PIDS_MAX);
+}
+
+static void fraction_row(const layout *l, const status_view *v, const status_fraction *f,
+                         const status_device *d, const gf_gpu *g)
+{
+    char owner[40], lab[300], req[16], lim[16], used[16], burst[16], peak[16], mode[32];
+
+    snprintf(owner, sizeof(owner), "%s", f->readable ? f->owner : "?");
+    fit(owner, l->owner_w);
+    label_of(f, lab, sizeof(lab));
+    fit(lab, l->label_w);
+    printf("  %-*s %-*s %-8s", l->owner_w, owner, l->label_w, lab, state_of(f));
+    if (!f->readable || !d) {
+        printf("  %s\n", f->readable ? "-" : f->error);
+        return;
+    }
+    compact(d->request, req, sizeof(req));
+    compact(d->limit, lim, sizeof(lim));
+    compact(d->used, used, sizeof(used));
+    compact(d->lent, burst, sizeof(burst));
+    printf(" %6s %6s %6s %6s %6llu %5llu", req, lim, used, burst,
+           (unsigned long long)d->denied, (unsigned long long)d->evictions);
+    if (l->wide) {
+        compact(d->peak, peak, sizeof(peak));
+        if (f->mode == GF_MODE_SM_SHARING)
+            snprintf(mode, sizeof(mode), "sm-sharing/%d%%", f->compute_percent);
+        else
+            snprintf(mode, sizeof(mode), "%s", gf_mode_name(f->mode));
+        printf(" %6s %-13s", peak, mode);
+    }
+    putchar('\n');
+    if (f->ended) {
+        char why[900];
+        if (f->n_terminated)
+            snprintf(why, sizeof(why), "%s", f->last_reason);
+        else
+            snprintf(why, sizeof(why), "ended with exit status %d", f->exit_code);
+        status_wrap(why, l->cols, "      ", "        ");
+        return;
+    }
+    proc_lines(v, f, g);
+}
+
+static const char *gpu_mode(const status_view *v, const gf_gpu *g)
+{
+    for (size_t i = 0; i < v->n; i++)
+        for (size_t d = 0; d < v->f[i].n_devices; d++)
+            if (!v->f[i].ended && v->f[i].readable &&
+                strcmp(v->f[i].devices[d].uuid, g->uuid) == 0)
+                return gf_mode_name(v->f[i].mode);
+    return "no fractions";
+}
+
+static void gpu_block(const layout *l, const status_view *v, const gf_gpu *g)
+{
+    char used[32], total[32], guar[32], title[200];
+    uint64_t guaranteed = 0;
+    int n = 0;
+
+    for (size_t i = 0; i < v->n; i++)
+        for (size_t d = 0; d < v->f[i].n_devices; d++)
+            if (!v->f[i].ended && strcmp(v->f[i].devices[d].uuid, g->uuid) == 0) {
+                guaranteed += v->f[i].devices[d].request;
+                n++;
+            }
+    gf_bytes_human(g->used, used, sizeof(used));
+    gf_bytes_human(g->total, total, sizeof(total));
+    gf_bytes_human(guaranteed, guar, sizeof(guar));
+    snprintf(title, sizeof(title), "GPU %u  %s", g->index, g->name[0] ? g->name : g->uuid);
+    fit(title, l->cols - 46);
+    printf("%-*s %10s / %-10s used  %s\n", l->cols - 46, title, used, total, gpu_mode(v, g));
+    char line[256];
+    snprintf(line, sizeof(line), "  %s  guaranteed %s, %d fraction%s", g->uuid, guar, n,
+             n == 1 ? "" : "s");
+    fit(line, l->cols);
+    printf("%s\n", line);
+    heading(l);
+    for (size_t i = 0; i < v->n; i++)
+        for (size_t d = 0; d < v->f[i].n_devices; d++)
+            if (strcmp(v->f[i].devices[d].uuid, g->uuid) == 0)
+                fraction_row(l, v, &v->f[i], &v->f[i].devices[d], g);
+    /* what uses the GPU outside any fraction: the driver sees it, gpufrac does not count it */
+    for (size_t k = 0; k < v->n_procs; k++) {
+        bool ours = false;
+        if (v->procs[k].gpu != g->index)
+            continue;
+        for (size_t i = 0; i < v->n && !ours; i++)
+            for (size_t p = 0; p < v->f[i].n_pids && p < STATUS_PIDS_MAX; p++)
+                ours = ours || v->f[i].pids[p] == v->procs[k].pid;
+        if (!ours && v->all_users) {
+            char name[64], mem[16];
+            status_proc_name(v->procs[k].pid, name, sizeof(name));
+            compact(v->procs[k].used, mem, sizeof(mem));
+            printf("  (no fraction) pid %-8d %-24.24s %6s (driver)\n", (int)v->procs[k].pid,
+                   name, mem);
+        }
+    }
+    putchar('\n');
 }
 
 enum { RECENT_EVENTS = 5 };
 
-/* The agent's last few events (reclaims, watchdog kills, MPS faults): they
- * often concern fractions that are gone by now. */
-static void print_events(const char *state)
+/* The agent's last few events (reclaims, watchdog kills, MPS faults). */
+static void print_events(const char *state, int cols)
 {
     char path[GF_PATH_MAX + 16], lines[RECENT_EVENTS][512];
     int n = 0;
@@ -111,47 +261,50 @@ static void print_events(const char *state)
     fclose(fp);
     if (n == 0)
         return;
-    printf("\nRecent agent events (%s):\n", path);
-    for (int i = n > RECENT_EVENTS ? n - RECENT_EVENTS : 0; i < n; i++)
-        printf("  %s", lines[i % RECENT_EVENTS]);
+    printf("Recent agent events (%s):\n", path);
+    for (int i = n > RECENT_EVENTS ? n - RECENT_EVENTS : 0; i < n; i++) {
+        char *ln = lines[i % RECENT_EVENTS];
+        ln[strcspn(ln, "\n")] = '\0';
+        status_wrap(ln, cols, "  ", "      ");
+    }
 }
 
-static void print_fractions(const status_fraction *f, size_t n, const char *state);
-
-void status_print_table(const status_fraction *f, size_t n, const char *state)
+void status_print_table(const status_view *v, int cols)
 {
-    print_fractions(f, n, state);
-    print_events(state);
-}
+    layout l = plan(v, cols);
+    bool shown[64] = {false};
 
-static void print_fractions(const status_fraction *f, size_t n, const char *state)
-{
-    int width[N_COLS];
-    cell head[N_COLS];
-    cell(*all)[N_COLS];
-
-    if (n == 0) {
-        printf("No fractions running (state directory %s).\n", state);
-        return;
+    char head[GF_PATH_MAX + 32];
+    snprintf(head, sizeof(head), "gpufrac status  %s", v->state);
+    fit(head, cols);
+    printf("%s\n%s%s\n", head,
+           v->agent ? "gpufracd serves it" : "no gpufracd serves it: nothing is guaranteed",
+           v->all_users ? "" : "; your fractions only");
+    if (v->n == 0)
+        printf("No fractions running.\n");
+    putchar('\n');
+    for (size_t g = 0; g < v->gpus.n && v->have_gpus; g++)
+        gpu_block(&l, v, &v->gpus.gpus[g]);
+    /* fractions on a GPU this host does not show (NVML gone, config from elsewhere) */
+    for (size_t i = 0; i < v->n; i++) {
+        const status_fraction *f = &v->f[i];
+        bool known = false;
+        for (size_t d = 0; d < f->n_devices; d++)
+            for (size_t g = 0; g < v->gpus.n && v->have_gpus; g++)
+                known = known || strcmp(f->devices[d].uuid, v->gpus.gpus[g].uuid) == 0;
+        if (known)
+            continue;
+        if (!shown[0]) {
+            printf("Not on a GPU NVML lists here\n");
+            heading(&l);
+            shown[0] = true;
+        }
+        fraction_row(&l, v, f, f->n_devices ? &f->devices[0] : NULL, NULL);
     }
-    all = calloc(n, sizeof(*all));
-    if (!all)
-        return;
-    for (int c = 0; c < N_COLS; c++) {
-        snprintf(head[c], sizeof(cell), "%s", headings[c]);
-        width[c] = (int)strlen(headings[c]);
-    }
-    for (size_t i = 0; i < n; i++) {
-        fill_row(&f[i], all[i]);
-        for (int c = 0; c < N_COLS; c++)
-            if ((int)strlen(all[i][c]) > width[c])
-                width[c] = (int)strlen(all[i][c]);
-    }
-    print_row(head, width);
-    for (size_t i = 0; i < n; i++)
-        print_row(all[i], width);
-    for (size_t i = 0; i < n; i++)
-        if (!f[i].readable)
-            fprintf(stderr, "gpufrac status: %s: %s\n", f[i].name, f[i].error);
-    free(all);
+    if (shown[0])
+        putchar('\n');
+    for (size_t i = 0; i < v->n; i++)
+        if (!v->f[i].readable)
+            fprintf(stderr, "gpufrac status: %s: %s\n", v->f[i].name, v->f[i].error);
+    print_events(v->state, cols);
 }

@@ -6,6 +6,7 @@ uses (Debian has no helm package):
 
   {{ .Values.a.b }}  {{ .Release.Namespace }}  {{ .Release.Name }}
   {{ .Chart.Name }}  {{ .Chart.Version }}  {{ .Chart.AppVersion }}
+  {{ .Files.Get "files/x" | indent N }}
   {{ quote X }}  {{ X | quote }}  {{ toYaml X | nindent N }}  {{ X | indent N }}
   {{ if X }} ... {{ else }} ... {{ end }}      (with {{- and -}} trimming)
   {{ or X Y ... }}  (the first non-empty argument, as in helm; also as an if condition)
@@ -324,6 +325,16 @@ def _to_str(v):
     return str(v)
 
 
+def _files_get(ctx, rel, name):
+    """A file of the chart, as helm's .Files.Get (never templated)."""
+    root = ctx.get("ChartDir")
+    path = os.path.normpath(os.path.join(root or "", str(rel)))
+    if not root or not path.startswith(os.path.normpath(root) + os.sep) or not os.path.isfile(path):
+        raise RenderError("%s: .Files.Get %r: no such file in the chart" % (name, rel))
+    with open(path) as f:
+        return f.read().rstrip("\n")
+
+
 def _eval(expr, ctx, name):
     stages = [s.strip() for s in expr.split("|")]
     val = None
@@ -332,6 +343,9 @@ def _eval(expr, ctx, name):
         if not words:
             raise RenderError("%s: empty pipeline stage in %r" % (name, expr))
         fn, args = words[0], words[1:]
+        if fn == ".Files.Get" and len(args) == 1 and not i:
+            val = _files_get(ctx, _scalar(args[0], name), name)
+            continue
         if fn.startswith("."):
             if args or i:
                 raise RenderError("%s: unsupported %r" % (name, expr))
@@ -392,6 +406,7 @@ def render_chart(chart_dir, values, release_name, namespace, create_namespace=Fa
     ctx = {
         "Values": values,
         "Release": {"Name": release_name, "Namespace": namespace, "Service": "Helm"},
+        "ChartDir": os.path.abspath(chart_dir),
         "Chart": {"Name": chart.get("name"), "Version": chart.get("version"),
                   "AppVersion": chart.get("appVersion")},
     }

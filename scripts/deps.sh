@@ -11,6 +11,8 @@ PKGS="$PKGS openssl"
 PKGS="$PKGS containerd python3-grpcio python3-grpc-tools umoci"
 # man pages (scdoc) and their check; the Debian packages and lintian; make image
 PKGS="$PKGS scdoc man-db debhelper dpkg-dev fakeroot lintian mmdebstrap"
+# a real Prometheus server and promtool check the metrics, the alert rules and the dashboard
+PKGS="$PKGS prometheus"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

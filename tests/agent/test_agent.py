@@ -3,6 +3,7 @@ the watchdog, restart with state intact, metrics through a real Prometheus
 parser, sm-sharing against the MPS stand-in, malformed socket messages."""
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -140,7 +141,7 @@ class BurstTest(AgentTestCase):
         self.assertEqual(lines, ["alloc=CUDA_ERROR_OUT_OF_MEMORY", "alloc=ok"], r.stdout)
 
     def test_reclaim_terminates_the_borrower_and_the_owner_allocates(self):
-        self.run_bg("borrower", "--memory", "1Gi", "--limit", "3Gi", "--", PROBE, "alloc",
+        borrower = self.run_bg("borrower", "--memory", "1Gi", "--limit", "3Gi", "--", PROBE, "alloc",
                     "2560Mi", "hold", "60")
         st = self.wait_for(lambda: self.status().get("borrower", {}).get("burst"), "a loan")
         self.assertEqual(st, 1536 * Mi)
@@ -152,17 +153,45 @@ class BurstTest(AgentTestCase):
         self.wait_for(lambda: "borrower" not in self.status(), "the borrower's run to end")
         m = self.metrics()
         self.assertEqual(self.sample(m, "gpufrac_agent_evictions_total"), 1.0)
+        # its owner is told why, and the exit status says so
+        borrower.wait(timeout=30)
+        self.assertEqual(borrower.returncode, 75, self.output("borrower"))
+        self.assertRegex(self.output("borrower"),
+                         r"gpufrac run: pid \d+ evicted by gpufracd: its loan of 1\.50 GiB above "
+                         r"--memory on GPU 0 was taken back for fraction \"owner\"")
+        # the ended fraction stays visible with its last state and the reason
+        table = subprocess.run([GPUFRAC, "status"], env=self.env, capture_output=True,
+                               text=True).stdout
+        row = [ln for ln in table.splitlines() if re.match(r"^  \S+ +borrower ", ln)]
+        self.assertEqual(len(row), 1, table)
+        self.assertIn("evicted", row[0])
+        self.assertIn("taken back", table)
+        r = subprocess.run([GPUFRAC, "status", "--json", "--all"], env=self.env,
+                           capture_output=True, text=True, check=True)
+        ended = {f["name"]: f for f in json.loads(r.stdout)}["borrower"]
+        self.assertEqual(ended["state"], "ended")
+        self.assertEqual(ended["exit_code"], 75)
+        self.assertEqual(ended["terminated"], 1)
+        self.assertEqual(ended["devices"][0]["evictions"], 1)
 
 
 class WatchdogTest(AgentTestCase):
     def test_process_bypassing_the_shim_is_terminated(self):
         # inside the fraction, but without the preload: only the driver sees it
         # 2Gi is past 512Mi plus the watchdog's allowance for contexts
-        self.run_bg("leaky", "--memory", "512Mi", "--", "env", "-u", "LD_PRELOAD", PROBE,
-                    "alloc", "2Gi", "hold", "60")
+        p = self.run_bg("leaky", "--memory", "512Mi", "--", "env", "-u", "LD_PRELOAD", PROBE,
+                        "alloc", "2Gi", "hold", "60")
         self.wait_for(lambda: "watchdog: killed pid" in self.events(), "the watchdog")
         self.assertIn("fraction leaky", self.events())
         self.wait_for(lambda: "leaky" not in self.status(), "the leaky run to end")
+        p.wait(timeout=30)
+        self.assertEqual(p.returncode, 76, self.output("leaky"))
+        self.assertRegex(self.output("leaky"),
+                         r"gpufrac run: pid \d+ terminated by gpufracd's watchdog: the driver "
+                         r"reports [0-9.]+ GiB for fraction \"leaky\" on GPU 0, [0-9.]+ GiB over "
+                         r"its limit of 512\.00 MiB")
+        m = self.metrics()
+        self.assertEqual(self.sample(m, "gpufrac_agent_watchdog_kills_total"), 1.0)
 
     def test_run_started_before_the_agent_is_watched(self):
         self.stop_agent()
@@ -325,6 +354,13 @@ class ContainerTest(AgentTestCase):
         self.procs.append(init)
         self.assertTrue(self.ask(b"gpufrac/1 attach name=k8s.abc.main pid=%d" % init.pid)
                         .startswith("gpufrac/1 ok"))
+        # status names the pod and sees the container running while its init lives
+        st = self.status()["k8s.abc.main"]
+        self.assertEqual((st["namespace"], st["pod"], st["container"], st["state"]),
+                         ("team", "p1", "main", "running"))
+        table = subprocess.run([GPUFRAC, "status"], env=self.env, capture_output=True,
+                               text=True).stdout
+        self.assertRegex(table, r"team/p1/main +running")
         init.kill()
         init.wait()
         self.wait_for(lambda: self.fractions() == [], "the agent to reconcile")
@@ -381,6 +417,142 @@ class PublishTest(AgentTestCase):
         self.assertEqual(inv[0]["index"], 0)
         self.assertTrue(inv[0]["uuid"].startswith("GPU-"))
         self.wait_for(lambda: "published 1 GPU(s)" in self.events(), "the event")
+
+
+NOBODY = 65534
+
+
+class UsersTest(AgentTestCase):
+    """Every local user's gpufrac run through the agent: admitted against all
+    fractions on the GPU, within the administrator's policy, state root's."""
+
+    def setUp(self):
+        if os.getuid() != 0:
+            self.skipTest("needs root to act as other users")
+        import tempfile
+        self.policy_dir = tempfile.mkdtemp(prefix="gpufrac-policy-")
+        self.addCleanup(lambda: __import__("shutil").rmtree(self.policy_dir, True))
+        self.policy = os.path.join(self.policy_dir, "policy.conf")
+        with open(self.policy, "w") as f:
+            f.write("[default]\nmax-guaranteed = 2Gi\nmax-fractions = 1\n"
+                    "[user nobody]\nmax-limit = 3Gi\n")
+        self.extra_args = ["--policy", self.policy]
+        super().setUp()
+        os.chmod(self.tmp, 0o755)
+        # the simulated GPU is one device for every user
+        for n in os.listdir(self.tmp):
+            if n.startswith("gpusim.state"):
+                os.chmod(os.path.join(self.tmp, n), 0o666)
+
+    def as_user(self, *args, bg=None):
+        kw = dict(env=self.env, user=NOBODY, group=NOBODY, extra_groups=[], text=True)
+        if bg:
+            out = open(os.path.join(self.tmp, bg + ".out"), "w")
+            os.chmod(out.name, 0o666)
+            p = subprocess.Popen([GPUFRAC, *args], stdout=out, stderr=subprocess.STDOUT, **kw)
+            self.procs.append(p)
+            return p
+        return subprocess.run([GPUFRAC, *args], capture_output=True, timeout=120, **kw)
+
+    def user_status(self, *flags):
+        r = self.as_user("status", "--json", *flags)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return {f["name"]: f for f in json.loads(r.stdout)}
+
+    def test_a_users_run_is_admitted_against_everyone_within_the_policy(self):
+        # the policy: refused with the rule named, nothing made
+        r = self.as_user("run", "--memory", "2560Mi", "--", "true")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("refused by policy %s:2 [default] max-guaranteed = 2Gi" % self.policy,
+                      r.stderr)
+        self.assertIn("--memory 2.50 GiB per GPU asked", r.stderr)
+        r = self.as_user("run", "--memory", "1Gi", "--limit", "4Gi", "--", "true")
+        self.assertIn("[user nobody] max-limit = 3Gi", r.stderr)
+        self.assertEqual(os.listdir(os.path.join(self.state, "fractions")), [])
+        # root holds 2.5Gi of 4Gi: a user's 2Gi does not fit, 1Gi does
+        self.run_bg("roots", "--memory", "2560Mi", "--", PROBE, "alloc", "1Mi", "hold", "60")
+        self.wait_for(lambda: self.status().get("roots", {}).get("used"), "root's fraction")
+        r = self.as_user("run", "--memory", "2Gi", "--", "true")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("not guaranteed to other fractions", r.stderr)
+        p = self.as_user("run", "--name", "mine", "--memory", "1Gi", "--limit", "1536Mi", "--",
+                         PROBE, "alloc", "1280Mi", "hold", "60", bg="mine")
+        st = self.wait_for(lambda: self.user_status().get("mine", {}).get("burst"),
+                           "the user's loan")
+        self.assertEqual(st, 256 * Mi)  # burst works for a user too
+        self.assertIn("alloc=ok", self.output("mine"))
+        self.assertNotIn("nothing is guaranteed", self.output("mine"))
+        # the state stays root's; only the ledger is the user's
+        d = os.path.join(self.state, "fractions", "mine")
+        self.assertEqual(os.stat(d).st_uid, 0)
+        self.assertEqual(os.stat(os.path.join(d, "config")).st_uid, 0)
+        self.assertEqual(os.stat(os.path.join(d, "supervisor")).st_uid, 0)
+        self.assertEqual(os.stat(os.path.join(d, "ledger")).st_uid, NOBODY)
+        # a second fraction passes the policy's max-fractions
+        r = self.as_user("run", "--memory", "1Mi", "--", "true")
+        self.assertIn("max-fractions = 1: you hold 1 fraction(s) already", r.stderr)
+        # a user sees their own; root sees all
+        self.assertEqual(sorted(self.user_status()), ["mine"])
+        self.assertEqual(sorted(self.status()), ["mine", "roots"])
+        self.assertEqual(self.status()["mine"]["owner"], "nobody")
+        # the user stops their own, not root's
+        r = self.as_user("stop", "roots")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("is not yours", r.stderr)
+        self.assertIn("roots", self.status())
+        r = self.as_user("stop", "mine")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        p.wait(timeout=30)
+        # the ended fraction stays visible, root's state still
+        self.wait_for(lambda: "mine" not in self.user_status(), "the end")
+        ended = self.user_status("--all")["mine"]
+        self.assertEqual(ended["state"], "ended")
+        self.assertEqual(os.stat(os.path.join(self.state, "ended")).st_uid, 0)
+        self.assertIn("fraction mine ended", self.events())
+
+    def test_a_run_that_dies_is_ended_by_the_agent(self):
+        p = self.as_user("run", "--name", "dies", "--memory", "1Gi", "--", "sh", "-c",
+                         'echo pid=$$; exec sleep 60', bg="dies")
+        self.wait_for(lambda: "dies" in self.user_status(), "the fraction")
+        pid = int(self.wait_for(lambda: kv(self.output("dies")).get("pid"), "the workload's pid"))
+        p.kill()  # gpufrac run gets no chance to end it
+        p.wait()
+        os.kill(pid, signal.SIGKILL)
+        self.wait_for(lambda: "dies" not in self.user_status(), "the agent to end it", 30)
+        self.assertIn("its gpufrac run (pid %d) is gone" % p.pid, self.events())
+
+
+class PodEventTest(PublishTest):
+    """A container's process the agent terminates leaves a Warning Event on
+    its pod (what `kubectl describe pod` shows)."""
+
+    def test_watchdog_kill_is_an_event_on_the_pod(self):
+        uuid = SocketTest.gpu_uuid(self)
+        reply = self.ask(("gpufrac/1 admit name=k8s.ev.main ns=team pod=p1 container=main "
+                          "devices=%s/%d/%d" % (uuid, 512 * Mi, 512 * Mi)).encode())
+        self.assertTrue(reply.startswith("gpufrac/1 ok"), reply)
+        # the container's init, and under it a process that bypasses the shim
+        init = subprocess.Popen(["sh", "-c", 'env -u LD_PRELOAD "$P" alloc 2Gi hold 60; '
+                                 'exec sleep 60'], env=dict(self.env, P=PROBE),
+                                stdout=subprocess.DEVNULL)
+        self.procs.append(init)
+        self.assertTrue(self.ask(b"gpufrac/1 attach name=k8s.ev.main pid=%d" % init.pid)
+                        .startswith("gpufrac/1 ok"))
+        self.wait_for(lambda: "watchdog: killed pid" in self.events(), "the watchdog")
+
+        def events():
+            code, body = self.api.request("GET", "/api/v1/namespaces/team/events")
+            return [e for e in body.get("items", []) if code == 200]
+        ev = self.wait_for(events, "the pod's event")[0]
+        self.assertEqual(ev["type"], "Warning")
+        self.assertEqual(ev["reason"], "GpufracWatchdogKilled")
+        self.assertEqual((ev["involvedObject"]["kind"], ev["involvedObject"]["name"],
+                          ev["involvedObject"]["namespace"]), ("Pod", "p1", "team"))
+        self.assertEqual(ev["involvedObject"]["fieldPath"], "spec.containers{main}")
+        self.assertIn("terminated by gpufracd's watchdog", ev["message"])
+        self.assertIn("limit of 512.00 MiB", ev["message"])
+        self.assertEqual(ev["source"]["host"], "node-a")
+        init.kill()
 
 
 class SocketTest(AgentTestCase):

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -148,6 +149,9 @@ static gf_afraction *add_fraction(const char *name, uint64_t limit, pid_t superv
     f->supervisor = supervisor;
     f->sup_pidfd = supervisor > 0 ? gf_pidfd_open(supervisor) : -1;
     f->ledger_fd = -1;
+    /* its directory, where the agent records why it terminated a process */
+    snprintf(f->dir, sizeof(f->dir), "%s/%s", dir, name);
+    assert_int_equal(mkdir(f->dir, 0755), 0);
     assert_int_equal(gf_ledger_create(f->cfg.ledger, name, 0600, &err), 0);
     gf_attrib_dirty();
     return f;
@@ -167,6 +171,8 @@ static int setup(void **state)
     agent.fractions = calloc(GF_AGENT_FRACTIONS_MAX, sizeof(gf_afraction));
     agent.loans = calloc(GF_AGENT_LOANS_MAX, sizeof(gf_loan));
     agent.journal_fd = agent.priv_dfd = -1;
+    agent.frac_dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_true(agent.frac_dfd >= 0);
     n_events = 0;
     return 0;
 }
@@ -179,6 +185,7 @@ static int teardown(void **state)
     for (int i = 0; i < agent.n_fractions; i++)
         if (agent.fractions[i].sup_pidfd >= 0)
             close(agent.fractions[i].sup_pidfd);
+    close(agent.frac_dfd);
     free(agent.fractions);
     free(agent.loans);
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
@@ -212,6 +219,18 @@ static void test_bypass_over_limit_is_killed(void **state)
              "bound %llu (limit %llu)",
              (int)rogue.child, 600 * MiB + GPUSIM_CTX, agent.gpus[0].uuid, 256 * MiB, 256 * MiB);
     assert_string_equal(last_event, want);
+    /* the reason its owner sees: which bound was passed, by how much */
+    {
+        char path[GF_PATH_MAX + 32], text[1024] = "";
+        FILE *fp;
+        snprintf(path, sizeof(path), "%s/rogue/terminated", dir);
+        assert_non_null(fp = fopen(path, "r"));
+        assert_non_null(fgets(text, sizeof(text), fp));
+        fclose(fp);
+        snprintf(want, sizeof(want), "pid=%d by=watchdog gpu=0 ", (int)rogue.child);
+        assert_true(strncmp(text, want, strlen(want)) == 0);
+        assert_non_null(strstr(text, "over its limit of 256.00 MiB"));
+    }
     for (int i = 0; i < 500 && running(rogue.child); i++)
         usleep(10000);
     assert_false(running(rogue.child));

@@ -4,6 +4,7 @@
 Needs Debian's python3-yaml (PyYAML) and Python 3.11 (tomllib). Runs
 kubectl's client-side dry run only where kubectl and an API server are there.
 """
+import json
 import os
 import shutil
 import subprocess
@@ -152,7 +153,7 @@ class Manifests(unittest.TestCase):
         self.assertEqual(vols[imounts["/host/etc/containerd"]]["hostPath"]["path"],
                          "/etc/containerd")
         self.assertEqual(vols[imounts["/etc/gpufrac-install"]]["configMap"]["name"],
-                         find(ds, "ConfigMap")["metadata"]["name"])
+                         find(ds, "ConfigMap", "gpufrac-installer")["metadata"]["name"])
         self.assertEqual(env_of(inst)["GPUFRAC_REAL_RUNTIME"], "nvidia-container-runtime")
         self.assertEqual(env_of(inst)["GPUFRAC_RESTART_CONTAINERD"], "false")
         self.assertEqual(spec["nodeSelector"], {"nvidia.com/gpu.present": "true"})
@@ -183,6 +184,7 @@ class Manifests(unittest.TestCase):
                        "verbs": ["get", "list", "watch"]}, rules)
         self.assertIn({"apiGroups": [""], "resources": ["nodes"],
                        "verbs": ["get", "list", "watch", "patch"]}, rules)
+        self.assertIn({"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}, rules)
         crb = find(ds, "ClusterRoleBinding")
         self.assertEqual(crb["subjects"], [{"kind": "ServiceAccount", "name": "gpufrac-agent",
                                             "namespace": "gpufrac-system"}])
@@ -205,6 +207,25 @@ class Manifests(unittest.TestCase):
         sm = find(docs(rendered("serviceMonitor.enabled=true")), "ServiceMonitor")
         self.assertEqual(sm["spec"]["endpoints"][0]["port"], "metrics")
 
+    def test_service_monitor_honours_the_agents_labels(self):
+        sm = find(docs(rendered("serviceMonitor.enabled=true")), "ServiceMonitor")
+        self.assertIs(sm["spec"]["endpoints"][0]["honorLabels"], True)
+
+    def test_dashboard_and_alert_rules_ship_with_the_chart(self):
+        files = os.path.join(CHART, "files")
+        cm = find(docs(rendered()), "ConfigMap", "gpufrac-dashboard")
+        self.assertEqual(cm["metadata"]["labels"]["grafana_dashboard"], "1")
+        with open(os.path.join(files, "gpufrac-dashboard.json")) as f:
+            self.assertEqual(json.loads(cm["data"]["gpufrac-dashboard.json"]), json.load(f))
+        self.assertNotIn("PrometheusRule", [d["kind"] for d in docs(rendered())])
+        rule = find(docs(rendered("prometheusRule.enabled=true")), "PrometheusRule")
+        with open(os.path.join(files, "gpufrac-alerts.yaml")) as f:
+            self.assertEqual(rule["spec"], yaml.safe_load(f))
+        names = [r["alert"] for r in rule["spec"]["groups"][0]["rules"]]
+        for want in ("GpufracFractionNearLimit", "GpufracAllocationsDenied", "GpufracEvictions",
+                     "GpufracWatchdogKills", "GpufracAgentNotTicking"):
+            self.assertIn(want, names)
+
     def test_nvfractions_toggle_changes_exactly_the_expected_things(self):
         on, off = docs(rendered()), docs(rendered("nvFractions.enabled=false"))
         self.assertEqual(len(on), len(off))
@@ -217,7 +238,7 @@ class Manifests(unittest.TestCase):
                     self.assertNotIn("GPUFRAC_NVFRACTIONS", env_of(cb))
                     ca["env"] = [e for e in ca["env"] if e["name"] != "GPUFRAC_NVFRACTIONS"]
                 self.assertEqual(a, b)
-            elif a["kind"] == "ConfigMap":
+            elif a["kind"] == "ConfigMap" and a["metadata"]["name"] == "gpufrac-installer":
                 for f, table in (("gpufrac-containerd-1.x.toml", "io.containerd.grpc.v1.cri"),
                                  ("gpufrac-containerd-2.x.toml", "io.containerd.cri.v1.runtime")):
                     ta, tb = tomllib.loads(a["data"][f]), tomllib.loads(b["data"][f])
@@ -275,10 +296,11 @@ class Containerd(unittest.TestCase):
                 text = fh.read()
             self.check(text, table, ver)
             # what the installer writes is the committed snippet, byte for byte
-            cm = find(docs(rendered()), "ConfigMap")
+            cm = find(docs(rendered()), "ConfigMap", "gpufrac-installer")
             self.assertEqual(cm["data"][f], text, f)
             other = find(docs(rendered("runtime.handler=gf2", "runtime.systemdCgroup=false",
-                                       "nvFractions.enabled=false")), "ConfigMap")
+                                       "nvFractions.enabled=false")), "ConfigMap",
+                         "gpufrac-installer")
             self.check(other["data"][f], table, ver, GLOBS_OWN, "gf2", False)
         self.assertEqual(find(docs(rendered("runtime.handler=gf2")), "RuntimeClass")["handler"],
                          "gf2")
@@ -289,7 +311,7 @@ class Containerd(unittest.TestCase):
                           fh.read())
 
     def test_install_script_parses(self):
-        sh = find(docs(rendered()), "ConfigMap")["data"]["install.sh"]
+        sh = find(docs(rendered()), "ConfigMap", "gpufrac-installer")["data"]["install.sh"]
         r = subprocess.run(["sh", "-n"], input=sh, text=True, capture_output=True)
         self.assertEqual(r.returncode, 0, r.stderr)
 
@@ -298,7 +320,7 @@ class Installer(unittest.TestCase):
     """Runs install.sh against a fake host tree (no nsenter: version from config.toml)."""
 
     def run_installer(self, tmp, mode, conf=None, env=None):
-        cm = find(docs(rendered()), "ConfigMap")["data"]
+        cm = find(docs(rendered()), "ConfigMap", "gpufrac-installer")["data"]
         cfg = os.path.join(tmp, "cfg")
         os.makedirs(cfg, exist_ok=True)
         for k, v in cm.items():

@@ -171,21 +171,137 @@ class RunTest(CliTestCase):
         self.assertIn("cannot share", r.stderr)
 
     def test_help_and_version(self):
-        for args in (["--help"], ["run", "--help"], ["status", "--help"], ["demo", "--help"]):
+        for args in (["--help"], ["run", "--help"], ["status", "--help"], ["demo", "--help"],
+                     ["stop", "--help"], ["top", "--help"]):
             r = self.run_cli(*args)
             self.assertEqual(r.returncode, 0, args)
             self.assertIn("gpufrac", r.stdout)
         self.assertEqual(self.run_cli("frobnicate").returncode, 2)
 
 
+class FloorTest(CliTestCase):
+    def test_amounts_under_a_mebibyte_are_refused_with_a_hint(self):
+        marker = os.path.join(self.tmp, "started")
+        for flags, hint in ((["--memory", "2"], "did you mean 2Gi?"),
+                            (["--memory", "8"], "did you mean 8Gi?"),
+                            (["--memory", "1Ki"], "did you mean 1Gi?"),
+                            (["--memory", "1Gi", "--limit", "512Ki"], "did you mean 512Gi?")):
+            with self.subTest(flags=flags):
+                r = self.run_cli("run", *flags, "--", "touch", marker)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn("at least 1Mi", r.stderr)
+                self.assertIn(hint, r.stderr)
+                self.assertFalse(os.path.exists(marker))
+        r = self.run_cli("run", "--memory", "1Mi", "--", "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_stop_ends_a_fraction_through_its_run(self):
+        p = subprocess.Popen([GPUFRAC, "run", "--memory", "1Gi", "--name", "halt", "--", PROBE,
+                              "alloc", "1Mi", "hold", "60"], env=self.env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.procs.append(p)
+        self.wait_for(lambda: [f for f in self.status() if f["used"] > 0], "the holder")
+        r = self.run_cli("stop", "halt")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("asked gpufrac run (pid %d)" % p.pid, r.stdout)
+        p.communicate(timeout=30)
+        self.assertEqual(p.returncode, 128 + signal.SIGTERM)
+        self.assertEqual(self.status(), [])
+        r = self.run_cli("stop", "halt")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn('no fraction "halt"', r.stderr)
+
+    def test_without_the_agent_nothing_is_guaranteed(self):
+        r = self.run_cli("run", "--memory", "1Gi", "--", "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("nothing is guaranteed", r.stderr)
+
+
+class TwoGpuTest(CliTestCase):
+    devices = "4Gi,4Gi"
+
+    def test_sm_sharing_without_the_agent_stays_on_one_gpu(self):
+        r = self.run_cli("run", "--memory", "1Gi", "--mode", "sm-sharing", "--", "sh", "-c",
+                         "echo visible=$CUDA_VISIBLE_DEVICES; echo pinned=$CUDA_MPS_PINNED_DEVICE_MEM_LIMIT")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = kv(r.stdout)
+        self.assertEqual(out["pinned"], "0=1024M")
+        self.assertTrue(out["visible"].startswith("GPU-") and "," not in out["visible"], out)
+        r = self.run_cli("run", "--memory", "1Gi", "--mode", "sm-sharing", "--devices", "0,1",
+                         "--", "true")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("one GPU", r.stderr)
+
+    def test_status_is_per_gpu_and_fits_80_columns(self):
+        name = "a-fraction-with-a-rather-long-name-for-the-table"
+        p = subprocess.Popen([GPUFRAC, "run", "--memory", "1Gi", "--limit", "2Gi", "--name",
+                              name, "--", PROBE, "alloc", "300Mi", "hold", "30"], env=self.env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.procs.append(p)
+        self.wait_for(lambda: [f for f in self.status() if f["used"] > 0], "usage")
+        env = dict(self.env, COLUMNS="80")
+        table = self.run_cli("status", env=env).stdout
+        for ln in table.splitlines():
+            self.assertLessEqual(len(ln), 80, "%r is wider than 80 columns" % ln)
+        self.assertIn("GPU 0  gpusim 4Gi", table)
+        self.assertIn("GPU 1  gpusim 4Gi", table)
+        rows = [ln.split() for ln in table.splitlines() if ln.startswith("  root ")]
+        self.assertEqual(len(rows), 2, table)  # one per GPU
+        # per GPU: REQ LIMIT USED on the first (the probe used GPU 0), nothing used on the second
+        self.assertEqual(rows[0][2:6], ["running", "1.0G", "2.0G", "300M"], table)
+        self.assertEqual(rows[1][2:6], ["running", "1.0G", "2.0G", "0"], table)
+        self.assertRegex(table, r"pid +\d+ +shimprobe +\d+M \(driver\)")
+        wide = self.run_cli("status", env=dict(self.env, COLUMNS="160")).stdout
+        self.assertIn(name, wide)
+        self.assertIn("PEAK", wide)
+        self.assertNotIn("PEAK", table)
+        st = self.status()[0]
+        self.assertEqual([d["used"] for d in st["devices"]], [300 * Mi, 0])
+        self.assertEqual([d["index"] for d in st["devices"]], [0, 1])
+        self.assertEqual(st["devices"][0]["processes"][0]["name"], "shimprobe")
+        self.assertGreaterEqual(st["devices"][0]["processes"][0]["driver_used"], 300 * Mi)
+        p.send_signal(signal.SIGINT)
+        p.communicate(timeout=30)
+
+    def test_top_quits_on_q(self):
+        import pty
+        pid, fd = pty.fork()
+        if pid == 0:
+            os.execve(GPUFRAC, [GPUFRAC, "top", "--interval", "0.2"], self.env)
+        out = b""
+        while b"q to quit" not in out:
+            out += os.read(fd, 4096)
+        os.write(fd, b"q")
+        try:
+            while os.read(fd, 4096):
+                pass
+        except OSError:
+            pass  # the pty closes when top exits
+        _, status = os.waitpid(pid, 0)
+        self.assertTrue(os.WIFEXITED(status), status)
+        self.assertEqual(os.WEXITSTATUS(status), 0)
+
+
 class DemoTest(CliTestCase):
     def test_demo_passes_on_the_simulated_gpu(self):
         env = dict(self.env)
         env.pop("LD_LIBRARY_PATH")
+        env.pop("GPUFRAC_STATE_DIR")
         r = self.run_cli("demo", "--simulated", env=env, timeout=300)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        self.assertEqual(r.stdout.count("PASS"), 2, r.stdout)
+        self.assertEqual(r.stdout.count("PASS"), 5, r.stdout)
         self.assertNotIn("FAIL", r.stdout)
+        self.assertIn("greedy got 4.00 GiB, its share, then CUDA_ERROR_OUT_OF_MEMORY", r.stdout)
+        self.assertIn("burst was evicted (exit 75)", r.stdout)
+        self.assertIn('taken back for fraction "owner"', r.stdout)
+        # the operator's view: the GPU's block, the steady one running, the evicted one
+        self.assertIn("GPU 0  gpusim 16Gi", r.stdout)
+        self.assertRegex(r.stdout, r"root +steady +running")
+        self.assertRegex(r.stdout, r"root +burst +evicted")
+        # it cleaned up after itself: its state, its agent
+        state = [ln.split()[-1] for ln in r.stdout.splitlines()
+                 if ln.startswith("gpufrac status ")][0]
+        self.assertFalse(os.path.exists(state), state)
 
 
 if __name__ == "__main__":

@@ -68,6 +68,7 @@ RESOURCES = {
     "pods": ("Pod", True, ["po"], VERBS),
     "nodes": ("Node", False, ["no"], VERBS),
     "namespaces": ("Namespace", False, ["ns"], VERBS),
+    "events": ("Event", True, ["ev"], VERBS),
 }
 
 

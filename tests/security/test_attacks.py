@@ -17,7 +17,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "agent"))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
-from harness import BUILD, GPUFRAC, PROBE, SHIM, Gi, Mi, kv  # noqa: E402
+from harness import BUILD, GPUFRAC, PROBE, SHIM, Gi, Mi, kv  # noqa: E402, F401
 from test_agent import AgentTestCase  # noqa: E402
 
 FORGE = os.path.join(BUILD, "tests", "ledger_forge")
@@ -367,6 +367,114 @@ class PidNamespaceTest(AttackBase):
         _, out, _ = self.tenant("k8s.nsk", body, ns=True)
         self.assertRegex([ln for ln in out if ln.startswith("reply")][0],
                          "nothing on loan|ok evicted=0")
+        self.assert_node_unharmed()
+
+
+ASK_USERS = r"""
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.settimeout(20)
+try:
+    s.connect(sys.argv[1])
+except OSError as e:
+    print("connect-refused", e.errno)
+    sys.exit(0)
+for payload in sys.argv[2:]:
+    s.send(payload.encode())
+    print(s.recv(8192).decode().replace("\n", " "))
+"""
+
+
+class UsersSockTest(AttackBase):
+    """<state>/users.sock (issue 12) is everyone's: through it a user gets
+    ping, run and end of their own fraction, and nothing of root's socket,
+    whoever connects (root included)."""
+
+    def users_sock(self):
+        return os.path.join(self.state, "users.sock")
+
+    def ask_as(self, uid, *payloads, sock=None):
+        r = subprocess.run([sys.executable, "-c", ASK_USERS, sock or self.users_sock(),
+                            *payloads], user=uid, group=uid, extra_groups=[],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r.stdout.splitlines()
+
+    def test_root_verbs_through_users_sock_are_refused(self):
+        st = os.lstat(self.users_sock())
+        self.assertTrue(stat.S_ISSOCK(st.st_mode))
+        self.assertEqual((st.st_uid, stat.S_IMODE(st.st_mode)), (0, 0o666))
+        other = os.path.join(self.state, "fractions", "k8s.other")
+        attacks = [
+            "gpufrac/1 release name=k8s.other remove=1",
+            "gpufrac/1 attach name=k8s.other pid=%d" % self.root_canary.pid,
+            "gpufrac/1 admit name=k8s.evil ns=t pod=evil container=c uid=65534 "
+            "devices=%s/%d/%d" % (self.uuid, 3 * Gi, 3 * Gi),
+            "gpufrac/1 reclaim dev=%s bytes=%d" % (self.uuid, 1 * Gi),
+            "gpufrac/1 borrow dev=%s bytes=%d" % (self.uuid, 1 * Gi),
+            "gpufrac/1 mps dev=%s" % self.uuid,
+        ]
+        for uid in (NOBODY, 0):  # root too: the socket decides, not only the uid
+            replies = self.ask_as(uid, *attacks)
+            self.assertEqual(len(replies), len(attacks), replies)
+            for payload, reply in zip(attacks, replies):
+                self.assertIn("is not served on users.sock", reply,
+                              "%s via users.sock as uid %d" % (payload.split()[1], uid))
+            self.assertEqual(self.ask_as(uid, "gpufrac/1 ping")[0][:12], "gpufrac/1 ok")
+        self.assertTrue(os.path.isdir(other), "k8s.other was released through users.sock")
+        self.assertFalse(os.path.exists(os.path.join(self.state, "fractions", "k8s.evil")))
+        self.assert_node_unharmed()
+
+    def test_another_users_fraction_cannot_be_ended_stopped_or_reached(self):
+        # uid 65533 holds a fraction made through users.sock by the real gpufrac run
+        for n in os.listdir(self.tmp):
+            if n.startswith("gpusim.state"):
+                os.chmod(os.path.join(self.tmp, n), 0o666)
+        os.chmod(self.tmp, 0o755)
+        victim = subprocess.Popen([GPUFRAC, "run", "--state-dir", self.state, "--name",
+                                   "victim", "--memory", "256Mi", "--", "sleep", "600"],
+                                  env=self.env, user=65533, group=65533, extra_groups=[],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.procs.append(victim)
+        vdir = os.path.join(self.state, "fractions", "victim")
+        self.wait_for(lambda: os.path.exists(os.path.join(vdir, "agent.sock")),
+                      "the victim's fraction")
+        # root's directory; only the ledger and the socket are the user's
+        self.assertEqual(os.lstat(vdir).st_uid, 0)
+        self.assertEqual(os.lstat(os.path.join(vdir, "config")).st_uid, 0)
+        self.assertEqual(os.lstat(os.path.join(vdir, "supervisor")).st_uid, 0)
+        self.assertEqual(os.lstat(os.path.join(vdir, "ledger")).st_uid, 65533)
+        self.assertEqual(os.lstat(os.path.join(vdir, "agent.sock")).st_uid, 65533)
+        # the attacker (uid 65534): end through users.sock, stop through the CLI,
+        # the victim's own socket, a run under the same name
+        reply = self.ask_as(NOBODY, "gpufrac/1 end name=victim exit=0")[0]
+        self.assertIn("only the fraction's supervisor or root may end it", reply)
+        r = subprocess.run([GPUFRAC, "stop", "--state-dir", self.state, "victim"],
+                           env=self.env, user=NOBODY, group=NOBODY, extra_groups=[],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertIn("is not yours", r.stderr)
+        self.assertEqual(self.ask_as(NOBODY, "gpufrac/1 ping",
+                                     sock=os.path.join(vdir, "agent.sock"))[0].split()[0],
+                         "connect-refused")
+        reply = self.ask_as(NOBODY, "gpufrac/1 run name=victim mode=time-slicing compute=100 "
+                            "devices=%s/%d/%d" % (self.uuid, 64 * Mi, 64 * Mi))[0]
+        self.assertIn("is in use", reply)
+        self.assertIsNone(victim.poll(), "the victim's gpufrac run was stopped")
+        self.assertTrue(os.path.isdir(vdir))
+        # its supervisor is attached like every other (pidfd, journal): the
+        # agent attributes the run's own processes to it
+        self.assertIn("admitted fraction victim of uid 65533 (pid %d)" % victim.pid,
+                      self.events())
+        # the owner may stop it; the agent then keeps it for status under ended/
+        r = subprocess.run([GPUFRAC, "stop", "--state-dir", self.state, "victim"],
+                           env=self.env, user=65533, group=65533, extra_groups=[],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        victim.wait(timeout=60)
+        self.wait_for(lambda: not os.path.exists(vdir), "the ended fraction to move")
+        self.assertTrue(any(n.startswith("victim.") for n in
+                            os.listdir(os.path.join(self.state, "ended"))))
         self.assert_node_unharmed()
 
 

@@ -1,0 +1,70 @@
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "quantity.h"
+#include "terminated.h"
+
+static char cause[GF_NAME_MAX + 64];
+
+void gf_terminated_cause(const char *who)
+{
+    snprintf(cause, sizeof(cause), "%s", who ? who : "");
+}
+
+static void reason_text(const gf_agent *a, const gf_afraction *f, int gpu, gf_term_cause by,
+                        uint64_t bytes, uint64_t limit, char *out, size_t len)
+{
+    char h1[32], h2[32], h3[32];
+
+    gf_bytes_human(bytes, h1, sizeof(h1));
+    if (by == GF_TERM_RECLAIM) {
+        snprintf(out, len,
+                 "evicted by gpufracd: its loan of %s above --memory on GPU %d was taken back "
+                 "for %s%s%s, which is guaranteed that memory",
+                 h1, a->gpus[gpu].index, cause[0] ? "fraction \"" : "a guaranteed fraction",
+                 cause, cause[0] ? "\"" : "");
+        return;
+    }
+    gf_bytes_human(limit, h2, sizeof(h2));
+    gf_bytes_human(bytes > limit ? bytes - limit : 0, h3, sizeof(h3));
+    snprintf(out, len,
+             "terminated by gpufracd's watchdog: the driver reports %s for fraction \"%s\" on "
+             "GPU %d, %s over its limit of %s (a process bypassed the shim)",
+             h1, f->cfg.name, a->gpus[gpu].index, h3, h2);
+}
+
+void gf_terminated_record(gf_agent *a, gf_afraction *f, pid_t pid, int gpu, gf_term_cause by,
+                          uint64_t bytes, uint64_t limit)
+{
+    char path[GF_PATH_MAX + 16], reason[512], line[900];
+    const gf_config_device *cd = gf_config_find_device(&f->cfg, a->gpus[gpu].uuid);
+    int dfd, fd, n;
+
+    if (by == GF_TERM_WATCHDOG && cd)
+        f->watchdog_kills_gpu[cd - f->cfg.devices]++;
+    reason_text(a, f, gpu, by, bytes, limit, reason, sizeof(reason));
+    n = snprintf(line, sizeof(line), "pid=%d by=%s gpu=%d uuid=%s time=%lld reason=%s\n",
+                 (int)pid, by == GF_TERM_RECLAIM ? "reclaim" : "watchdog", a->gpus[gpu].index,
+                 a->gpus[gpu].uuid, (long long)time(NULL), reason);
+    if (snprintf(path, sizeof(path), "%s/terminated", f->dir) >= (int)sizeof(path) || n <= 0)
+        return;
+    /* in the fraction's directory as the agent opened it (relative to the
+     * fractions dir fd, no link followed on the way or at the file) */
+    dfd = openat(a->frac_dfd, f->cfg.name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    fd = dfd < 0 ? -1
+                 : openat(dfd, "terminated", O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW |
+                                                O_CLOEXEC | O_NONBLOCK, 0644);
+    if (dfd >= 0)
+        close(dfd);
+    if (fd < 0) {
+        gf_agent_event(a, "cannot record why pid %d was terminated in %s", (int)pid, path);
+        return;
+    }
+    if (write(fd, line, (size_t)(n < (int)sizeof(line) ? n : (int)sizeof(line) - 1)) < 0)
+        gf_agent_event(a, "cannot record why pid %d was terminated in %s", (int)pid, path);
+    close(fd);
+    gf_kube_event_terminated(a, f, pid, by == GF_TERM_WATCHDOG, reason);
+}

@@ -1,0 +1,386 @@
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <inttypes.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "admit.h"
+#include "user_policy.h"
+#include "server.h"
+#include "user_admit.h"
+
+#define GROUPS_MAX 64
+
+static char policy_path[GF_PATH_MAX] = GF_USER_POLICY_DEFAULT;
+
+int gf_user_listen(gf_agent *a, const char *policy, gf_error *err)
+{
+    if (policy && *policy)
+        snprintf(policy_path, sizeof(policy_path), "%s", policy);
+    /* in the state directory's fd, renamed into place from <state>/agent:
+     * nothing a user put at that name is followed; everyone may connect,
+     * each request is judged by the caller's credentials */
+    return gf_socket_listen_in_mode(a, a->state_dfd, "users.sock", 0, 0666, err);
+}
+
+/* The caller's name and groups: the account of its uid, and the groups the
+ * kernel gives the calling process (/proc/<pid>/status), not what it says. */
+typedef struct caller {
+    char user[GF_USER_POLICY_NAME_MAX];
+    char group_names[GROUPS_MAX][GF_USER_POLICY_NAME_MAX];
+    const char *groups[GROUPS_MAX];
+    size_t n_groups;
+} caller;
+
+static void add_group(caller *c, gid_t gid)
+{
+    struct group gr, *res = NULL;
+    char buf[4096];
+
+    if (c->n_groups == GROUPS_MAX || getgrgid_r(gid, &gr, buf, sizeof(buf), &res) != 0 || !res)
+        return;
+    snprintf(c->group_names[c->n_groups], GF_USER_POLICY_NAME_MAX, "%s", gr.gr_name);
+    c->groups[c->n_groups] = c->group_names[c->n_groups];
+    c->n_groups++;
+}
+
+static void who(const struct ucred *cr, caller *c)
+{
+    struct passwd pw, *res = NULL;
+    char buf[4096], path[64], line[1024];
+    FILE *fp;
+
+    memset(c, 0, sizeof(*c));
+    if (getpwuid_r(cr->uid, &pw, buf, sizeof(buf), &res) == 0 && res)
+        snprintf(c->user, sizeof(c->user), "%s", pw.pw_name);
+    else
+        snprintf(c->user, sizeof(c->user), "%u", (unsigned)cr->uid);
+    add_group(c, cr->gid);
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)cr->pid);
+    if (!(fp = fopen(path, "re")))
+        return;
+    while (fgets(line, sizeof(line), fp)) {
+        if (strncmp(line, "Groups:", 7) != 0)
+            continue;
+        char *save = NULL;
+        for (char *t = strtok_r(line + 7, " \t\n", &save); t; t = strtok_r(NULL, " \t\n", &save))
+            if ((gid_t)strtoul(t, NULL, 10) != cr->gid)
+                add_group(c, (gid_t)strtoul(t, NULL, 10));
+    }
+    fclose(fp);
+}
+
+/* A missing file is no policy; a broken one refuses everyone (with why). */
+static int load_policy(gf_user_policy *p, gf_error *err)
+{
+    char text[65536];
+    ssize_t n;
+    int fd = open(policy_path, O_RDONLY | O_CLOEXEC);
+
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return gf_user_policy_parse("", 0, policy_path, p, err);
+        return gf_error_sys(err, "reading the policy %s", policy_path);
+    }
+    n = read(fd, text, sizeof(text));
+    close(fd);
+    if (n < 0)
+        return gf_error_sys(err, "reading the policy %s", policy_path);
+    if (n == (ssize_t)sizeof(text))
+        return gf_error_set(err, GF_ERANGE, "policy %s is larger than %zu bytes", policy_path,
+                            sizeof(text) - 1);
+    return gf_user_policy_parse(text, (size_t)n, policy_path, p, err);
+}
+
+static int check_policy(gf_agent *a, const gf_fraction_config *cfg, const struct ucred *cr,
+                        gf_error *err)
+{
+    static gf_user_policy policy; /* large; the agent's one loop is the only caller */
+    gf_user_policy_device devs[GF_CONFIG_DEVICES_MAX];
+    gf_user_policy_rules rules;
+    size_t held = 0;
+    caller c;
+
+    if (cr->uid == 0)
+        return 0;
+    if (load_policy(&policy, err) < 0)
+        return -1;
+    for (size_t i = 0; i < cfg->n_devices; i++) {
+        int g = gf_gpu_index(a, cfg->devices[i].uuid);
+        devs[i] = (gf_user_policy_device){.request = cfg->devices[i].request,
+                                     .limit = cfg->devices[i].limit,
+                                     .gpu_total = g >= 0 ? a->gpus[g].total : 0};
+    }
+    for (int i = 0; i < a->n_fractions; i++)
+        if (gf_user_fraction(a, &a->fractions[i]) && a->fractions[i].owner == cr->uid)
+            held++;
+    who(cr, &c);
+    gf_user_policy_rules_for(&policy, c.user, c.groups, c.n_groups, &rules);
+    gf_user_policy_ask ask = {.mode = cfg->mode, .compute_percent = cfg->compute_percent,
+                         .n_devices = cfg->n_devices, .devices = devs, .fractions_held = held};
+    return gf_user_policy_check(&policy, &rules, &ask, err);
+}
+
+/* Creates name in the fraction directory dfd (root's, new) with text. */
+static int put_file(int dfd, const char *name, const char *text, mode_t mode, gf_error *err)
+{
+    size_t len = strlen(text);
+    int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK,
+                    mode);
+
+    if (fd < 0)
+        return gf_error_sys(err, "creating %s", name);
+    if (write(fd, text, len) != (ssize_t)len || fchmod(fd, mode) < 0) {
+        gf_error_sys(err, "writing %s", name);
+        close(fd);
+        return -1;
+    }
+    close(fd);
+    return 0;
+}
+
+/* Empties and removes directory name of dfd (one level; unlinkat never
+ * follows a link). */
+static void rm_dir_at(int dfd, const char *name)
+{
+    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct dirent *de;
+    DIR *d;
+
+    if (fd >= 0 && (d = fdopendir(fd))) {
+        while ((de = readdir(d)))
+            if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+                unlinkat(fd, de->d_name, 0);
+        closedir(d);
+    } else if (fd >= 0) {
+        close(fd);
+    }
+    unlinkat(dfd, name, AT_REMOVEDIR);
+}
+
+static bool has_identity(gf_agent *a, const gf_afraction *f)
+{
+    int dfd = openat(a->frac_dfd, f->cfg.name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    bool has = dfd < 0 || faccessat(dfd, "identity", F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+    if (dfd >= 0)
+        close(dfd);
+    return has;
+}
+
+bool gf_user_fraction(gf_agent *a, const gf_afraction *f)
+{
+    /* containers have an identity record; root's own runs a root ledger */
+    return !f->pod[0] && f->owner != 0 && !f->sup_admitted && f->ledger_fd >= 0 &&
+           !has_identity(a, f);
+}
+
+static int make_user_fraction(gf_agent *a, gf_fraction_config *cfg, const struct ucred *cr,
+                              gf_error *err)
+{
+    char dir[GF_PATH_MAX + 96], tmp[GF_NAME_MAX + 16], text[GF_CONFIG_TEXT_MAX], pid[32];
+    char ledger[GF_PATH_MAX + 128];
+    int dfd = -1;
+
+    snprintf(dir, sizeof(dir), "%s/fractions/%s", a->state_dir, cfg->name);
+    snprintf(tmp, sizeof(tmp), ".new-%s", cfg->name);
+    if ((size_t)snprintf(cfg->ledger, sizeof(cfg->ledger), "%s/ledger", dir) >= sizeof(cfg->ledger) ||
+        (size_t)snprintf(cfg->agent, sizeof(cfg->agent), "%s/agent.sock", dir) >= sizeof(cfg->agent))
+        return gf_error_set(err, GF_EINVAL, "state directory path too long");
+    rm_dir_at(a->frac_dfd, tmp);
+    if (mkdirat(a->frac_dfd, tmp, 0711) < 0)
+        return gf_error_sys(err, "creating %s/fractions/%s", a->state_dir, tmp);
+    if ((dfd = openat(a->frac_dfd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+        gf_error_sys(err, "opening %s/fractions/%s", a->state_dir, tmp);
+        goto fail;
+    }
+    /* shown by gpufrac status and locked by the run; the agent never reads it */
+    snprintf(pid, sizeof(pid), "%d\n", (int)cr->pid);
+    snprintf(ledger, sizeof(ledger), "%s/fractions/%s/ledger", a->state_dir, tmp);
+    if (gf_config_format(cfg, text, sizeof(text)) < 0) {
+        gf_error_set(err, GF_ENOSPACE, "fraction config too long");
+        goto fail;
+    }
+    /* the directory is root's and new: a path into it is not redirected */
+    if (put_file(dfd, "config", text, 0444, err) < 0 ||
+        put_file(dfd, "supervisor", pid, 0444, err) < 0 ||
+        gf_ledger_create_for(ledger, cfg, 0600, err) < 0)
+        goto fail;
+    /* the one file the user's processes write (and, made by the registry,
+     * the fraction's socket) */
+    if (fchownat(dfd, "ledger", cr->uid, cr->gid, AT_SYMLINK_NOFOLLOW) < 0) {
+        gf_error_sys(err, "giving %s to uid %u", ledger, (unsigned)cr->uid);
+        goto fail;
+    }
+    if (renameat(a->frac_dfd, tmp, a->frac_dfd, cfg->name) < 0) {
+        gf_error_sys(err, "installing %s", dir);
+        goto fail;
+    }
+    close(dfd);
+    return 0;
+fail:
+    if (dfd >= 0)
+        close(dfd);
+    rm_dir_at(a->frac_dfd, tmp);
+    return -1;
+}
+
+static void do_run(gf_agent *a, const gf_msg *in, gf_msg *out, const struct ucred *cr)
+{
+    gf_fraction_config cfg;
+    gf_afraction *f;
+    gf_error err;
+    char m[GF_ERROR_MSG_MAX + 64], config[GF_PATH_MAX + 16];
+
+    if (cr->uid == 0)
+        return gf_reply_error(out, "root's gpufrac run makes its own fraction");
+    if (gf_admit_parse(in, &cfg, &err) < 0)
+        return gf_reply_error(out, err.msg);
+    if (strncmp(cfg.name, "k8s.", 4) == 0)
+        return gf_reply_error(out, "names starting with k8s. are kept for containers");
+    gf_registry_scan_if_changed(a, &err);
+    if ((f = gf_registry_find_name_fresh(a, cfg.name))) {
+        snprintf(m, sizeof(m), "a fraction named \"%s\" is in use; choose another --name",
+                 cfg.name);
+        return gf_reply_error(out, m);
+    }
+    if (check_policy(a, &cfg, cr, &err) < 0 || gf_admit_check_fit(a, &cfg, &err) < 0 ||
+        make_user_fraction(a, &cfg, cr, &err) < 0)
+        return gf_reply_error(out, err.msg);
+    gf_registry_scan(a, &err);
+    if (!(f = gf_registry_find_name_fresh(a, cfg.name)))
+        return gf_reply_error(out, "the fraction vanished while it was made");
+    /* the caller (its host pid, from the kernel) is the supervisor: its
+     * processes are attributed to the fraction, and its fraction is released
+     * when it and they are gone */
+    if (gf_attach_pid(a, f, cr->pid, false, &err) < 0) {
+        gf_release_fraction(a, f);
+        return gf_reply_error(out, err.msg);
+    }
+    gf_agent_event(a, "admitted fraction %s of uid %u (pid %d)", cfg.name, (unsigned)cr->uid,
+                   (int)cr->pid);
+    snprintf(config, sizeof(config), "%s/config", f->dir);
+    gf_msg_init(out, "ok");
+    gf_msg_add(out, "config", config);
+    gf_msg_add(out, "ledger", f->cfg.ledger);
+    gf_msg_add(out, "socket", f->cfg.agent);
+}
+
+/* Moves a user fraction to <state>/ended/<name>.<supervisor> (for `gpufrac
+ * status`) and forgets it; what cannot be moved is released. */
+static void end_fraction(gf_agent *a, gf_afraction *f, int code)
+{
+    char dest[GF_NAME_MAX + 32], text[64], name[GF_NAME_MAX];
+    gf_error err;
+    int dfd = -1, edfd = -1;
+    bool ok;
+
+    snprintf(name, sizeof(name), "%s", f->cfg.name);
+    snprintf(dest, sizeof(dest), "%s.%d", name, (int)f->supervisor);
+    snprintf(text, sizeof(text), "time=%lld\nexit=%d\n", (long long)time(NULL), code);
+    if ((mkdirat(a->state_dfd, "ended", 0755) < 0 && errno != EEXIST) ||
+        (edfd = openat(a->state_dfd, "ended", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
+        (dfd = openat(a->frac_dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+        if (edfd >= 0)
+            close(edfd);
+        gf_release_fraction(a, f);
+        return;
+    }
+    unlinkat(dfd, "agent.sock", 0);
+    ok = put_file(dfd, "ended", text, 0444, &err) == 0;
+    close(dfd);
+    rm_dir_at(edfd, dest); /* a record of an earlier run of that pid */
+    ok = ok && renameat(a->frac_dfd, name, edfd, dest) == 0;
+    close(edfd);
+    if (!ok) {
+        gf_release_fraction(a, f);
+        return;
+    }
+    gf_journal(a, "unsup %s", name);
+    gf_registry_scan(a, &err);
+    gf_agent_event(a, "fraction %s ended (exit status %d)", name, code);
+}
+
+static void do_end(gf_agent *a, const gf_msg *in, gf_msg *out, const struct ucred *cr)
+{
+    const char *name = gf_msg_get(in, "name"), *code = gf_msg_get(in, "exit");
+    gf_afraction *f;
+    gf_error err;
+    uint64_t start;
+
+    gf_registry_scan_if_changed(a, &err);
+    if (!name || !(f = gf_registry_find_name_fresh(a, name)))
+        return gf_reply_error(out, "name= names no fraction of this node");
+    if (!gf_user_fraction(a, f))
+        return gf_reply_error(out, "not a user's fraction (gpufrac run as root ends its own)");
+    /* the supervisor the agent attached, the same process (pidfd live,
+     * start time unchanged), of the fraction's owner */
+    if (cr->uid != 0 &&
+        (cr->uid != f->owner || cr->pid != f->supervisor || f->sup_pidfd < 0 ||
+         gf_pidfd_exited(f->sup_pidfd) || !gf_proc_stat(cr->pid, &start, NULL) ||
+         start != f->sup_start))
+        return gf_reply_error(out, "only the fraction's supervisor or root may end it");
+    end_fraction(a, f, code ? atoi(code) : 0);
+    gf_msg_init(out, "ok");
+}
+
+bool gf_user_dispatch(gf_agent *a, const gf_msg *in, gf_msg *out, const struct ucred *cr)
+{
+    if (strcmp(in->verb, "run") == 0)
+        do_run(a, in, out, cr);
+    else if (strcmp(in->verb, "end") == 0)
+        do_end(a, in, out, cr);
+    else
+        return false;
+    return true;
+}
+
+static void gc_ended(gf_agent *a)
+{
+    time_t now = time(NULL);
+    struct dirent *de;
+    struct stat st;
+    int fd = openat(a->state_dfd, "ended", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    DIR *d;
+
+    if (fd < 0)
+        return;
+    if (!(d = fdopendir(fd))) {
+        close(fd);
+        return;
+    }
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.')
+            continue;
+        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
+            st.st_uid == 0 && now - st.st_ctime > GF_USER_ENDED_KEEP_S)
+            rm_dir_at(dirfd(d), de->d_name);
+    }
+    closedir(d);
+}
+
+void gf_user_end_stale(gf_agent *a, gf_afraction *f)
+{
+    gf_agent_event(a, "fraction %s: its gpufrac run (pid %d) is gone, and all its processes; "
+                      "ending it", f->cfg.name, (int)f->supervisor);
+    end_fraction(a, f, -1);
+}
+
+void gf_user_reconcile(gf_agent *a)
+{
+    static time_t last_gc;
+
+    if (time(NULL) - last_gc > 60) {
+        last_gc = time(NULL);
+        gc_ended(a);
+    }
+}
