@@ -102,6 +102,14 @@ class Node:
 
     def __init__(self):
         self.tmp = tempfile.mkdtemp(prefix="gpufrac-kube-node-")
+        self.cluster = self.gf = self.ks = self.ctd = self.kubelet = self.agent = None
+        try:
+            self.setup()
+        except BaseException:
+            self.close()
+            raise
+
+    def setup(self):
         t = self.tmp
         self.cluster = C.Cluster(t).start()
         self.cluster.apply_all(C.yaml_docs(os.path.join(C.DEPLOY, "rbac.yaml")))
@@ -135,7 +143,7 @@ class Node:
             json.dump({"cniVersion": "0.4.0", "name": "gpufrac-test-lo",
                        "plugins": [{"type": "loopback"}]}, f)
         self.ctd.start()
-        # a failed setup ends without close(): containerd is not a cluster.Proc
+        # whatever ends the test: containerd is not a cluster.Proc
         atexit.register(self.ctd.kill_shims)
         atexit.register(self.ctd.stop)
         self.ctd.import_images()
@@ -229,23 +237,23 @@ class Node:
                          for p in (self.kubelet, self.agent, self.ks, self.gf))
 
     def close(self):
+        """Everything stopped and removed; also after a failed setup."""
         try:
-            for pod in self.cluster.pods():
-                self.cluster.delete_pod(pod["metadata"]["name"])
-            C.wait_for(lambda: not self.cluster.pods() and self.kubelet_idle(),
-                       "the kubelet to remove every pod", timeout=60)
+            if self.kubelet and self.kubelet.p:
+                for pod in self.cluster.pods():
+                    self.cluster.delete_pod(pod["metadata"]["name"])
+                C.wait_for(lambda: not self.cluster.pods() and self.kubelet_idle(),
+                           "the kubelet to remove every pod", timeout=60)
         except (AssertionError, OSError, C.ApiError):
             pass
         finally:
-            self.kubelet.stop()
-            self.ctd.stop()
-            self.ctd.kill_shims()
-            self.agent.stop()
-            self.ks.stop()
-            self.gf.stop()
-            self.cluster.stop()
-            subprocess.run(["umount", "-R", "-l", os.path.join(self.ctd.d, "root")],
-                           capture_output=True)
+            for p in (self.kubelet, self.ctd, self.agent, self.ks, self.gf, self.cluster):
+                if p:
+                    p.stop()
+            if self.ctd:
+                self.ctd.kill_shims()
+                subprocess.run(["umount", "-R", "-l", os.path.join(self.ctd.d, "root")],
+                               capture_output=True)
             subprocess.run(["umount", "-R", "-l", os.path.join(self.tmp, "kubelet")],
                            capture_output=True)
             self.remove_cgroups()
