@@ -175,6 +175,7 @@ class Node:
         with open(self.kubelet_config, "w") as f:
             json.dump(cfg, f)
         kc = self.cluster.kubeconfig(os.path.join(t, "kubelet.kubeconfig"), C.ADMIN_TOKEN)
+        self.admin_kubeconfig = kc
         self.kubelet = C.Proc("kubelet", [
             kubelet(), "--config", self.kubelet_config, "--kubeconfig", kc,
             "--root-dir", os.path.join(t, "kubelet"),
@@ -363,6 +364,12 @@ class NodeTest(unittest.TestCase):
             NODE.pod_log("frac")), "the pod's log through pods/log")
         self.assertEqual(int(kv(out)["total"]), 1 * Gi, out)
         self.assertEqual(allocs(out), ["alloc=ok", "alloc=CUDA_ERROR_OUT_OF_MEMORY"], out)
+        kubectl = shutil.which("kubectl")  # scripts/deps.sh installs one
+        if kubectl:  # the same log as a user reads it (kubelet's API through the API server)
+            r = subprocess.run([kubectl, "--kubeconfig", NODE.admin_kubeconfig, "logs", "frac",
+                                "-c", "main"], capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(kv(r.stdout)["total"], str(Gi), r.stdout)
         self.assertEqual(len(NODE.fractions()), 1, NODE.fractions())
         self.assertEqual(api.pod("frac")["status"]["phase"], "Running")
         # scraped from gpufracd with the pod's labels
