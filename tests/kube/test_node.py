@@ -77,9 +77,10 @@ def enter_private_namespace():
     paths the kubelet and containerd hard-code. Returns in the child."""
     if os.environ.get(NS_MARK) == "1":
         for d in PRIVATE:
-            if os.path.isdir(d):
-                subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0755", "gpufrac-test", d],
-                               check=True)
+            while not os.path.isdir(d):  # e.g. no /run/containerd yet: over /run instead
+                d = os.path.dirname(d)
+            subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0755", "gpufrac-test", d],
+                           check=True)
         return
     env = dict(os.environ, **{NS_MARK: "1"})
     argv = ["unshare", "--mount", "--propagation", "private", sys.executable,
@@ -88,8 +89,13 @@ def enter_private_namespace():
     for s in SYSCTLS:
         with open("/proc/sys/" + s) as f:
             saved[s] = f.read()
+    child = subprocess.Popen(argv, env=env)
     try:
-        rc = subprocess.call(argv, env=env)
+        rc = child.wait()
+    except BaseException:  # SIGTERM (cluster.py makes it SystemExit): the child too
+        child.terminate()
+        child.wait(60)
+        raise
     finally:
         for s, v in saved.items():  # what the kubelet changed machine-wide
             with open("/proc/sys/" + s, "w") as f:
