@@ -9,6 +9,8 @@ PKGS="$PKGS openssl"
 # tests/cri: real containerd (started by the test on its own socket), a CRI
 # client (grpcio + grpc-tools compile the CRI subset), local images (umoci)
 PKGS="$PKGS containerd python3-grpcio python3-grpc-tools umoci"
+# tests/kube/test_node.py: the kubelet's CNI (a loopback-only conflist)
+PKGS="$PKGS containernetworking-plugins util-linux"
 # man pages (scdoc) and their check; the Debian packages and lintian; make image
 PKGS="$PKGS scdoc man-db debhelper dpkg-dev fakeroot lintian mmdebstrap"
 # a real Prometheus server and promtool check the metrics, the alert rules and the dashboard
