@@ -134,11 +134,16 @@ int gf_admit_check_fit(gf_agent *a, const gf_fraction_config *cfg, gf_error *err
 
 static int make_fraction(gf_agent *a, gf_fraction_config *cfg, const gf_msg *in, gf_error *err)
 {
-    char tmp[GF_NAME_MAX + 16], dir[GF_PATH_MAX + 96], text[GF_CONFIG_TEXT_MAX], id[512];
+    char tmp[GF_NAME_MAX + 16], dir[GF_PATH_MAX + 96], text[GF_CONFIG_TEXT_MAX], id[1024];
     char ledger_tmp[GF_PATH_MAX + 128];
+    const char *termlog = gf_msg_get(in, "termlog");
     uint64_t uid = 0;
     int dfd = -1;
 
+    if (termlog && (termlog[0] != '/' || strchr(termlog, '\n')))
+        return gf_error_set(err, GF_EINVAL,
+                            "termlog: \"%s\" is not an absolute path (the host file of the "
+                            "container's termination message)", termlog);
     snprintf(dir, sizeof(dir), "%s/fractions/%s", a->state_dir, cfg->name);
     snprintf(tmp, sizeof(tmp), ".new-%s", cfg->name);
     if ((size_t)snprintf(cfg->ledger, sizeof(cfg->ledger), "%s/ledger", dir) >= sizeof(cfg->ledger))
@@ -155,10 +160,13 @@ static int make_fraction(gf_agent *a, gf_fraction_config *cfg, const gf_msg *in,
     if (gf_config_format(cfg, text, sizeof(text)) < 0 ||
         write_file_at(dfd, "config", text, 0444, err) < 0)
         goto fail;
-    snprintf(id, sizeof(id), "namespace=%s\npod=%s\ncontainer=%s\nadmitted=%lld\n",
+    /* termlog= only from root's socket (gf_admit_container's caller checks):
+     * the host file containerd mounts at the terminationMessagePath */
+    snprintf(id, sizeof(id), "namespace=%s\npod=%s\ncontainer=%s\nadmitted=%lld\ntermlog=%s\n",
              gf_msg_get(in, "ns") ? gf_msg_get(in, "ns") : "",
              gf_msg_get(in, "pod") ? gf_msg_get(in, "pod") : "",
-             gf_msg_get(in, "container") ? gf_msg_get(in, "container") : "", (long long)time(NULL));
+             gf_msg_get(in, "container") ? gf_msg_get(in, "container") : "", (long long)time(NULL),
+             gf_msg_get(in, "termlog") ? gf_msg_get(in, "termlog") : "");
     snprintf(ledger_tmp, sizeof(ledger_tmp), "%s/fractions/%s/ledger", a->state_dir, tmp);
     /* the directory is root's and new: a path into it is not redirected */
     if (write_file_at(dfd, "identity", id, 0444, err) < 0 ||

@@ -85,6 +85,8 @@ typedef struct gf_afraction {
     gf_ledger_view view;       /* last copy of the ledger (tenant data) */
     uint64_t evictions[GF_CONFIG_DEVICES_MAX]; /* the agent's own counts, per config device */
     char ns[64], pod[128], container[64]; /* Kubernetes identity, "" on one host */
+    char termlog[GF_PATH_MAX]; /* host file of the container's termination message (root's
+                                * runtime named it at admit), "" when none */
     uint64_t driver_used[GF_CONFIG_DEVICES_MAX]; /* watchdog: NVML per-process sum */
     uint64_t watchdog_kills;
     uint64_t watchdog_kills_gpu[GF_CONFIG_DEVICES_MAX]; /* per config device, since start */

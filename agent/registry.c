@@ -65,7 +65,7 @@ static ssize_t read_file(int dfd, const char *name, char *buf, size_t len)
 /* Kubernetes identity of a container fraction (written at admission). */
 static void read_identity(gf_afraction *f, int dfd)
 {
-    char text[1024];
+    char text[2048];
     ssize_t n = read_file(dfd, "identity", text, sizeof(text) - 1);
 
     if (n <= 0)
@@ -79,6 +79,8 @@ static void read_identity(gf_afraction *f, int dfd)
             snprintf(f->pod, sizeof(f->pod), "%.127s", line + 4);
         else if (strncmp(line, "container=", 10) == 0)
             snprintf(f->container, sizeof(f->container), "%.63s", line + 10);
+        else if (strncmp(line, "termlog=/", 9) == 0)
+            snprintf(f->termlog, sizeof(f->termlog), "%s", line + 8);
     }
 }
 

@@ -1,5 +1,6 @@
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -36,6 +37,33 @@ static void reason_text(const gf_agent *a, const gf_afraction *f, int gpu, gf_te
              h1, f->cfg.name, a->gpus[gpu].index, h3, h2);
 }
 
+/* The reason as the container's termination message: the kubelet reads the
+ * host file at most 4096 bytes after the container ends. The path came from
+ * root's runtime (containerd's config.json); the file is the kubelet's and
+ * must already exist: no link followed at it, nothing created, nothing but a
+ * regular file written (a FIFO or device would block or do otherwise). */
+#define TERMINATION_MESSAGE_MAX 4096
+
+static void write_termination_message(gf_agent *a, const gf_afraction *f, const char *reason)
+{
+    struct stat st;
+    size_t n = strlen(reason);
+    int fd;
+
+    if (!f->termlog[0])
+        return;
+    fd = open(f->termlog, O_WRONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || ftruncate(fd, 0) < 0 ||
+        write(fd, reason, n < TERMINATION_MESSAGE_MAX ? n : TERMINATION_MESSAGE_MAX) < 0)
+        gf_agent_event(a, "cannot write the termination message of fraction %s to %s%s",
+                       f->cfg.name, f->termlog,
+                       fd >= 0 && fstat(fd, &st) == 0 && !S_ISREG(st.st_mode)
+                           ? " (not a regular file)"
+                           : "");
+    if (fd >= 0)
+        close(fd);
+}
+
 void gf_terminated_record(gf_agent *a, gf_afraction *f, pid_t pid, int gpu, gf_term_cause by,
                           uint64_t bytes, uint64_t limit)
 {
@@ -49,6 +77,7 @@ void gf_terminated_record(gf_agent *a, gf_afraction *f, pid_t pid, int gpu, gf_t
     n = snprintf(line, sizeof(line), "pid=%d by=%s gpu=%d uuid=%s time=%lld reason=%s\n",
                  (int)pid, by == GF_TERM_RECLAIM ? "reclaim" : "watchdog", a->gpus[gpu].index,
                  a->gpus[gpu].uuid, (long long)time(NULL), reason);
+    write_termination_message(a, f, reason);
     if (snprintf(path, sizeof(path), "%s/terminated", f->dir) >= (int)sizeof(path) || n <= 0)
         return;
     /* in the fraction's directory as the agent opened it (relative to the

@@ -111,7 +111,7 @@ static int choose_gpu(demo *d, bool force_sim, gf_error *err)
         return use_gpusim(d, err);
     }
     if (gf_gpus_probe(&all, &why) < 0) {
-        snprintf(d->why_sim, sizeof(d->why_sim), "no NVIDIA GPU was found on this machine");
+        snprintf(d->why_sim, sizeof(d->why_sim), "no NVIDIA GPU found");
         return use_gpusim(d, err);
     }
     if (gf_gpus_select_default(&all, &sel, &why) < 0) {
@@ -307,7 +307,7 @@ static void stop_agent(demo *d)
  * library path we set, which this process's loader no longer reads. */
 static void show_status(const demo *d)
 {
-    const char *argv[] = {d->self, "status", "--state-dir", d->state, NULL};
+    const char *argv[] = {d->self, "status", "--brief", "--state-dir", d->state, NULL};
     pid_t pid;
     int st;
 
@@ -362,13 +362,13 @@ static int demo_run(demo *d, gf_error *err)
     units(d, 10, u10, sizeof(u10));
     gf_quantity_format(unit / 2, chunk, sizeof(chunk));
     gib(d->total, a, sizeof(a));
+    /* all of it fits one 80x24 screen (tests/integration/test_cli.py) */
     if (d->simulated)
-        printf("gpufrac demo: four workloads share gpusim, a simulated %s GPU (%s).\n", a,
-               d->why_sim);
+        snprintf(line, sizeof(line), "gpufrac demo on gpusim, a simulated %s GPU (%s)", a,
+                 d->why_sim);
     else
-        printf("gpufrac demo: four workloads share GPU %s (%s).\n", d->uuid, a);
-    printf("%s\n\n", d->agent > 0 ? "gpufracd runs on a scratch state directory for it."
-                                  : "The host's gpufracd serves it.");
+        snprintf(line, sizeof(line), "gpufrac demo on GPU %s (%s)", d->uuid, a);
+    status_wrap(line, 80, "", "  ");
 
     const char *s_args[] = {"--memory", u4, "--", d->probe, "alloc", u3, "hold", "120", NULL};
     printf("steady  --memory %-5s            holds %s, all along\n", u4, u3);
@@ -423,11 +423,10 @@ static int demo_run(demo *d, gf_error *err)
     say(verdict(evicted, &fails), "burst was evicted (exit %d), and told why:", job_exit(&burst));
     if (evicted)
         status_wrap(strstr(line, "gpufrac run:"), 80, "        ", "          ");
-    printf("\n$ gpufrac status\n");
     show_status(d);
     stop_job(&steady);
     stop_job(&burst);
-    printf("\n%s\n", fails ? "Some steps did not behave as they should (FAIL above)."
+    printf("%s\n", fails ? "Some steps did not behave as they should (FAIL above)."
                            : "Every workload got what it was promised, and not a byte more.");
     return fails ? 1 : 0;
 }

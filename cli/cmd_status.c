@@ -6,7 +6,7 @@
 #include "status.h"
 
 static const char status_help[] =
-    "Usage: gpufrac status [--json [--all]] [--state-dir DIR]\n"
+    "Usage: gpufrac status [--brief | --json [--all]] [--state-dir DIR]\n"
     "\n"
     "Shows, per GPU, its memory in use, the fractions on it with their request,\n"
     "limit, use, burst loan, refused allocations and evictions on that GPU, and\n"
@@ -21,6 +21,8 @@ static const char status_help[] =
     "killed (gpufracd's watchdog), with the reason under the row.\n"
     "\n"
     "Flags:\n"
+    "  --brief           one screen: the header on one line, no reason or exit\n"
+    "                    status under ended rows, no agent events\n"
     "  --json            print a JSON array of the live fractions (sizes in bytes,\n"
     "                    every figure per GPU under devices[])\n"
     "  --all             with --json: the ended fractions too (state \"ended\")\n"
@@ -30,6 +32,7 @@ static const char status_help[] =
 static const struct option status_longopts[] = {
     {"json", no_argument, NULL, 'j'},
     {"all", no_argument, NULL, 'a'},
+    {"brief", no_argument, NULL, 'b'},
     {"state-dir", required_argument, NULL, 's'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -41,7 +44,7 @@ int gf_cmd_status(int argc, char **argv)
     char state[GF_PATH_MAX];
     status_view *v;
     gf_error err = {0};
-    bool json = false, all = false;
+    bool json = false, all = false, brief = false;
     int c, rc;
 
     opterr = 0;
@@ -51,6 +54,8 @@ int gf_cmd_status(int argc, char **argv)
             json = true;
         else if (c == 'a')
             all = true;
+        else if (c == 'b')
+            brief = true;
         else if (c == 's')
             state_flag = optarg;
         else if (c == 'h')
@@ -74,7 +79,7 @@ int gf_cmd_status(int argc, char **argv)
         if (status_print_json(v, &err) < 0)
             rc = gf_cli_fail("status", GF_EXIT_FAIL, &err);
     } else {
-        status_print_table(v, status_columns());
+        status_print_table(v, status_columns(), brief);
     }
     status_view_free(v);
     free(v);

@@ -54,7 +54,7 @@ static int draw(const char *state, bool clear)
     if (clear)
         fputs("\033[H\033[2J", stdout);
     printf("gpufrac top - %s - %zu fraction(s) - q to quit\n", stamp, v.n);
-    status_print_table(&v, status_columns());
+    status_print_table(&v, status_columns(), false);
     fflush(stdout);
     status_view_free(&v);
     return GF_EXIT_OK;

@@ -67,7 +67,9 @@ void status_view_free(status_view *v);
 void status_proc_name(pid_t pid, char *buf, size_t len);
 
 /* columns: the terminal's width (at least 80 is assumed below that). */
-void status_print_table(const status_view *v, int columns);
+/* brief: the one-screen form (--brief): the header on one line, no line
+ * under an ended row, no blank line, no agent events. */
+void status_print_table(const status_view *v, int columns, bool brief);
 int status_print_json(const status_view *v, gf_error *err);
 
 /* Prints text in lines of at most cols, broken at spaces; first and rest

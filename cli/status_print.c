@@ -92,13 +92,14 @@ void status_wrap(const char *text, int cols, const char *first, const char *rest
 
 typedef struct layout {
     int cols, label_w, owner_w;
-    bool wide; /* room for MODE and PEAK */
+    bool wide;  /* room for MODE and PEAK */
+    bool brief; /* one screen: no lines under ended rows, no blank lines, no events */
 } layout;
 
-static layout plan(const status_view *v, int cols)
+static layout plan(const status_view *v, int cols, bool brief)
 {
     /* fixed: indent 2, STATE 8, 5 sizes of 6, DENIED 6, EVICT 5, separators */
-    layout l = {.cols = cols, .owner_w = 8, .label_w = 18};
+    layout l = {.cols = cols, .owner_w = 8, .label_w = 18, .brief = brief};
     int longest = 8;
 
     for (size_t i = 0; i < v->n; i++) {
@@ -175,6 +176,8 @@ static void fraction_row(const layout *l, const status_view *v, const status_fra
         printf(" %6s %-13s", peak, mode);
     }
     putchar('\n');
+    if (f->ended && l->brief)
+        return;
     if (f->ended) {
         char why[900];
         if (f->n_terminated)
@@ -241,7 +244,8 @@ static void gpu_block(const layout *l, const status_view *v, const gf_gpu *g)
                    name, mem);
         }
     }
-    putchar('\n');
+    if (!l->brief)
+        putchar('\n');
 }
 
 enum { RECENT_EVENTS = 5 };
@@ -269,20 +273,28 @@ static void print_events(const char *state, int cols)
     }
 }
 
-void status_print_table(const status_view *v, int cols)
+void status_print_table(const status_view *v, int cols, bool brief)
 {
-    layout l = plan(v, cols);
+    layout l = plan(v, cols, brief);
     bool shown[64] = {false};
 
-    char head[GF_PATH_MAX + 32];
-    snprintf(head, sizeof(head), "gpufrac status  %s", v->state);
+    char head[GF_PATH_MAX + 96];
+    const char *served =
+        v->agent ? "gpufracd serves it" : "no gpufracd serves it: nothing is guaranteed";
+    if (brief)
+        snprintf(head, sizeof(head), "gpufrac status  %s  (%s%s)", v->state, served,
+                 v->all_users ? "" : "; yours only");
+    else
+        snprintf(head, sizeof(head), "gpufrac status  %s", v->state);
     fit(head, cols);
-    printf("%s\n%s%s\n", head,
-           v->agent ? "gpufracd serves it" : "no gpufracd serves it: nothing is guaranteed",
-           v->all_users ? "" : "; your fractions only");
+    if (brief)
+        printf("%s\n", head);
+    else
+        printf("%s\n%s%s\n", head, served, v->all_users ? "" : "; your fractions only");
     if (v->n == 0)
         printf("No fractions running.\n");
-    putchar('\n');
+    if (!brief)
+        putchar('\n');
     for (size_t g = 0; g < v->gpus.n && v->have_gpus; g++)
         gpu_block(&l, v, &v->gpus.gpus[g]);
     /* fractions on a GPU this host does not show (NVML gone, config from elsewhere) */
@@ -301,10 +313,11 @@ void status_print_table(const status_view *v, int cols)
         }
         fraction_row(&l, v, f, f->n_devices ? &f->devices[0] : NULL, NULL);
     }
-    if (shown[0])
+    if (shown[0] && !brief)
         putchar('\n');
     for (size_t i = 0; i < v->n; i++)
         if (!v->f[i].readable)
             fprintf(stderr, "gpufrac status: %s: %s\n", v->f[i].name, v->f[i].error);
-    print_events(v->state, cols);
+    if (!brief)
+        print_events(v->state, cols);
 }

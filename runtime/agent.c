@@ -107,6 +107,7 @@ int rt_agent_admit(const rt_settings *s, const rt_identity *id, const gf_pod_fra
         gf_msg_add(&req, "pod", id->pod) < 0 || gf_msg_add(&req, "container", id->container) < 0 ||
         gf_msg_add(&req, "mode", gf_mode_name(pf->spec.mode)) < 0 ||
         gf_msg_add_u64(&req, "compute", (uint64_t)percent) < 0 ||
+        (id->termlog && gf_msg_add(&req, "termlog", id->termlog) < 0) ||
         (d->place ? placement(pf, d, &req) : gf_msg_add(&req, "devices", devs)) < 0)
         return gf_error_set(err, GF_EINVAL,
                             "the pod's identity cannot be sent to gpufracd (a value with spaces "

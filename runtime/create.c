@@ -92,6 +92,17 @@ static void only_per_container_keys(create_ctx *c)
     c->n_kv = n;
 }
 
+/* The host file the kubelet reads the termination message from: the source
+ * of the mount at the container's terminationMessagePath (containerd's
+ * config.json, root's). The agent writes the reason of a kill there. */
+static const char *termination_log(json_t *sp)
+{
+    const char *dest = rt_spec_annotation(sp, "io.kubernetes.container.terminationMessagePath");
+    const char *src = rt_spec_mount_source(sp, dest && *dest ? dest : "/dev/termination-log");
+
+    return src && src[0] == '/' ? src : NULL;
+}
+
 static int decode(create_ctx *c, gf_error *err)
 {
     gf_annotation_opts o = {.prefix = GF_NVFRACTIONS_PREFIX, .allow_extensions = true};
@@ -103,6 +114,7 @@ static int decode(create_ctx *c, gf_error *err)
     c->id.ns = or_dash(rt_spec_annotation(sp, CRI "sandbox-namespace"));
     c->id.pod = or_dash(rt_spec_annotation(sp, CRI "sandbox-name"));
     c->id.sandbox = rt_spec_annotation(sp, CRI "sandbox-id");
+    c->id.termlog = termination_log(sp);
     if (rt_spec_annotations(sp, &c->kv, &c->n_kv, err) < 0)
         return -1;
     if (!c->s->nvfractions)

@@ -82,6 +82,22 @@ const char *rt_spec_annotation(json_t *spec, const char *key)
     return json_string_value(json_object_get(json_object_get(spec, "annotations"), key));
 }
 
+const char *rt_spec_mount_source(json_t *spec, const char *dest)
+{
+    const char *found = NULL;
+    json_t *m;
+    size_t i;
+
+    json_array_foreach(json_object_get(spec, "mounts"), i, m)
+    {
+        const char *d = json_string_value(json_object_get(m, "destination"));
+        const char *src = json_string_value(json_object_get(m, "source"));
+        if (d && src && strcmp(d, dest) == 0)
+            found = src;
+    }
+    return found;
+}
+
 int rt_spec_annotations(json_t *spec, gf_kv **kv, size_t *n, gf_error *err)
 {
     json_t *ann = json_object_get(spec, "annotations"), *v;

@@ -66,6 +66,9 @@ int rt_spec_load(const char *path, json_t **out, gf_error *err);
 /* Writes a temp file next to path and renames it over path. */
 int rt_spec_save(const char *path, json_t *spec, gf_error *err);
 const char *rt_spec_annotation(json_t *spec, const char *key);
+/* The source of the mount at dest (the last one: it shadows the others in
+ * the container), NULL when none. */
+const char *rt_spec_mount_source(json_t *spec, const char *dest);
 /* Every string annotation, pointing into spec; *kv is malloc'ed. */
 int rt_spec_annotations(json_t *spec, gf_kv **kv, size_t *n, gf_error *err);
 const char *rt_spec_env_get(json_t *spec, const char *name);
@@ -107,6 +110,7 @@ typedef struct rt_admitted {
 typedef struct rt_identity {
     char name[GF_NAME_MAX]; /* the fraction */
     const char *ns, *pod, *container, *sandbox;
+    const char *termlog; /* host file at the terminationMessagePath, NULL when none */
 } rt_identity;
 int rt_agent_admit(const rt_settings *s, const rt_identity *id, const gf_pod_fraction *pf,
                    rt_devices *d, rt_admitted *out, gf_error *err);

@@ -298,9 +298,14 @@ class Cri:
             metadata=pb.ContainerMetadata(name=name, attempt=attempt),
             image=pb.ImageSpec(image=IMAGE), command=command,
             envs=[pb.KeyValue(key=k, value=v) for k, v in env.items()],
-            mounts=[pb.Mount(container_path=m, host_path=m) for m in mounts],
+            # a mount is a path (the same on both sides) or (host, container)
+            mounts=[pb.Mount(container_path=m, host_path=m) if isinstance(m, str) else
+                    pb.Mount(host_path=m[0], container_path=m[1]) for m in mounts],
             labels={"io.kubernetes.container.name": name},
-            annotations={"io.kubernetes.container.restartCount": str(attempt)},
+            # as the kubelet annotates every container (the default path)
+            annotations={"io.kubernetes.container.restartCount": str(attempt),
+                         "io.kubernetes.container.terminationMessagePath":
+                             "/dev/termination-log"},
             log_path="%s/%d.log" % (name, attempt),
             linux=pb.LinuxContainerConfig(security_context=pb.LinuxContainerSecurityContext(
                 namespace_options=self.ns(pb.CONTAINER if pid is None else pid))))

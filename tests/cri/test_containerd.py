@@ -163,9 +163,18 @@ class Pod:
                 "GPUSIM_DEVICES": DEVICES, "GPUSIM_STATE": NODE.gpusim_state,
                 "GPUSIM_CTX_OVERHEAD": "0"}
 
+    def termination_log(self, name, attempt=0):
+        """The host file the kubelet mounts at /dev/termination-log."""
+        return os.path.join(self.log_dir, "termination-log-%s-%d" % (name, attempt))
+
     def create(self, name, command, attempt=0):
+        # as the kubelet does: an empty host file under the pod's directory
+        with open(self.termination_log(name, attempt), "w"):
+            pass
         cid = self.cri.create(self.id, self.config, name, command, self.env(),
-                              [NODE.gpusim_dir], attempt=attempt, pid=self.pid)
+                              [NODE.gpusim_dir, (self.termination_log(name, attempt),
+                                                 "/dev/termination-log")],
+                              attempt=attempt, pid=self.pid)
         self.cids[(name, attempt)] = cid
         return cid
 
@@ -292,6 +301,15 @@ class BurstTest(CriTestCase):
         self.assertIn("reclaim: terminated pid %d of fraction %s " % (
             host_pid, borrower.fraction("trainer")), reclaims[0])
         self.assertEqual(NODE.cri.status(cb).state, NODE.pb.CONTAINER_RUNNING)
+        # the reason is the container's termination message (what the kubelet
+        # reads from the host file after the container ended)
+        with open(borrower.termination_log("trainer")) as f:
+            message = f.read()
+        self.assertIn("evicted by gpufracd: its loan of", message)
+        self.assertIn('fraction "%s"' % owner.fraction("main"), message)
+        for p in (bystander, owner):
+            with open(p.termination_log("main")) as f:
+                self.assertEqual(f.read(), "", "no message for a container gpufracd left alone")
 
 
 class SmSharingTest(CriTestCase):

@@ -297,10 +297,16 @@ class DemoTest(CliTestCase):
         # the operator's view: the GPU's block, the steady one running, the evicted one
         self.assertIn("GPU 0  gpusim 16Gi", r.stdout)
         self.assertRegex(r.stdout, r"root +steady +running")
+        self.assertRegex(r.stdout, r"\n +pid \d+ +gpufrac-probe +3\.0G \(driver\)")
         self.assertRegex(r.stdout, r"root +burst +evicted")
+        self.assertRegex(r.stdout, r"root +greedy +ended +4\.0G +4\.0G +0 +0 +1 +0")
+        self.assertIn("Every workload got what it was promised", r.stdout)
+        # at once and in one screen: an 80x24 terminal, the prompt on the last row
+        lines = r.stdout.splitlines()
+        self.assertLessEqual(len(lines), 23, r.stdout)
+        self.assertEqual([ln for ln in lines if len(ln) > 80], [], r.stdout)
         # it cleaned up after itself: its state, its agent
-        state = [ln.split()[-1] for ln in r.stdout.splitlines()
-                 if ln.startswith("gpufrac status ")][0]
+        state = [ln.split()[2] for ln in lines if ln.startswith("gpufrac status ")][0]
         self.assertFalse(os.path.exists(state), state)
 
 

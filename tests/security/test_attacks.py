@@ -66,10 +66,10 @@ class AttackBase(AgentTestCase):
         super().tearDown()
 
     # -- the node's side --------------------------------------------------
-    def admit(self, name, request, limit, uid=NOBODY):
+    def admit(self, name, request, limit, uid=NOBODY, termlog=None):
         reply = self.ask(("gpufrac/1 admit name=%s ns=t pod=%s container=c uid=%d "
-                          "devices=%s/%d/%d" % (name, name, uid, self.uuid, request, limit))
-                         .encode())
+                          "devices=%s/%d/%d" % (name, name, uid, self.uuid, request, limit) +
+                          (" termlog=%s" % termlog if termlog else "")).encode())
         self.assertTrue(reply.startswith("gpufrac/1 ok"), reply)
         return dict(x.split("=", 1) for x in reply.split()[2:])
 
@@ -77,10 +77,11 @@ class AttackBase(AgentTestCase):
         reply = self.ask(b"gpufrac/1 attach name=%s pid=%d" % (name.encode(), pid))
         self.assertTrue(reply.startswith("gpufrac/1 ok"), reply)
 
-    def start_tenant(self, name, body, request=512 * Mi, limit=512 * Mi, ns=False):
+    def start_tenant(self, name, body, request=512 * Mi, limit=512 * Mi, ns=False,
+                     termlog=None):
         """Admits fraction `name` for uid 65534, starts its init as the
         tenant running `body` (tenant.py), attaches it and lets it go."""
-        f = self.admit(name, request, limit)
+        f = self.admit(name, request, limit, termlog=termlog)
         cmd = [sys.executable, TENANT, f["socket"], f["ledger"], f["config"], FORGE, PROBE,
                SHIM, body]
         if ns:
@@ -103,8 +104,8 @@ class AttackBase(AgentTestCase):
                 break
         return out
 
-    def tenant(self, name, body, request=512 * Mi, limit=512 * Mi, ns=False):
-        p, out = self.start_tenant(name, body, request, limit, ns)
+    def tenant(self, name, body, request=512 * Mi, limit=512 * Mi, ns=False, termlog=None):
+        p, out = self.start_tenant(name, body, request, limit, ns, termlog)
         return p, self.read_tenant(p, out), self.last_fraction
 
     def healthz(self):
@@ -335,7 +336,14 @@ class AttackTest(AttackBase):
 class PidNamespaceTest(AttackBase):
     def test_burst_and_eviction_inside_a_pid_namespace(self):
         body = "say(probe('alloc', '3276Mi', 'hold', '120', background=True))\n"
-        _, out, _ = self.tenant("k8s.ns", body, 512 * Mi, 3584 * Mi, ns=True)
+        # its termination message "file" is a link to a file of root's: the
+        # agent writes the reason through no link (O_NOFOLLOW)
+        victim = os.path.join(self.tmp, "root-file")
+        with open(victim, "w") as f:
+            f.write("root's\n")
+        termlog = os.path.join(self.tmp, "termination-log")
+        os.symlink(victim, termlog)
+        _, out, _ = self.tenant("k8s.ns", body, 512 * Mi, 3584 * Mi, ns=True, termlog=termlog)
         text = "\n".join(out)
         self.assertIn("alloc=ok", text)
         ns_pid = int(kv(text)["holding"])
@@ -355,6 +363,10 @@ class PidNamespaceTest(AttackBase):
         self.assertTrue(m, self.events())
         host_pid = int(m.group(1))
         self.assertNotEqual(host_pid, ns_pid, "the agent used the container's pid")
+        with open(victim) as f:
+            self.assertEqual(f.read(), "root's\n", "the reason was written through a link")
+        self.assertIn("cannot write the termination message of fraction k8s.ns to " + termlog,
+                      self.events())
         self.assertFalse(os.path.exists("/proc/%d" % host_pid) and
                          open("/proc/%d/stat" % host_pid).read().split()[2] != "Z")
         self.assert_node_unharmed()
