@@ -22,7 +22,7 @@
 
 /* Files the agent writes into a fraction's directory: relative to its fd,
  * never through a link, mode set on the open file. */
-static int write_file_at(int dfd, const char *name, const char *text, mode_t mode, gf_error *err)
+int gf_write_file_at(int dfd, const char *name, const char *text, mode_t mode, gf_error *err)
 {
     size_t len = strlen(text);
     int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
@@ -41,7 +41,7 @@ static int write_file_at(int dfd, const char *name, const char *text, mode_t mod
 
 /* Empties and removes directory `name` of dfd: one level (what a fraction
  * holds), unlinkat never follows a link. */
-static void rm_tree_at(int dfd, const char *name)
+void gf_rm_dir_at(int dfd, const char *name)
 {
     int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     struct dirent *de;
@@ -150,7 +150,7 @@ static int make_fraction(gf_agent *a, gf_fraction_config *cfg, const gf_msg *in,
         return gf_error_set(err, GF_EINVAL, "state directory path too long");
     if ((size_t)snprintf(cfg->agent, sizeof(cfg->agent), "%s/agent.sock", dir) >= sizeof(cfg->agent))
         return gf_error_set(err, GF_EINVAL, "state directory path too long");
-    rm_tree_at(a->frac_dfd, tmp);
+    gf_rm_dir_at(a->frac_dfd, tmp);
     if (mkdirat(a->frac_dfd, tmp, 0711) < 0)
         return gf_error_sys(err, "creating %s/fractions/%s", a->state_dir, tmp);
     if ((dfd = openat(a->frac_dfd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
@@ -158,7 +158,7 @@ static int make_fraction(gf_agent *a, gf_fraction_config *cfg, const gf_msg *in,
         goto fail;
     }
     if (gf_config_format(cfg, text, sizeof(text)) < 0 ||
-        write_file_at(dfd, "config", text, 0444, err) < 0)
+        gf_write_file_at(dfd, "config", text, 0444, err) < 0)
         goto fail;
     /* termlog= only from root's socket (gf_admit_container's caller checks):
      * the host file containerd mounts at the terminationMessagePath */
@@ -169,7 +169,7 @@ static int make_fraction(gf_agent *a, gf_fraction_config *cfg, const gf_msg *in,
              gf_msg_get(in, "termlog") ? gf_msg_get(in, "termlog") : "");
     snprintf(ledger_tmp, sizeof(ledger_tmp), "%s/fractions/%s/ledger", a->state_dir, tmp);
     /* the directory is root's and new: a path into it is not redirected */
-    if (write_file_at(dfd, "identity", id, 0444, err) < 0 ||
+    if (gf_write_file_at(dfd, "identity", id, 0444, err) < 0 ||
         gf_ledger_create_for(ledger_tmp, cfg, 0600, err) < 0)
         goto fail;
     /* the fraction is given to the container's user: its ledger, nobody else's */
@@ -188,7 +188,7 @@ static int make_fraction(gf_agent *a, gf_fraction_config *cfg, const gf_msg *in,
 fail:
     if (dfd >= 0)
         close(dfd);
-    rm_tree_at(a->frac_dfd, tmp);
+    gf_rm_dir_at(a->frac_dfd, tmp);
     return -1;
 }
 
@@ -299,7 +299,7 @@ void gf_attach(gf_agent *a, const gf_msg *in, gf_msg *out, const struct ucred *c
         int dfd = openat(a->frac_dfd, f->cfg.name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         snprintf(text, sizeof(text), "%" PRIu64 "\n", pid);
         if (dfd >= 0) {
-            write_file_at(dfd, "supervisor", text, 0444, &err);
+            gf_write_file_at(dfd, "supervisor", text, 0444, &err);
             close(dfd);
         }
     }
@@ -314,7 +314,7 @@ void gf_release_fraction(gf_agent *a, gf_afraction *f)
     snprintf(name, sizeof(name), "%s", f->cfg.name);
     snprintf(old, sizeof(old), ".old-%s", name);
     if (renameat(a->frac_dfd, name, a->frac_dfd, old) == 0)
-        rm_tree_at(a->frac_dfd, old);
+        gf_rm_dir_at(a->frac_dfd, old);
     gf_journal(a, "unsup %s", name);
     gf_registry_scan(a, &err);
     gf_agent_event(a, "released fraction %s", name);

@@ -131,43 +131,6 @@ static int check_policy(gf_agent *a, const gf_fraction_config *cfg, const struct
     return gf_user_policy_check(&policy, &rules, &ask, err);
 }
 
-/* Creates name in the fraction directory dfd (root's, new) with text. */
-static int put_file(int dfd, const char *name, const char *text, mode_t mode, gf_error *err)
-{
-    size_t len = strlen(text);
-    int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK,
-                    mode);
-
-    if (fd < 0)
-        return gf_error_sys(err, "creating %s", name);
-    if (write(fd, text, len) != (ssize_t)len || fchmod(fd, mode) < 0) {
-        gf_error_sys(err, "writing %s", name);
-        close(fd);
-        return -1;
-    }
-    close(fd);
-    return 0;
-}
-
-/* Empties and removes directory name of dfd (one level; unlinkat never
- * follows a link). */
-static void rm_dir_at(int dfd, const char *name)
-{
-    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    struct dirent *de;
-    DIR *d;
-
-    if (fd >= 0 && (d = fdopendir(fd))) {
-        while ((de = readdir(d)))
-            if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
-                unlinkat(fd, de->d_name, 0);
-        closedir(d);
-    } else if (fd >= 0) {
-        close(fd);
-    }
-    unlinkat(dfd, name, AT_REMOVEDIR);
-}
-
 static bool has_identity(gf_agent *a, const gf_afraction *f)
 {
     int dfd = openat(a->frac_dfd, f->cfg.name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -196,7 +159,7 @@ static int make_user_fraction(gf_agent *a, gf_fraction_config *cfg, const struct
     if ((size_t)snprintf(cfg->ledger, sizeof(cfg->ledger), "%s/ledger", dir) >= sizeof(cfg->ledger) ||
         (size_t)snprintf(cfg->agent, sizeof(cfg->agent), "%s/agent.sock", dir) >= sizeof(cfg->agent))
         return gf_error_set(err, GF_EINVAL, "state directory path too long");
-    rm_dir_at(a->frac_dfd, tmp);
+    gf_rm_dir_at(a->frac_dfd, tmp);
     if (mkdirat(a->frac_dfd, tmp, 0711) < 0)
         return gf_error_sys(err, "creating %s/fractions/%s", a->state_dir, tmp);
     if ((dfd = openat(a->frac_dfd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
@@ -211,8 +174,8 @@ static int make_user_fraction(gf_agent *a, gf_fraction_config *cfg, const struct
         goto fail;
     }
     /* the directory is root's and new: a path into it is not redirected */
-    if (put_file(dfd, "config", text, 0444, err) < 0 ||
-        put_file(dfd, "supervisor", pid, 0444, err) < 0 ||
+    if (gf_write_file_at(dfd, "config", text, 0444, err) < 0 ||
+        gf_write_file_at(dfd, "supervisor", pid, 0444, err) < 0 ||
         gf_ledger_create_for(ledger, cfg, 0600, err) < 0)
         goto fail;
     /* the one file the user's processes write (and, made by the registry,
@@ -230,7 +193,7 @@ static int make_user_fraction(gf_agent *a, gf_fraction_config *cfg, const struct
 fail:
     if (dfd >= 0)
         close(dfd);
-    rm_dir_at(a->frac_dfd, tmp);
+    gf_rm_dir_at(a->frac_dfd, tmp);
     return -1;
 }
 
@@ -296,9 +259,9 @@ static void end_fraction(gf_agent *a, gf_afraction *f, int code)
         return;
     }
     unlinkat(dfd, "agent.sock", 0);
-    ok = put_file(dfd, "ended", text, 0444, &err) == 0;
+    ok = gf_write_file_at(dfd, "ended", text, 0444, &err) == 0;
     close(dfd);
-    rm_dir_at(edfd, dest); /* a record of an earlier run of that pid */
+    gf_rm_dir_at(edfd, dest); /* a record of an earlier run of that pid */
     ok = ok && renameat(a->frac_dfd, name, edfd, dest) == 0;
     close(edfd);
     if (!ok) {
@@ -363,7 +326,7 @@ static void gc_ended(gf_agent *a)
             continue;
         if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
             st.st_uid == 0 && now - st.st_ctime > GF_USER_ENDED_KEEP_S)
-            rm_dir_at(dirfd(d), de->d_name);
+            gf_rm_dir_at(dirfd(d), de->d_name);
     }
     closedir(d);
 }
