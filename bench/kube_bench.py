@@ -2,25 +2,33 @@
 """gpufrac-scheduler at scale against the REAL kube-apiserver, kube-scheduler
 and etcd (tests/kube/cluster.py; build them with scripts/kube-build.sh).
 
-One run, per node count: N Nodes of 8 GPUs x 80 GiB; P fractional pods of
-0.25 GPU (gpu-fraction) scheduled by layout A's kube-scheduler through the
-extender, and P plain pods scheduled by a second, plain kube-scheduler (no
-extender) in the same cluster, one batch after the other. Both kube-schedulers
-get clientConnection qps/burst 1000 (1.20's default 50/100 would cap the plain
+One cluster per node count: N Nodes of 8 GPUs x 80 GiB. Each round times P
+fractional pods of 0.25 GPU (gpu-fraction) scheduled by layout A's
+kube-scheduler through the extender, and P plain pods scheduled by a second,
+plain kube-scheduler (no extender) in the same cluster; the order alternates
+between rounds and every pod is deleted after its round, so a change in the
+machine's load weighs on both alike. Both kube-schedulers get
+clientConnection qps/burst 1000 (1.20's default 50/100 would cap the plain
 one's own binds). Each batch is created while its scheduler is stopped, then
-the scheduler starts and the batch is timed from its first bind to its last
-(pods/s). CPU per pod of each process (from /proc, over the batch's window),
-gpufrac-scheduler's RSS before the pods, at peak, and after every pod and
-all but a fifth of the nodes are deleted (after its heap trim), GPUs used
-against the ideal for binpack and whether any GPU is over-packed.
+the scheduler starts and the batch is timed (after one uncounted warm-up
+batch of 200 of each) from its first bind to its last
+(pods/s). Printed per node count: pods/s of both and their ratio per round
+and the median, CPU per pod of each process (from /proc, over each batch),
+kube-scheduler's own scheduling-algorithm time per pod (its metrics), GPUs
+used against the ideal for binpack and whether any GPU is over-packed,
+gpufrac-scheduler's RSS before the pods, at peak, and after every pod and all
+but a fifth of the nodes are deleted (after its janitor's trim).
 
-  bench/kube_bench.py [--nodes 100,500] [--pods 2000] [--json FILE]
+  bench/kube_bench.py [--nodes 100,500] [--pods 2000] [--rounds 3]
+                      [--filter-answer best|fitting] [--json FILE] [--perf DIR]
 
 Targets (issue 13): extender pods/s >= 0.7 x plain in the same run; RSS after
 within 10 % of before; gpufrac-scheduler CPU per pod flat across node counts."""
 import argparse
 import json
 import os
+import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -71,12 +79,30 @@ def bound_count(cl, sel):
     return sum(1 for p in cl.pods(selector=sel) if p["spec"].get("nodeName"))
 
 
-def batch(cl, ks, gf, n, frac, tag):
+def perf_start(pids, where, tag):
+    """perf record -g of each process over a batch (--perf DIR), else []."""
+    if not where:
+        return []
+    return [subprocess.Popen(["perf", "record", "-q", "-F", "499", "-g", "-o",
+                              os.path.join(where, "%s-%s.data" % (tag, k)), "-p", str(v)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for k, v in pids.items()]
+
+
+def perf_stop(recs):
+    for r in recs:
+        r.send_signal(signal.SIGINT)
+    for r in recs:
+        r.wait()
+
+
+def batch(cl, ks, gf, n, frac, tag, perf=None):
     """Creates n pods with their scheduler stopped, starts it, times the binds."""
     sel = "bench=" + ("frac" if frac else "plain")
     C.parallel(cl.create, (pod("%s-%d" % (tag, i), frac) for i in range(n)), threads=16)
     ks.start()
     pids = procs(cl, gf, ks)
+    recs = perf_start(pids, perf, tag)
     cpu0 = {k: C.cpu_seconds(v) for k, v in pids.items()}
     t_first = None
     while True:
@@ -90,6 +116,7 @@ def batch(cl, ks, gf, n, frac, tag):
             raise RuntimeError("a scheduler exited during the batch:\n" + ks.tail(20))
         time.sleep(0.1)
     cpu = {k: C.cpu_seconds(v) - cpu0[k] for k, v in pids.items()}
+    perf_stop(recs)
     ks.stop()
     secs = max(t_last - t_first, 1e-3)
     return {"pods": n, "seconds": round(secs, 2),
@@ -120,56 +147,157 @@ def rss_by_mapping(pid, top=8):
     return dict(sorted(sizes.items(), key=lambda kv: -kv[1])[:top])
 
 
-def run(nodes, pods, tmp):
+def algorithm_ms(ks):
+    """kube-scheduler's mean scheduling_algorithm_duration per pod, in ms."""
+    got = {}
+    for line in ks.metrics().splitlines():
+        for part in ("sum", "count"):
+            key = "scheduler_scheduling_algorithm_duration_seconds_" + part + " "
+            if line.startswith(key):
+                got[part] = float(line.split()[-1])
+    return round(1000 * got["sum"] / got["count"], 3) if got.get("count") else None
+
+
+class Batch:
+    """One scheduler and its kind of pods; kube-scheduler's metrics are read
+    before each stop (a restart zeroes them)."""
+
+    def __init__(self, ks, frac):
+        self.ks, self.frac, self.alg_ms = ks, frac, []
+        orig = ks.stop
+
+        def stop():
+            if ks.poll() is None:
+                self.alg_ms.append(algorithm_ms(ks))
+            orig()
+        ks.stop = stop
+
+
+def drain(cl, gf, sel):
+    cl.delete_pods(selector=sel)
+    C.wait_for(lambda: not cl.pods(selector=sel) and gf.metric("gpufrac_scheduler_pods") == 0,
+               "the round's pods deleted", timeout=300)
+
+
+def median(xs):
+    xs = sorted(x for x in xs if x is not None)
+    return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
+
+
+def mean_cpu(results):
+    keys = results[0]["cpu_ms_per_pod"]
+    return {k: round(sum(r["cpu_ms_per_pod"][k] for r in results) / len(results), 3)
+            for k in keys}
+
+
+def warm_up(cl, gf, ext, plain, nodes):
+    """A first batch of each, not counted: the first pods any scheduler ever
+    places run slower (connections, caches, Go's heap growing)."""
+    for b in (ext, plain):
+        batch(cl, b.ks, gf, 200, b.frac, "w%d%s" % (nodes, "f" if b.frac else "p"))
+        b.alg_ms.clear()
+    drain(cl, gf, "bench=frac")
+    drain(cl, gf, "bench=plain")
+
+
+def rounds(cl, gf, ext, plain, args, nodes):
+    frac_res, plain_res, ratios, pack = [], [], [], None
+    warm_up(cl, gf, ext, plain, nodes)
+    for i in range(args.rounds):
+        order = (ext, plain) if i % 2 == 0 else (plain, ext)
+        got = {}
+        for b in order:
+            tag = "%s%d-r%d" % ("f" if b.frac else "p", nodes, i)
+            got[b.frac] = batch(cl, b.ks, gf, args.pods, b.frac, tag, args.perf)
+        if pack is None:
+            pack = packing(cl)
+        drain(cl, gf, "bench=frac")
+        drain(cl, gf, "bench=plain")
+        frac_res.append(got[True])
+        plain_res.append(got[False])
+        f, p = got[True]["pods_per_s"], got[False]["pods_per_s"]
+        ratios.append(round(f / p, 2) if f and p else None)
+        print("  round %d: extender %s pods/s, plain %s pods/s (%s x)" % (i + 1, f, p, ratios[-1]))
+    return frac_res, plain_res, ratios, pack
+
+
+def run(nodes, args, tmp):
     cl = C.Cluster(tmp).start()
     try:
         cl.apply_all(C.yaml_docs(os.path.join(C.DEPLOY, "rbac.yaml")))
         sa = cl.sa_token()
-        gf = C.GpufracScheduler(cl, tmp, sa).start()
+        gf = C.GpufracScheduler(cl, tmp, sa)
+        gf.set_filter_answer(args.filter_answer)
+        gf.start()
         C.parallel(lambda i: cl.add_node("bench-%d" % i, gpus=[
             ("GPU-%d-%d" % (i, g), g, 80 * Gi) for g in range(8)], labels={"bench": "node"}),
             range(nodes), threads=16)
         C.wait_for(lambda: gf.metric("gpufrac_scheduler_gpu_total_bytes") == nodes * 8 * 80 * Gi,
-                   "every node in gpufrac-scheduler's cache", timeout=300)
+                   "every node in gpufrac-scheduler's cache", timeout=600)
         time.sleep(1)
         rss_before = C.rss_kib(gf.pid)
+        where_before = rss_by_mapping(gf.pid)
         sampler = Sampler(gf.pid)
         sampler.start()
-        ext = C.KubeScheduler(cl, "A", gf.url, tmp, sa, qps=1000, leader_elect=False)
-        plain = C.KubeScheduler(cl, "plain", gf.url, tmp, C.KSCHED_TOKEN, qps=1000,
-                                leader_elect=False)
-        res_frac = batch(cl, ext, gf, pods, True, "f")
-        res_plain = batch(cl, plain, gf, pods, False, "p")
-        pack = packing(cl)
-        cl.delete_pods(selector="bench=frac")
-        cl.delete_pods(selector="bench=plain")
+        ext = Batch(C.KubeScheduler(cl, "A", gf.url, tmp, sa, qps=1000, leader_elect=False), True)
+        plain = Batch(C.KubeScheduler(cl, "plain", gf.url, tmp, C.KSCHED_TOKEN, qps=1000,
+                                      leader_elect=False), False)
+        frac_res, plain_res, ratios, pack = rounds(cl, gf, ext, plain, args, nodes)
         C.parallel(lambda i: cl.req("DELETE", "/api/v1/nodes/bench-%d" % i, {}),
                    range(nodes // 5, nodes), threads=16)
-        C.wait_for(lambda: gf.metric("gpufrac_scheduler_pods") == 0 and
-                   gf.metric("gpufrac_scheduler_gpu_total_bytes") == (nodes // 5) * 8 * 80 * Gi,
-                   "deletions seen by gpufrac-scheduler", timeout=300)
+        C.wait_for(lambda: gf.metric("gpufrac_scheduler_gpu_total_bytes") ==
+                   (nodes // 5) * 8 * 80 * Gi, "deletions seen by gpufrac-scheduler", timeout=300)
         time.sleep(3 * 5)  # GF_INFORMER_TRIM_S: the janitor trims after deletions
         sampler.stop.set()
         rss_after = C.rss_kib(gf.pid)
         where = rss_by_mapping(gf.pid)
         gf.stop()
-        ratio = (res_frac["pods_per_s"] / res_plain["pods_per_s"]
-                 if res_frac["pods_per_s"] and res_plain["pods_per_s"] else None)
-        return {"nodes": nodes, "gpus": nodes * 8, "fractional": res_frac, "plain": res_plain,
-                "extender_vs_plain": round(ratio, 2) if ratio else None,
-                "binpack": dict(pack, ideal=-(-pods // 4)),
+        return {"nodes": nodes, "gpus": nodes * 8, "pods": args.pods,
+                "filter_answer": args.filter_answer,
+                "fractional": frac_res, "plain": plain_res, "ratios": ratios,
+                "extender_vs_plain": median(ratios),
+                "cpu_ms_per_pod": {"extender": mean_cpu(frac_res), "plain": mean_cpu(plain_res)},
+                "kube_scheduler_algorithm_ms": {"extender": ext.alg_ms, "plain": plain.alg_ms},
+                "binpack": dict(pack, ideal=-(-args.pods // 4)),
                 "gpufrac_scheduler_rss_kib": {"before": rss_before, "peak": sampler.peak,
                                               "after": rss_after},
+                "rss_before_by_mapping_kib": where_before,
                 "rss_after_by_mapping_kib": where}
     finally:
         cl.stop()
+
+
+def report(r):
+    rss, cpu = r["gpufrac_scheduler_rss_kib"], r["cpu_ms_per_pod"]
+    pps = lambda rs: median([x["pods_per_s"] for x in rs])  # noqa: E731
+    print("%d nodes x 8 GPUs, %d pods per batch, %d rounds, filter answers %s:" %
+          (r["nodes"], r["pods"], len(r["ratios"]), r["filter_answer"]))
+    print("  through the extender  %7.1f pods/s (median)  %.2f x plain (median of %s)" %
+          (pps(r["fractional"]), r["extender_vs_plain"] or 0, r["ratios"]))
+    print("  plain kube-scheduler  %7.1f pods/s (median)" % pps(r["plain"]))
+    print("  CPU ms per pod, extender batches: %s" % cpu["extender"])
+    print("  CPU ms per pod, plain batches:    %s" % cpu["plain"])
+    print("  kube-scheduler algorithm ms per pod: extender %s, plain %s" %
+          (r["kube_scheduler_algorithm_ms"]["extender"], r["kube_scheduler_algorithm_ms"]["plain"]))
+    print("  binpack: %d GPUs used (ideal %d), at most %d pods of 0.25 on a GPU" %
+          (r["binpack"]["gpus_used"], r["binpack"]["ideal"], r["binpack"]["max_pods_on_a_gpu"]))
+    print("  gpufrac-scheduler RSS: before %d KiB, peak %d KiB, after %d KiB (%+.1f %%)" %
+          (rss["before"], rss["peak"], rss["after"],
+           100.0 * (rss["after"] - rss["before"]) / rss["before"]))
+    print("  resident before, by mapping (KiB): %s" % r["rss_before_by_mapping_kib"])
+    print("  resident after, by mapping (KiB): %s" % r["rss_after_by_mapping_kib"])
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--nodes", default="100,500")
     ap.add_argument("--pods", type=int, default=2000)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--filter-answer", default="best", choices=("best", "fitting"),
+                    help="gpufrac-scheduler's --filter-answer")
     ap.add_argument("--json")
+    ap.add_argument("--perf", metavar="DIR",
+                    help="perf record -g each process during each batch into DIR")
     args = ap.parse_args()
     why = C.missing()
     if why:
@@ -177,25 +305,14 @@ def main():
         return 77
     results = []
     for n in [int(x) for x in args.nodes.split(",")]:
+        print("%d nodes ..." % n)
         with tempfile.TemporaryDirectory(prefix="gpufrac-kube-bench-") as tmp:
-            r = run(n, args.pods, tmp)
+            r = run(n, args, tmp)
         results.append(r)
-        f, p, rss = r["fractional"], r["plain"], r["gpufrac_scheduler_rss_kib"]
-        print("%d nodes x 8 GPUs, %d pods each:" % (n, args.pods))
-        print("  through the extender  %7.1f pods/s  (%.2f x plain)" %
-              (f["pods_per_s"] or 0, r["extender_vs_plain"] or 0))
-        print("  plain kube-scheduler  %7.1f pods/s" % (p["pods_per_s"] or 0))
-        print("  CPU ms per pod, extender batch: %s" % f["cpu_ms_per_pod"])
-        print("  CPU ms per pod, plain batch:    %s" % p["cpu_ms_per_pod"])
-        print("  binpack: %d GPUs used (ideal %d), at most %d pods of 0.25 on a GPU" %
-              (r["binpack"]["gpus_used"], r["binpack"]["ideal"], r["binpack"]["max_pods_on_a_gpu"]))
-        print("  gpufrac-scheduler RSS: before %d KiB, peak %d KiB, after %d KiB (%+.1f %%)" %
-              (rss["before"], rss["peak"], rss["after"],
-               100.0 * (rss["after"] - rss["before"]) / rss["before"]))
-        print("  resident after, by mapping (KiB): %s" % r["rss_after_by_mapping_kib"])
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(results, fh, indent=1)
+        report(r)
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump(results, fh, indent=1)
     return 0
 
 

@@ -89,7 +89,7 @@ out:
     return rc;
 }
 
-static time_t now_mono(void)
+time_t gf_kube_now(void)
 {
     struct timespec ts;
 
@@ -109,11 +109,11 @@ int gf_kube_token(gf_kube *k, bool force, char **out, gf_error *err)
     if (!k->token_file[0])
         return 0;
     pthread_mutex_lock(&k->lock);
-    if (force || !k->token || now_mono() - k->token_read >= GF_KUBE_TOKEN_REFRESH_S) {
+    if (force || !k->token || gf_kube_now() - k->token_read >= GF_KUBE_TOKEN_REFRESH_S) {
         if (read_token(k->token_file, &fresh, err) == 0) {
             free(k->token);
             k->token = fresh;
-            k->token_read = now_mono();
+            k->token_read = gf_kube_now();
         } else if (!k->token) {
             rc = -1;
         }
@@ -177,7 +177,6 @@ static int share_init(gf_kube *k, gf_error *err)
     curl_share_setopt(k->share, CURLSHOPT_USERDATA, k);
     curl_share_setopt(k->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
     curl_share_setopt(k->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
-    curl_share_setopt(k->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT);
     return 0;
 }
 
@@ -193,6 +192,7 @@ int gf_kube_open(gf_kube **out, const gf_kube_opts *opts, gf_error *err)
     if (!k)
         return gf_error_set(err, GF_ENOSPACE, "out of memory");
     pthread_mutex_init(&k->lock, NULL);
+    pthread_mutex_init(&k->idle_lock, NULL);
     if (share_init(k, err) < 0 || configure(k, opts, err) < 0)
         goto fail;
     if (gf_kube_token(k, true, &tok, err) < 0)
@@ -209,6 +209,9 @@ void gf_kube_close(gf_kube *k)
 {
     if (!k)
         return;
+    while (k->n_idle)
+        curl_easy_cleanup(k->idle[--k->n_idle]);
+    pthread_mutex_destroy(&k->idle_lock);
     if (k->share)
         curl_share_cleanup(k->share);
     for (size_t i = 0; i < GF_KUBE_SHARE_LOCKS; i++)
@@ -216,6 +219,25 @@ void gf_kube_close(gf_kube *k)
     pthread_mutex_destroy(&k->lock);
     free(k->token);
     free(k);
+}
+
+size_t gf_kube_idle_close(gf_kube *k, unsigned idle_s)
+{
+    time_t now = gf_kube_now();
+    size_t old = 0, i;
+    CURL *gone[GF_KUBE_IDLE_MAX];
+
+    pthread_mutex_lock(&k->idle_lock);
+    while (old < k->n_idle && now - k->idle_since[old] >= (time_t)idle_s)
+        old++;
+    memcpy(gone, k->idle, old * sizeof(*gone));
+    memmove(k->idle, k->idle + old, (k->n_idle - old) * sizeof(*k->idle));
+    memmove(k->idle_since, k->idle_since + old, (k->n_idle - old) * sizeof(*k->idle_since));
+    k->n_idle -= old;
+    pthread_mutex_unlock(&k->idle_lock);
+    for (i = 0; i < old; i++)
+        curl_easy_cleanup(gone[i]);
+    return old;
 }
 
 const char *gf_kube_base(const gf_kube *k)

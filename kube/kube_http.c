@@ -67,11 +67,47 @@ fail:
     return NULL;
 }
 
+/* An idle handle (its connection kept alive), or a new one. */
+static CURL *handle_get(gf_kube *k)
+{
+    CURL *c = NULL;
+
+    pthread_mutex_lock(&k->idle_lock);
+    if (k->n_idle)
+        c = k->idle[--k->n_idle];
+    pthread_mutex_unlock(&k->idle_lock);
+    if (c) {
+        curl_easy_reset(c); /* options only: the live connection stays */
+        return c;
+    }
+    return curl_easy_init();
+}
+
+/* Back to the idle set unless the transfer failed (its connection is
+ * suspect) or the set is full. */
+static void handle_put(gf_kube *k, CURL *c, bool reusable)
+{
+    if (!c)
+        return;
+    pthread_mutex_lock(&k->idle_lock);
+    if (reusable && k->n_idle < GF_KUBE_IDLE_MAX) {
+        k->idle_since[k->n_idle] = gf_kube_now();
+        k->idle[k->n_idle++] = c;
+        c = NULL;
+    }
+    pthread_mutex_unlock(&k->idle_lock);
+    curl_easy_cleanup(c);
+}
+
 static void setup(gf_kube *k, CURL *c, const gf_kube_xfer *x, const char *url,
                   struct curl_slist *h)
 {
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_SHARE, k->share);
+    /* One connection per handle: HTTP/2's multiplexing would need one
+     * multi handle for all threads; HTTP/1.1 keep-alive needs nothing. */
+    curl_easy_setopt(c, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+    curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, x->method);
@@ -113,7 +149,7 @@ int gf_kube_perform(gf_kube *k, gf_kube_xfer *x, bool fresh_token, gf_error *err
         gf_error_set(err, GF_ENOSPACE, "out of memory");
         goto out;
     }
-    if (!(h = headers(x, token)) || !(c = curl_easy_init())) {
+    if (!(h = headers(x, token)) || !(c = handle_get(k))) {
         gf_error_set(err, GF_ENOSPACE, "out of memory preparing a request");
         goto out;
     }
@@ -135,7 +171,7 @@ out:
         free(token);
     }
     x->curl = NULL;
-    curl_easy_cleanup(c);
+    handle_put(k, c, rc == 0 && x->code == CURLE_OK);
     curl_slist_free_all(h);
     free(url);
     return rc;

@@ -12,6 +12,9 @@
 #define GF_KUBE_TOKEN_MAX 65536
 #define GF_KUBE_SHARE_LOCKS 8
 #define GF_KUBE_BODY_MAX (256u << 20) /* one response (a list page) */
+/* Idle easy handles kept: each keeps its own keep-alive connection, so a
+ * request rarely pays a TLS handshake (on both sides) or a CA load. */
+#define GF_KUBE_IDLE_MAX 16
 
 struct gf_kube {
     char base[512];
@@ -21,10 +24,15 @@ struct gf_kube {
     pthread_mutex_t lock; /* token, token_read */
     char *token;
     time_t token_read;
-    CURLSH *share;
+    CURLSH *share; /* DNS and TLS sessions, not connections */
     pthread_mutex_t share_locks[GF_KUBE_SHARE_LOCKS];
+    pthread_mutex_t idle_lock;
+    CURL *idle[GF_KUBE_IDLE_MAX]; /* a stack: the oldest at the bottom */
+    time_t idle_since[GF_KUBE_IDLE_MAX];
+    size_t n_idle;
 };
 
+time_t gf_kube_now(void); /* CLOCK_MONOTONIC seconds */
 int gf_kube_token(gf_kube *k, bool force, char **out, gf_error *err);
 
 /* One transfer. write_fn gets the body (curl semantics); progress, when set,

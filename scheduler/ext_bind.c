@@ -187,6 +187,8 @@ static int do_bind(gf_extender *x, const gf_ext_bind_args *b, gf_error *err)
     } else if ((rc = bind_fraction(x, b, pod, err)) == 0) {
         atomic_fetch_add(&x->metrics.placements, 1);
     }
+    if (rc == 0) /* a failed bind may be retried */
+        gf_ext_cache_drop(&x->cache, b->ns, b->name);
 out:
     free(pod);
     return rc;
@@ -198,6 +200,7 @@ int gf_ext_bind(gf_extender *x, const char *body, size_t len, gf_ext_reply *r)
     gf_error err = {0};
     char msg[GF_ERROR_MSG_MAX + 3 * GF_SCHED_NAME_MAX + 32];
 
+    atomic_fetch_add(&x->metrics.requests[GF_EXT_BIND], 1);
     if (gf_ext_bind_args_parse(body, len, &b, &err) < 0) {
         atomic_fetch_add(&x->metrics.bad_requests, 1);
         return gf_ext_reply_error(r, 400, err.msg);

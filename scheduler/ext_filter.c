@@ -41,12 +41,26 @@ static gf_sched_verdict *evaluate(gf_extender *x, const gf_sched_pod *pod, const
     return v;
 }
 
-static int set_passed(json_t *res, const gf_ext_args *a, const gf_sched_verdict *v)
+/* The fitting node gpufrac would choose (the first of the highest rank, in
+ * kube-scheduler's order), or a->n when none fits. */
+static size_t best_fit(const gf_ext_args *a, const gf_sched_verdict *v)
+{
+    size_t best = a->n;
+
+    for (size_t i = 0; i < a->n; i++) {
+        if (v[i].status == GF_FIT && (best == a->n || v[i].rank > v[best].rank))
+            best = i;
+    }
+    return best;
+}
+
+/* Every fitting node, or only `only` (< a->n). */
+static int set_passed(json_t *res, const gf_ext_args *a, const gf_sched_verdict *v, size_t only)
 {
     json_t *list = json_array();
 
     for (size_t i = 0; list && i < a->n; i++) {
-        if (v && v[i].status != GF_FIT)
+        if ((v && v[i].status != GF_FIT) || (only < a->n && i != only))
             continue;
         if (a->from_nodes)
             json_array_append(list, json_array_get(a->items, i));
@@ -63,12 +77,13 @@ static int set_passed(json_t *res, const gf_ext_args *a, const gf_sched_verdict 
     return json_object_set_new(res, "NodeNames", list);
 }
 
-static json_t *filter_result(const gf_ext_args *a, const gf_sched_verdict *v, const char *error)
+static json_t *filter_result(const gf_ext_args *a, const gf_sched_verdict *v, size_t only,
+                             const char *error)
 {
     json_t *res = json_object(), *failed = json_object(), *unres = json_object();
     const char *why;
 
-    if (!res || !failed || !unres || set_passed(res, a, v) < 0)
+    if (!res || !failed || !unres || set_passed(res, a, v, only) < 0)
         goto fail;
     for (size_t i = 0; v && i < a->n; i++) {
         why = v[i].reason[0] ? v[i].reason : "does not fit";
@@ -98,19 +113,22 @@ int gf_ext_filter(gf_extender *x, const char *body, size_t len, gf_ext_reply *r)
     size_t fit = 0;
     int rc;
 
+    atomic_fetch_add(&x->metrics.requests[GF_EXT_FILTER], 1);
     if (!pod)
         return -1;
     if ((rc = prepare(x, body, len, &a, pod, r)) != 0)
         goto out;
     if (pod->fractional && !(v = evaluate(x, pod, &a, &err))) {
-        rc = gf_ext_reply_json(r, 200, filter_result(&a, NULL, err.msg));
+        rc = gf_ext_reply_json(r, 200, filter_result(&a, NULL, a.n, err.msg));
         goto out_args;
     }
     for (size_t i = 0; v && i < a.n; i++)
         fit += v[i].status == GF_FIT;
     if (v && fit == 0)
         atomic_fetch_add(&x->metrics.filter_failures, 1);
-    rc = gf_ext_reply_json(r, 200, filter_result(&a, v, ""));
+    /* One node left: kube-scheduler skips its scoring and prioritize. */
+    rc = gf_ext_reply_json(r, 200, filter_result(&a, v, v && x->filter_best ? best_fit(&a, v) : a.n,
+                                                 ""));
 out_args:
     gf_ext_args_free(&a);
 out:
@@ -144,6 +162,7 @@ int gf_ext_prioritize(gf_extender *x, const char *body, size_t len, gf_ext_reply
     gf_error err = {0};
     int rc;
 
+    atomic_fetch_add(&x->metrics.requests[GF_EXT_PRIORITIZE], 1);
     if (!pod)
         return -1;
     if ((rc = prepare(x, body, len, &a, pod, r)) != 0)

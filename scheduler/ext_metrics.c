@@ -31,6 +31,17 @@ static void counter(FILE *f, const char *name, const char *help, uint64_t v)
     fprintf(f, "# HELP %s %s\n# TYPE %s counter\n%s %" PRIu64 "\n", name, help, name, name, v);
 }
 
+static void requests(FILE *f, gf_extender *x)
+{
+    static const char *const verb[GF_EXT_VERBS] = {"filter", "prioritize", "bind", "preempt"};
+
+    fputs("# HELP gpufrac_scheduler_requests_total Extender calls by verb.\n"
+          "# TYPE gpufrac_scheduler_requests_total counter\n", f);
+    for (int i = 0; i < GF_EXT_VERBS; i++)
+        fprintf(f, "gpufrac_scheduler_requests_total{verb=\"%s\"} %" PRIu64 "\n", verb[i],
+                atomic_load(&x->metrics.requests[i]));
+}
+
 static void gpu_family(FILE *f, const char *name, const char *help, const node_gpus *ng,
                        size_t n, int which)
 {
@@ -95,6 +106,7 @@ static void render(gf_extender *x, FILE *f, const node_gpus *ng, size_t n)
     counter(f, "gpufrac_scheduler_bind_errors_total",
             "Bind calls answered with an error (no fit, API server refusal).",
             atomic_load(&x->metrics.bind_errors));
+    requests(f, x);
     counter(f, "gpufrac_scheduler_bad_requests_total",
             "Requests refused as malformed (HTTP 400).", atomic_load(&x->metrics.bad_requests));
     fprintf(f, "# HELP gpufrac_scheduler_synced Whether the cache holds a full list of nodes "

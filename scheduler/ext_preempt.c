@@ -89,6 +89,7 @@ int gf_ext_preempt(gf_extender *x, const char *body, size_t len, gf_ext_reply *r
     bool meta = true;
     int rc = -1;
 
+    atomic_fetch_add(&x->metrics.requests[GF_EXT_PREEMPT], 1);
     if (!out || !uids || !pod)
         goto out;
     root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);

@@ -17,6 +17,7 @@ int gf_extender_init(gf_extender *x, gf_model *model, gf_policy policy, bool cdi
     x->model = model;
     x->policy = policy;
     x->cdi = cdi;
+    x->filter_best = true;
     x->kube = *kube;
     atomic_init(&x->synced, false);
     return gf_ext_cache_init(&x->cache, err);

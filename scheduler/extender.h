@@ -30,12 +30,22 @@ typedef struct gf_ext_kube {
     void *cls;
 } gf_ext_kube;
 
+/* The verbs kube-scheduler calls, as counted. */
+typedef enum gf_ext_verb {
+    GF_EXT_FILTER,
+    GF_EXT_PRIORITIZE,
+    GF_EXT_BIND,
+    GF_EXT_PREEMPT,
+    GF_EXT_VERBS
+} gf_ext_verb;
+
 typedef struct gf_ext_metrics {
     atomic_uint_least64_t placements;      /* fractional pods bound */
     atomic_uint_least64_t binds;           /* all pods bound */
     atomic_uint_least64_t filter_failures; /* filters that left a fractional pod no node */
     atomic_uint_least64_t bind_errors;
     atomic_uint_least64_t bad_requests;
+    atomic_uint_least64_t requests[GF_EXT_VERBS]; /* by gf_ext_verb */
 } gf_ext_metrics;
 
 #define GF_EXT_POD_CACHE 256
@@ -44,7 +54,7 @@ typedef struct gf_ext_metrics {
  * decoded record without asking the API server. */
 typedef struct gf_ext_pod_cache {
     pthread_mutex_t lock;
-    gf_sched_pod *pods; /* GF_EXT_POD_CACHE slots, round robin */
+    gf_sched_pod **pods; /* GF_EXT_POD_CACHE slots, round robin; NULL = free */
     size_t next;
 } gf_ext_pod_cache;
 
@@ -52,6 +62,7 @@ typedef struct gf_extender {
     gf_model *model;
     gf_policy policy;
     bool cdi;               /* write CDI device names in gpus.devices */
+    bool filter_best;       /* filter passes only the node gpufrac chooses */
     char prefix[GF_SCHED_KEY_MAX]; /* NvFractions prefix */
     gf_ext_kube kube;
     atomic_bool synced;     /* the model holds a full list of nodes and pods */
@@ -121,8 +132,11 @@ json_t *gf_ext_bind_annotations(const gf_extender *x, const gf_sched_pod *pod,
 int gf_ext_cache_init(gf_ext_pod_cache *c, gf_error *err);
 void gf_ext_cache_fini(gf_ext_pod_cache *c);
 void gf_ext_cache_put(gf_ext_pod_cache *c, const gf_sched_pod *pod);
+/* A copy of the pod of that namespace and name (uid must match when given). */
 bool gf_ext_cache_get(gf_ext_pod_cache *c, const char *ns, const char *name, const char *uid,
                       gf_sched_pod *out);
+/* Frees its record (once it is bound). */
+void gf_ext_cache_drop(gf_ext_pod_cache *c, const char *ns, const char *name);
 
 /* Reply helpers (ext_reply.c). kube-scheduler 1.20 prints an extender's
  * error text and filter reasons as a format string (Eventf): every text

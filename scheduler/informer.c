@@ -233,12 +233,14 @@ static void *janitor(void *cls)
 {
     gf_informer *in = cls;
     unsigned tick = 0;
-    size_t n;
+    size_t n, closed;
 
     while (!atomic_load(&in->stop)) {
         pause_s(in, GF_INFORMER_TRIM_S);
-        /* the memory of deleted objects back to the system */
-        if (atomic_exchange(&in->deletions, 0) > 0)
+        /* the memory of deleted objects and of connections a burst of
+         * binds opened back to the system */
+        closed = gf_kube_idle_close(in->kube, GF_INFORMER_IDLE_CONN_S);
+        if (atomic_exchange(&in->deletions, 0) > 0 || closed > 0)
             gf_model_trim(in->model);
         if (++tick * GF_INFORMER_TRIM_S < 30)
             continue;

@@ -17,7 +17,7 @@ typedef struct opts {
     const char *listen, *prefix, *url_prefix;
     gf_kube_opts kube;
     gf_policy policy;
-    bool cdi;
+    bool cdi, filter_fitting;
     gf_log_level level;
 } opts;
 
@@ -35,13 +35,18 @@ static const char usage[] =
     "  --ca-file FILE            CA bundle of the API server (default in-cluster ca.crt)\n"
     "  --insecure-skip-tls-verify  do not verify the API server's certificate\n"
     "  --policy binpack|spread   GPU choice (default binpack: fullest GPU that fits)\n"
+    "  --filter-answer best|fitting\n"
+    "                            best (default): filter passes only the node gpufrac\n"
+    "                            would choose, so kube-scheduler neither scores nor\n"
+    "                            calls prioritize; fitting: every node that fits, to\n"
+    "                            be weighed with kube-scheduler's own scores\n"
     "  --cdi                     write gpus.devices as CDI names\n"
     "                            (" GF_CDI_GPU_PREFIX "<UUID>)\n"
     "  --annotation-prefix P     NvFractions prefix (default " GF_NVFRACTIONS_PREFIX ")\n"
     "  --log-level LEVEL         off|error|warn|info|debug (default info)\n"
     "  --help                    this text\n";
 
-enum { O_LISTEN = 256, O_PREFIX_URL, O_API, O_TOKEN, O_CA, O_INSECURE, O_POLICY, O_CDI,
+enum { O_LISTEN = 256, O_PREFIX_URL, O_API, O_TOKEN, O_CA, O_INSECURE, O_POLICY, O_FILTER, O_CDI,
        O_ANN, O_LOG, O_HELP };
 
 static const struct option longopts[] = {
@@ -52,6 +57,7 @@ static const struct option longopts[] = {
     {"ca-file", required_argument, NULL, O_CA},
     {"insecure-skip-tls-verify", no_argument, NULL, O_INSECURE},
     {"policy", required_argument, NULL, O_POLICY},
+    {"filter-answer", required_argument, NULL, O_FILTER},
     {"cdi", no_argument, NULL, O_CDI},
     {"annotation-prefix", required_argument, NULL, O_ANN},
     {"log-level", required_argument, NULL, O_LOG},
@@ -76,6 +82,12 @@ static int parse(int argc, char **argv, opts *o, gf_error *err)
         case O_POLICY:
             if (gf_policy_parse(optarg, &o->policy, err) < 0)
                 return -1;
+            break;
+        case O_FILTER:
+            if (strcmp(optarg, "best") != 0 && strcmp(optarg, "fitting") != 0)
+                return gf_error_set(err, GF_EINVAL,
+                                    "--filter-answer \"%s\": expected best or fitting", optarg);
+            o->filter_fitting = strcmp(optarg, "fitting") == 0;
             break;
         case O_CDI: o->cdi = true; break;
         case O_ANN: o->prefix = optarg; break;
@@ -116,6 +128,7 @@ static int app_start(app *a, const opts *o, gf_error *err)
     if (gf_extender_init(&a->ext, a->model, o->policy, o->cdi, o->prefix, &ek, err) < 0)
         return -1;
     a->ext_ready = true;
+    a->ext.filter_best = !o->filter_fitting;
     a->ext.node_names = gf_informer_node_names;
     a->ext.node_names_cls = &a->informer;
     if (gf_informer_start(&a->informer, a->kube, a->model, &a->ext, err) < 0)
@@ -123,8 +136,9 @@ static int app_start(app *a, const opts *o, gf_error *err)
     a->informing = true;
     if (gf_server_start(&a->server, &a->ext, o->listen, o->url_prefix, err) < 0)
         return -1;
-    gf_slog(GF_LOG_INFO, "serving on %s (API server %s, policy %s%s)",
+    gf_slog(GF_LOG_INFO, "serving on %s (API server %s, policy %s, filter answers %s%s)",
             gf_server_address(a->server), gf_kube_base(a->kube), gf_policy_name(o->policy),
+            o->filter_fitting ? "every fitting node" : "the best node",
             o->cdi ? ", CDI names" : "");
     return 0;
 }

@@ -152,6 +152,7 @@ typedef enum gf_verdict_status {
 typedef struct gf_sched_verdict {
     gf_verdict_status status;
     int score;                        /* 0..10; 0 unless GF_FIT */
+    double rank;                      /* the score before rounding */
     char reason[GF_SCHED_REASON_MAX]; /* "" when GF_FIT */
 } gf_sched_verdict;
 

@@ -44,6 +44,7 @@ __attribute__((format(printf, 3, 4))) static int fail(gf_sched_verdict *v,
 
     v->status = status;
     v->score = 0;
+    v->rank = 0.0;
     va_start(ap, fmt);
     vsnprintf(v->reason, sizeof(v->reason), fmt, ap);
     va_end(ap);
@@ -181,7 +182,8 @@ static double node_free_after(const mnode *n, const gf_sched_pod *pod)
     return total > requested ? (double)(total - requested) / (double)total : 0.0;
 }
 
-static int score(const mnode *n, const gf_sched_pod *pod, gf_policy policy, const uint8_t *pos)
+/* 0..10, unrounded (the verdict's rank; its score is this rounded). */
+static double score(const mnode *n, const gf_sched_pod *pod, gf_policy policy, const uint8_t *pos)
 {
     double best = -1.0, emptiest = 1.0;
     size_t i, used = 0;
@@ -197,12 +199,12 @@ static int score(const mnode *n, const gf_sched_pod *pod, gf_policy policy, cons
             emptiest = 1.0 - after;
     }
     if (policy == GF_POLICY_SPREAD)
-        return clamp10(5.0 * emptiest + 5.0 * node_free_after(n, pod));
+        return 5.0 * emptiest + 5.0 * node_free_after(n, pod);
     if (best >= 0.0)
-        return clamp10(5.0 + 5.0 * best);
+        return 5.0 + 5.0 * best;
     for (i = 0; i < n->n_gpus; i++)
         used += !idle(&n->gpus[i]);
-    return clamp10(4.0 * (double)used / (double)n->n_gpus);
+    return 4.0 * (double)used / (double)n->n_gpus;
 }
 
 /* The limit fits no GPU of n: bind's own message (the largest GPU's). */
@@ -301,7 +303,8 @@ int gf_sched_choose(const mnode *node, const gf_sched_pod *pod, gf_policy policy
         return explain(node, pod, count, verdict);
     verdict->status = GF_FIT;
     verdict->reason[0] = '\0';
-    verdict->score = score(node, pod, policy, pos);
+    verdict->rank = score(node, pod, policy, pos);
+    verdict->score = clamp10(verdict->rank);
     return 0;
 }
 

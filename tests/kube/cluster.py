@@ -481,18 +481,23 @@ class GpufracScheduler(Proc):
         self.token_file = os.path.join(tmp, name + ".token")
         with open(self.token_file, "w") as f:
             f.write(token + "\n")
-        self.policy = policy
+        self.policy, self.filter_answer = policy, "best"
         self.cluster = cluster
-        super().__init__(name, self.argv_for(policy), os.path.join(tmp, name + ".log"))
+        super().__init__(name, self.argv_for(), os.path.join(tmp, name + ".log"))
 
-    def argv_for(self, policy):
+    def argv_for(self):
         return [GPUFRAC_SCHEDULER, "--listen", "127.0.0.1:%d" % self.port,
                 "--api-server", self.cluster.url, "--token-file", self.token_file,
-                "--ca-file", self.cluster.certs["ca"], "--policy", policy]
+                "--ca-file", self.cluster.certs["ca"], "--policy", self.policy,
+                "--filter-answer", self.filter_answer]
 
     def set_policy(self, policy):
         self.policy = policy
-        self.argv = self.argv_for(policy)
+        self.argv = self.argv_for()
+
+    def set_filter_answer(self, answer):
+        self.filter_answer = answer
+        self.argv = self.argv_for()
 
     def get(self, path):
         try:

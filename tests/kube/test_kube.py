@@ -207,6 +207,36 @@ class Layout:
             self.gf.set_policy("binpack")
             self.gf.start()
 
+    def test_filter_answers_one_node_so_kube_scheduler_skips_scoring(self):
+        """--filter-answer best (the default): filter passes only the node
+        gpufrac chooses, so kube-scheduler neither scores nor calls
+        prioritize; fitting: every fitting node, and prioritize is called."""
+        def calls(verb):
+            return self.gf.metric("gpufrac_scheduler_requests_total", 'verb="%s"' % verb)
+
+        self.node(gpus=2)
+        self.node(gpus=2)
+        before = calls("prioritize"), calls("filter")
+        for i in range(3):
+            self.submit("%s-o%d" % (self.tag, i), {P + "main.gpu-memory.request": "10Gi"})
+            self.wait_bound("%s-o%d" % (self.tag, i))
+        self.assertEqual(calls("prioritize"), before[0])
+        self.assertGreaterEqual(calls("filter"), before[1] + 3)
+        self.assertEqual(list(self.per_gpu().values()), [30 * Gi])  # binpack, one GPU
+        self.gf.stop()
+        self.gf.set_filter_answer("fitting")
+        try:
+            self.gf.start()
+            before = calls("prioritize")
+            self.submit("%s-f" % self.tag, {P + "main.gpu-memory.request": "10Gi"})
+            self.wait_bound("%s-f" % self.tag)
+            self.assertGreater(calls("prioritize"), before)
+            self.assertEqual(list(self.per_gpu().values()), [40 * Gi])  # still binpack
+        finally:
+            self.gf.stop()
+            self.gf.set_filter_answer("best")
+            self.gf.start()
+
     def test_multi_device_pod(self):
         self.node(gpus=4)
         self.submit("%s-m" % self.tag, {"gpu-fraction": "0.5", "gpu-fraction-num-devices": "3"})

@@ -267,6 +267,41 @@ static void test_filter_fractional(void **state)
     json_decref(res);
 }
 
+static json_t *do_bind(fixture *f, const char *name, const char *uid, const char *node);
+
+/* The default answer is the one node gpufrac would choose (kube-scheduler then
+ * neither scores nor calls prioritize); "fitting" answers every fitting node.
+ * Nodes left out for being second best are not failures. */
+static void test_filter_answers_best_or_fitting(void **state)
+{
+    fixture *f = *state;
+    const char *both = "[\"gpu-node-2\",\"gpu-node-1\",\"cpu-node-1\"]";
+    json_t *res;
+
+    add_node(f->model, "gpu-node-2",
+             "[{\"uuid\":\"GPU-bbbbbbbb-0000-0000-0000-000000000001\",\"index\":0,"
+             "\"memory\":85899345920}]");
+    json_decref(filter(f, "first", "u-f", FRACTION_40G, NODES));
+    json_decref(do_bind(f, "first", "u-f", "gpu-node-1"));
+
+    assert_true(f->x.filter_best);
+    res = filter(f, "second", "u-s", "{\"nvidia.com/container.main.gpu-memory.request\":\"20Gi\"}",
+                 both);
+    assert_names(res, "gpu-node-1", 1); /* binpack: the GPU already in use */
+    assert_non_null(reason(res, "FailedNodes", "cpu-node-1"));
+    assert_null(reason(res, "FailedNodes", "gpu-node-2"));
+    assert_int_equal(json_object_size(json_object_get(res, "FailedNodes")), 1);
+    json_decref(res);
+
+    f->x.filter_best = false;
+    res = filter(f, "second", "u-s", "{\"nvidia.com/container.main.gpu-memory.request\":\"20Gi\"}",
+                 both);
+    assert_names(res, "gpu-node-2", 2);
+    assert_string_equal(json_string_value(json_array_get(json_object_get(res, "NodeNames"), 1)),
+                        "gpu-node-1");
+    json_decref(res);
+}
+
 static void test_filter_malformed_annotation(void **state)
 {
     fixture *f = *state;
@@ -599,6 +634,9 @@ static void test_metrics_and_health(void **state)
                    "gpufrac_scheduler_placements_total 1\n",
                    "gpufrac_scheduler_filter_failures_total 0\n",
                    "gpufrac_scheduler_bind_errors_total 0\n",
+                   "gpufrac_scheduler_requests_total{verb=\"filter\"} 1\n",
+                   "gpufrac_scheduler_requests_total{verb=\"prioritize\"} 0\n",
+                   "gpufrac_scheduler_requests_total{verb=\"bind\"} 1\n",
                    "gpufrac_scheduler_gpu_requested_bytes{node=\"gpu-node-1\",gpu=\"0\","
                    "UUID=\"GPU-aaaaaaaa-0000-0000-0000-000000000001\"} 42949672960\n",
                    "gpufrac_scheduler_gpu_total_bytes{node=\"gpu-node-1\",gpu=\"1\","
@@ -857,6 +895,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(test_filter_non_fractional_passes_all),
         T(test_filter_fractional),
+        T(test_filter_answers_best_or_fitting),
         T(test_filter_malformed_annotation),
         T(test_filter_node_list_form),
         T(test_malformed_requests),
