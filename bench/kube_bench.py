@@ -96,6 +96,11 @@ def perf_stop(recs):
         r.wait()
 
 
+# gpufrac-scheduler's counters, per batch: a slow batch says whether binds
+# failed (kube-scheduler retries them after a back-off)
+COUNTED = ("bind_errors_total", "filter_failures_total", "bad_requests_total")
+
+
 def batch(cl, ks, gf, n, frac, tag, perf=None):
     """Creates n pods with their scheduler stopped, starts it, times the binds."""
     sel = "bench=" + ("frac" if frac else "plain")
@@ -104,6 +109,7 @@ def batch(cl, ks, gf, n, frac, tag, perf=None):
     pids = procs(cl, gf, ks)
     recs = perf_start(pids, perf, tag)
     cpu0 = {k: C.cpu_seconds(v) for k, v in pids.items()}
+    counts0 = {m: gf.metric("gpufrac_scheduler_" + m) for m in COUNTED}
     t_first = None
     while True:
         now, b = time.monotonic(), bound_count(cl, sel)
@@ -116,12 +122,14 @@ def batch(cl, ks, gf, n, frac, tag, perf=None):
             raise RuntimeError("a scheduler exited during the batch:\n" + ks.tail(20))
         time.sleep(0.1)
     cpu = {k: C.cpu_seconds(v) - cpu0[k] for k, v in pids.items()}
+    counts = {m: int(gf.metric("gpufrac_scheduler_" + m) - counts0[m]) for m in COUNTED}
     perf_stop(recs)
     ks.stop()
     secs = max(t_last - t_first, 1e-3)
     return {"pods": n, "seconds": round(secs, 2),
             "pods_per_s": round((n - b_first) / secs, 1) if n > b_first else None,
-            "cpu_ms_per_pod": {k: round(1000 * v / n, 3) for k, v in cpu.items()}}
+            "cpu_ms_per_pod": {k: round(1000 * v / n, 3) for k, v in cpu.items()},
+            "gpufrac_scheduler": counts}
 
 
 def packing(cl):
@@ -217,7 +225,8 @@ def rounds(cl, gf, ext, plain, args, nodes):
         plain_res.append(got[False])
         f, p = got[True]["pods_per_s"], got[False]["pods_per_s"]
         ratios.append(round(f / p, 2) if f and p else None)
-        print("  round %d: extender %s pods/s, plain %s pods/s (%s x)" % (i + 1, f, p, ratios[-1]))
+        print("  round %d: extender %s pods/s, plain %s pods/s (%s x); extender batch: %s" %
+              (i + 1, f, p, ratios[-1], got[True]["gpufrac_scheduler"]))
     return frac_res, plain_res, ratios, pack
 
 

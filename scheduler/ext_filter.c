@@ -1,5 +1,6 @@
 /* filter and prioritize: ExtenderArgs in, ExtenderFilterResult or
  * HostPriorityList out. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -104,13 +105,31 @@ fail:
     return NULL;
 }
 
+/* The best node, held for the pod (so the filters before its bind see the
+ * GPU taken); when another filter took the room meanwhile, evaluated again. */
+static size_t choose_and_hold(gf_extender *x, const gf_sched_pod *pod, const gf_ext_args *a,
+                              gf_sched_verdict *v)
+{
+    gf_error err = {0};
+    size_t best = best_fit(a, v);
+
+    for (int tries = 0; best < a->n && tries < 3; tries++) {
+        if (gf_model_hold(x->model, pod, a->names[best], x->policy, &err) == 0)
+            return best;
+        if (gf_model_evaluate(x->model, pod, a->names, a->n, x->policy, v, &err) < 0)
+            break;
+        best = best_fit(a, v);
+    }
+    return best; /* unheld: bind decides */
+}
+
 int gf_ext_filter(gf_extender *x, const char *body, size_t len, gf_ext_reply *r)
 {
     gf_ext_args a;
     gf_sched_pod *pod = malloc(sizeof(*pod));
     gf_sched_verdict *v = NULL;
     gf_error err = {0};
-    size_t fit = 0;
+    size_t fit = 0, only = SIZE_MAX; /* SIZE_MAX: every fitting node */
     int rc;
 
     atomic_fetch_add(&x->metrics.requests[GF_EXT_FILTER], 1);
@@ -118,17 +137,20 @@ int gf_ext_filter(gf_extender *x, const char *body, size_t len, gf_ext_reply *r)
         return -1;
     if ((rc = prepare(x, body, len, &a, pod, r)) != 0)
         goto out;
+    if (x->filter_best && pod->fractional && !pod->invalid)
+        gf_model_unhold(x->model, pod->uid); /* a retry: judged without its last hold */
     if (pod->fractional && !(v = evaluate(x, pod, &a, &err))) {
         rc = gf_ext_reply_json(r, 200, filter_result(&a, NULL, a.n, err.msg));
         goto out_args;
     }
+    if (v && x->filter_best && !pod->invalid)
+        only = choose_and_hold(x, pod, &a, v);
     for (size_t i = 0; v && i < a.n; i++)
         fit += v[i].status == GF_FIT;
     if (v && fit == 0)
         atomic_fetch_add(&x->metrics.filter_failures, 1);
     /* One node left: kube-scheduler skips its scoring and prioritize. */
-    rc = gf_ext_reply_json(r, 200, filter_result(&a, v, v && x->filter_best ? best_fit(&a, v) : a.n,
-                                                 ""));
+    rc = gf_ext_reply_json(r, 200, filter_result(&a, v, only, ""));
 out_args:
     gf_ext_args_free(&a);
 out:

@@ -242,6 +242,9 @@ static void *janitor(void *cls)
         closed = gf_kube_idle_close(in->kube, GF_INFORMER_IDLE_CONN_S);
         if (atomic_exchange(&in->deletions, 0) > 0 || closed > 0)
             gf_model_trim(in->model);
+        n = gf_model_expire_held(in->model, gf_model_now_ms(), GF_INFORMER_HOLD_TTL_MS);
+        if (n)
+            gf_slog(GF_LOG_INFO, "released %zu filter holds no bind followed", n);
         if (++tick * GF_INFORMER_TRIM_S < 30)
             continue;
         tick = 0;

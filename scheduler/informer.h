@@ -15,6 +15,7 @@
 
 #define GF_INFORMER_ASSUME_TTL_MS (10u * 60u * 1000u)
 #define GF_INFORMER_TRIM_S 5 /* after deletions, trim the heap this often */
+#define GF_INFORMER_HOLD_TTL_MS (30u * 1000u) /* a filter's hold without a bind */
 #define GF_INFORMER_IDLE_CONN_S 10 /* API connections idle this long are closed */
 
 typedef struct gf_informer {

@@ -236,6 +236,7 @@ static void unplace(mpod *p)
     if (p->nnext != NULL)
         p->nnext->nprev = p->nprev;
     p->node = NULL;
+    p->held = false;
     p->resolved = false;
     p->n_gpus = 0;
     p->nnext = p->nprev = NULL;
@@ -658,6 +659,26 @@ void gf_model_forget(gf_model *m, const char *uid)
     if (p != NULL)
         gf_model_forget_locked(p);
     pthread_rwlock_unlock(&m->lock);
+}
+
+size_t gf_model_expire_held(gf_model *m, uint64_t now_ms, uint64_t ttl_ms)
+{
+    size_t i, count = 0;
+    mentry *e;
+
+    pthread_rwlock_wrlock(&m->lock);
+    for (i = 0; i < m->pods.n_buckets; i++) {
+        for (e = m->pods.buckets[i]; e != NULL; e = e->hnext) {
+            mpod *p = (mpod *)e;
+
+            if (p->held && p->assumed && now_ms - p->assumed_at > ttl_ms) {
+                gf_model_forget_locked(p);
+                count++;
+            }
+        }
+    }
+    pthread_rwlock_unlock(&m->lock);
+    return count;
 }
 
 size_t gf_model_expire_assumed(gf_model *m, uint64_t now_ms, uint64_t ttl_ms)

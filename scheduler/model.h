@@ -241,6 +241,18 @@ int gf_model_reserve(gf_model *m, const gf_sched_pod *pod, const char *node, gf_
 int gf_model_reserve_uid(gf_model *m, const char *uid, const char *node, gf_policy policy,
                          gf_sched_placement *out, gf_error *err);
 
+/* Filter's one-node answer: places pod on node as gf_model_reserve does, as
+ * a hold, so the filters that come before its bind see the GPU taken (in a
+ * burst kube-scheduler filters the next pods before the first binds reach
+ * us). The bind's gf_model_reserve turns the hold into its assumption;
+ * gf_model_expire_held drops holds no bind followed (a later plugin of
+ * kube-scheduler failed the pod, or it waits in Permit). */
+int gf_model_hold(gf_model *m, const gf_sched_pod *pod, const char *node, gf_policy policy,
+                  gf_error *err);
+/* Drops pod's hold, if it has one (filter again: a retry). */
+void gf_model_unhold(gf_model *m, const char *uid);
+size_t gf_model_expire_held(gf_model *m, uint64_t now_ms, uint64_t ttl_ms);
+
 /* Counts pod on the GPUs of placement at once (placement from a previous
  * gf_model_reserve, or built by the caller: node, n, gpu_index). */
 int gf_model_assume(gf_model *m, const gf_sched_pod *pod, const gf_sched_placement *placement,

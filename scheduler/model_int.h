@@ -50,6 +50,7 @@ typedef struct mpod {
     int32_t priority;
     gf_amount limit;
     bool assumed;  /* placed by us, not yet confirmed by the watch */
+    bool held;     /* assumed by filter's one-node answer; no bind yet */
     bool resolved; /* devices matched GPUs of node and are charged */
     uint8_t n_gpus;
     uint8_t gpu[GF_SCHED_GPUS_MAX]; /* positions in node->gpus */

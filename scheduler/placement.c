@@ -371,7 +371,7 @@ void gf_sched_placement_fill(const gf_model *m, const mpod *p, gf_sched_placemen
 }
 
 static int reserve_locked(gf_model *m, const gf_sched_pod *pod, const char *node,
-                          gf_policy policy, gf_sched_placement *out, gf_error *err)
+                          gf_policy policy, bool hold, gf_sched_placement *out, gf_error *err)
 {
     uint8_t pos[GF_SCHED_GPUS_MAX];
     gf_sched_verdict v;
@@ -384,6 +384,10 @@ static int reserve_locked(gf_model *m, const gf_sched_pod *pod, const char *node
     if (n == NULL || !n->present)
         return gf_error_set(err, GF_ENOTFOUND, "node %s is not in gpufrac's cache", node);
     if (p != NULL && p->node == n && p->resolved) {
+        if (p->held && !hold) { /* the bind of a hold: from now on its assumption */
+            p->held = false;
+            p->assumed_at = gf_model_now_ms();
+        }
         gf_sched_placement_fill(m, p, out);
         return 0;
     }
@@ -397,7 +401,9 @@ static int reserve_locked(gf_model *m, const gf_sched_pod *pod, const char *node
                             pod->name, node, v.reason);
     if (gf_model_assume_locked(m, pod, n, pos, (size_t)pod->num_devices, err) < 0)
         return -1;
-    gf_sched_placement_fill(m, gf_model_pod_find(m, pod->uid), out);
+    p = gf_model_pod_find(m, pod->uid);
+    p->held = hold;
+    gf_sched_placement_fill(m, p, out);
     return 0;
 }
 
@@ -407,9 +413,35 @@ int gf_model_reserve(gf_model *m, const gf_sched_pod *pod, const char *node, gf_
     int rc;
 
     pthread_rwlock_wrlock(&m->lock);
-    rc = reserve_locked(m, pod, node, policy, out, err);
+    rc = reserve_locked(m, pod, node, policy, false, out, err);
     pthread_rwlock_unlock(&m->lock);
     return rc;
+}
+
+int gf_model_hold(gf_model *m, const gf_sched_pod *pod, const char *node, gf_policy policy,
+                  gf_error *err)
+{
+    gf_sched_placement *where = malloc(sizeof(*where));
+    int rc;
+
+    if (where == NULL)
+        return gf_error_set(err, GF_ENOSPACE, "hold: out of memory");
+    pthread_rwlock_wrlock(&m->lock);
+    rc = reserve_locked(m, pod, node, policy, true, where, err);
+    pthread_rwlock_unlock(&m->lock);
+    free(where);
+    return rc;
+}
+
+void gf_model_unhold(gf_model *m, const char *uid)
+{
+    mpod *p;
+
+    pthread_rwlock_wrlock(&m->lock);
+    p = gf_model_pod_find(m, uid);
+    if (p != NULL && p->held)
+        gf_model_forget_locked(p);
+    pthread_rwlock_unlock(&m->lock);
 }
 
 /* The request fields of record p as a pod (for reserve by uid). */
@@ -445,7 +477,7 @@ int gf_model_reserve_uid(gf_model *m, const char *uid, const char *node, gf_poli
         rc = gf_error_set(err, GF_ENOTFOUND, "pod uid %s is not in gpufrac's cache", uid);
     } else {
         pod_from_record(p, pod);
-        rc = reserve_locked(m, pod, node, policy, out, err);
+        rc = reserve_locked(m, pod, node, policy, false, out, err);
     }
     pthread_rwlock_unlock(&m->lock);
     free(pod);

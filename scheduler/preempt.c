@@ -42,7 +42,9 @@ static bool on_gpu(const mpod *p, size_t pos)
 static bool eligible(const mpod *p, const gf_sched_pod *pod, const mpod *const *chosen,
                      size_t n_chosen)
 {
-    if (!p->resolved || p->priority >= pod->priority || strcmp(p->e.key, pod->uid) == 0)
+    /* a held pod is pending: kube-scheduler has no such victim on the node */
+    if (!p->resolved || p->held || p->priority >= pod->priority ||
+        strcmp(p->e.key, pod->uid) == 0)
         return false;
     for (size_t i = 0; i < n_chosen; i++)
         if (chosen[i] == p)

@@ -371,13 +371,16 @@ class Burst(E2E):
         self.assertEqual(sorted(used.values()), [15 * Gi, 15 * Gi], used)
 
     def test_racing_binds_never_overpack(self):
-        """Every filter first (all say yes), then every bind at once: the
-        extender's own accounting must refuse the binds that no longer fit."""
+        """Every filter first, then every bind at once (also of the pods whose
+        filter said no): filter holds the node it answers, so only 5 filters
+        say yes, and the extender's own accounting refuses the binds that do
+        not fit."""
         self.node(agent_node("n1", [("GPU-aaaa", 0, 16 * Gi)]))
         pods = [self.pod(frac_pod("r%02d" % i, request="3Gi")) for i in range(12)]
         self.wait_nodes_cached(pods[0], ["n1"])
-        for p in pods:
-            self.assertEqual(self.filter(p, ["n1"]).get("NodeNames"), ["n1"])
+        yes = [p["metadata"]["name"] for p in pods
+               if self.filter(p, ["n1"]).get("NodeNames") == ["n1"]]
+        self.assertEqual(len(yes), 5)  # 5 x 3Gi <= 16Gi < 6 x 3Gi
         errs = {}
 
         def go(p):
@@ -388,7 +391,7 @@ class Burst(E2E):
         for t in ts:
             t.join()
         ok = [n for n, e in errs.items() if not e]
-        self.assertEqual(len(ok), 5, errs)  # 5 x 3Gi <= 16Gi < 6 x 3Gi
+        self.assertEqual(sorted(ok), sorted(yes), errs)
         used = self.per_gpu_requests()
         self.assertEqual(used, {("n1", "GPU-aaaa"): 15 * Gi})
         bound = [p["metadata"]["name"] for p in self.api.ok("GET", "/api/v1/pods")["items"]
@@ -533,7 +536,9 @@ class Recovery(E2E):
             f = self.filter(big, ["n1", "n2"])
             return f if f.get("NodeNames") == ["n2"] else None
         f = self.eventually(sees, "the scheduler to see n2 and the pod bound on n1")
-        self.assertIn("4096 MiB unrequested", self.failed_nodes(f)["n1"])
+        # 16 Gi - other's 12 Gi - probe's 1 Gi while probe's filter holds n1
+        # (no bind follows it; the hold is dropped after 30 s on a slow run)
+        self.assertRegex(self.failed_nodes(f)["n1"], r"\b(3072|4096) MiB unrequested")
 
     def test_terminated_pod_frees_its_share(self):
         self.node(agent_node("n1", [("GPU-aaaa", 0, 16 * Gi)]))

@@ -302,6 +302,35 @@ static void test_filter_answers_best_or_fitting(void **state)
     json_decref(res);
 }
 
+/* Pods filtered back to back before any bind (a burst): the first one's node
+ * is held, so the second is sent elsewhere instead of to a bind that fails. */
+static void test_filter_burst_holds(void **state)
+{
+    fixture *f = *state;
+    const char *order = "[\"gpu-node-2\",\"gpu-node-1\"]";
+    const char *half = "{\"nvidia.com/container.main.gpu-memory.request\":\"50Gi\"}";
+    json_t *a, *b;
+
+    add_node(f->model, "gpu-node-2",
+             "[{\"uuid\":\"GPU-bbbbbbbb-0000-0000-0000-000000000001\",\"index\":0,"
+             "\"memory\":85899345920}]");
+    a = filter(f, "a", "u-a", half, order);
+    b = filter(f, "b", "u-b", half, order);
+    assert_names(a, "gpu-node-2", 1);
+    assert_names(b, "gpu-node-1", 1);
+    json_decref(a);
+    json_decref(b);
+    /* a filtered again (a retry) is judged anew, without its own hold:
+     * binpack now prefers the node b made busy */
+    a = filter(f, "a", "u-a", half, order);
+    assert_names(a, "gpu-node-1", 1);
+    json_decref(a);
+    json_decref(do_bind(f, "a", "u-a", "gpu-node-1"));
+    json_decref(do_bind(f, "b", "u-b", "gpu-node-1"));
+    assert_int_equal(atomic_load(&f->x.metrics.bind_errors), 0);
+    assert_int_equal(atomic_load(&f->x.metrics.placements), 2);
+}
+
 static void test_filter_malformed_annotation(void **state)
 {
     fixture *f = *state;
@@ -896,6 +925,7 @@ int main(void)
         T(test_filter_non_fractional_passes_all),
         T(test_filter_fractional),
         T(test_filter_answers_best_or_fitting),
+        T(test_filter_burst_holds),
         T(test_filter_malformed_annotation),
         T(test_filter_node_list_form),
         T(test_malformed_requests),

@@ -421,6 +421,57 @@ static void test_forget_and_expire(void **state)
     gf_model_free(m);
 }
 
+static bool has_uid(char **uids, size_t n, const char *uid)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(uids[i], uid) == 0)
+            return true;
+    return false;
+}
+
+/* Filter's hold: later filters see it, the bind takes it over, an unbound
+ * one expires, a retry drops it, preemption never names it. */
+static void test_hold(void **state)
+{
+    gf_model *m = model_new();
+    gf_sched_pod *a = pod_new("a", 60 * GIB, 1, GF_MODE_TIME_SLICING);
+    gf_sched_pod *b = pod_new("b", 60 * GIB, 1, GF_MODE_TIME_SLICING);
+    gf_sched_pod *hi = pod_new("hi", 60 * GIB, 1, GF_MODE_TIME_SLICING);
+    gf_sched_placement pl;
+    char **extra = NULL;
+    size_t n = 0;
+    gf_error err;
+
+    (void)state;
+    add_node(m, "n1", 1, 80 * GIB);
+    assert_int_equal(gf_model_hold(m, a, "n1", GF_POLICY_BINPACK, &err), 0);
+    assert_int_equal(gpu_state(m, "n1", 0).requested, 60 * GIB);
+    assert_int_equal(verdict(m, b, "n1", GF_POLICY_BINPACK).status, GF_FAIL);
+    assert_int_equal(gf_model_hold(m, b, "n1", GF_POLICY_BINPACK, &err), -1);
+    assert_int_equal(err.code, GF_ESTATE);
+    hi->priority = 100;
+    assert_int_equal(gf_model_preempt(m, hi, "n1", NULL, 0, &extra, &n, &err), -1);
+    /* a retry of a: judged without its hold */
+    gf_model_unhold(m, "a");
+    assert_int_equal(gpu_state(m, "n1", 0).requested, 0);
+    assert_int_equal(gf_model_hold(m, a, "n1", GF_POLICY_BINPACK, &err), 0);
+    assert_int_equal(gf_model_expire_held(m, gf_model_now_ms(), 30000), 0);
+    assert_int_equal(gf_model_expire_held(m, gf_model_now_ms() + 60000, 30000), 1);
+    assert_int_equal(gpu_state(m, "n1", 0).requested, 0);
+    /* held, then bound: the bind keeps the hold's GPU, no longer a hold */
+    assert_int_equal(gf_model_hold(m, a, "n1", GF_POLICY_BINPACK, &err), 0);
+    assert_int_equal(reserve(m, a, "n1", GF_POLICY_BINPACK, &pl), 0);
+    assert_string_equal(pl.devices, "GPU-n1-0");
+    assert_int_equal(gf_model_expire_held(m, gf_model_now_ms() + 60000, 30000), 0);
+    gf_model_unhold(m, "a");
+    assert_int_equal(gpu_state(m, "n1", 0).requested, 60 * GIB);
+    assert_int_equal(gf_model_preempt(m, hi, "n1", NULL, 0, &extra, &n, &err), 0);
+    assert_true(has_uid(extra, n, "a"));
+    gf_model_uids_free(extra, n);
+    free(a), free(b), free(hi);
+    gf_model_free(m);
+}
+
 static void test_burst_never_overpacks(void **state)
 {
     gf_model *m = model_new();
@@ -678,13 +729,6 @@ static void test_compute_portions_summed(void **state)
     gf_model_free(m);
 }
 
-static bool has_uid(char **uids, size_t n, const char *uid)
-{
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(uids[i], uid) == 0)
-            return true;
-    return false;
-}
 
 /* Preemption: the fewest lower-priority pods that make room. */
 static void test_preempt_victims(void **state)
@@ -795,6 +839,7 @@ int main(void)
         cmocka_unit_test(test_limit_larger_than_gpu),
         cmocka_unit_test(test_compute_portions_summed),
         cmocka_unit_test(test_preempt_victims),
+        cmocka_unit_test(test_hold),
         cmocka_unit_test(test_trim_after_deletions),
     };
 
