@@ -160,6 +160,8 @@ static int read_env(void)
     gs.log = v && strcmp(v, "1") == 0;
     v = getenv("GPUSIM_STRICT_CTX");
     gs.strict_ctx = v && strcmp(v, "1") == 0;
+    v = getenv("GPUSIM_CTX_HOLD");
+    snprintf(gs.ctx_hold, sizeof gs.ctx_hold, "%s", v ? v : "");
     if (!devs || !*devs)
         devs = GS_DEFAULT_DEVICES;
     if (parse_devices(devs) != 0)
@@ -178,6 +180,20 @@ static int read_env(void)
         snprintf(gs.path, sizeof gs.path, "/dev/shm/gpusim-%u-%016" PRIx64, (unsigned)getuid(), h);
     }
     return 0;
+}
+
+void gs_ctx_hold(void)
+{
+    char reached[sizeof gs.ctx_hold + 16];
+    int fd;
+    if (!gs.ctx_hold[0])
+        return;
+    snprintf(reached, sizeof reached, "%s.reached", gs.ctx_hold);
+    fd = open(reached, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd >= 0)
+        close(fd);
+    while (access(gs.ctx_hold, F_OK) != 0)
+        usleep(1000);
 }
 
 static int ofd_lock(int fd, short type, long long off, int wait)
@@ -288,11 +304,21 @@ static void reclaim_slot(int i, bool keep_lock)
         ofd_lock(gs.lock_fd, F_UNLCK, GS_LOCK_SLOT(i), 0);
 }
 
+/* Reclaims run one at a time across processes: a slot another process is
+ * reclaiming looks live (its lock is held), so without this a reclaim could
+ * return while dead memory is still counted in the device word, and a peak
+ * read after it would count memory no live process holds. */
+static void reclaim_lock(short type)
+{
+    ofd_lock(gs.lock_fd, type, GS_LOCK_RECLAIM, type == F_WRLCK);
+}
+
 void gs_reclaim(void)
 {
     if (!gs.shm || gs.lock_fd < 0)
         return;
     pthread_mutex_lock(&gs.reclaim_mu);
+    reclaim_lock(F_WRLCK);
     for (int i = 0; i < GS_MAX_SLOTS; i++) {
         if (i == gs.slot || atomic_load_explicit(&gs.shm->slot[i].pid, memory_order_relaxed) == 0)
             continue;
@@ -301,6 +327,7 @@ void gs_reclaim(void)
             reclaim_slot(i, false);
         }
     }
+    reclaim_lock(F_UNLCK);
     pthread_mutex_unlock(&gs.reclaim_mu);
 }
 
@@ -336,16 +363,18 @@ int gs_claim_slot(void)
         if (gs.lock_fd < 0)
             goto out;
     }
-    for (int i = 0; i < GS_MAX_SLOTS; i++) {
+    reclaim_lock(F_WRLCK);
+    for (int i = 0; i < GS_MAX_SLOTS && rc != 0; i++) {
         if (ofd_lock(gs.lock_fd, F_WRLCK, GS_LOCK_SLOT(i), 0) != 0)
             continue;
         reclaim_slot(i, true);
         atomic_store(&gs.shm->slot[i].pid, host_pid());
         gs.slot = i;
         rc = 0;
-        goto out;
     }
-    gs_log("no free process slot in %s", gs.path);
+    reclaim_lock(F_UNLCK);
+    if (rc != 0)
+        gs_log("no free process slot in %s", gs.path);
 out:
     pthread_mutex_unlock(&gs.reclaim_mu);
     return rc;
