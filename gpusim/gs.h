@@ -71,6 +71,7 @@ typedef struct gs_sim {
     bool log;
     bool strict_ctx;
     char ctx_hold[512]; /* GPUSIM_CTX_HOLD: pause each context creation ("" = never) */
+    char reclaim_hold[512]; /* GPUSIM_RECLAIM_HOLD: pause each reclaim of a dead slot */
     char path[512];
     gs_shm *shm;
     int lock_fd;      /* holds this process's slot lock; -1 when none */

@@ -162,6 +162,8 @@ static int read_env(void)
     gs.strict_ctx = v && strcmp(v, "1") == 0;
     v = getenv("GPUSIM_CTX_HOLD");
     snprintf(gs.ctx_hold, sizeof gs.ctx_hold, "%s", v ? v : "");
+    v = getenv("GPUSIM_RECLAIM_HOLD");
+    snprintf(gs.reclaim_hold, sizeof gs.reclaim_hold, "%s", v ? v : "");
     if (!devs || !*devs)
         devs = GS_DEFAULT_DEVICES;
     if (parse_devices(devs) != 0)
@@ -182,18 +184,25 @@ static int read_env(void)
     return 0;
 }
 
-void gs_ctx_hold(void)
+/* Test stand-ins (GPUSIM_*_HOLD): says it got here (PATH.reached), then
+ * waits until the test creates PATH. */
+static void hold_at(const char *path)
 {
-    char reached[sizeof gs.ctx_hold + 16];
+    char reached[512 + 16];
     int fd;
-    if (!gs.ctx_hold[0])
+    if (!path[0])
         return;
-    snprintf(reached, sizeof reached, "%s.reached", gs.ctx_hold);
+    snprintf(reached, sizeof reached, "%s.reached", path);
     fd = open(reached, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
     if (fd >= 0)
         close(fd);
-    while (access(gs.ctx_hold, F_OK) != 0)
+    while (access(path, F_OK) != 0)
         usleep(1000);
+}
+
+void gs_ctx_hold(void)
+{
+    hold_at(gs.ctx_hold);
 }
 
 static int ofd_lock(int fd, short type, long long off, int wait)
@@ -293,6 +302,11 @@ int gs_boot(void)
 static void reclaim_slot(int i, bool keep_lock)
 {
     gs_slot *s = &gs.shm->slot[i];
+    for (int d = 0; d < GS_MAX_DEV; d++)
+        if (atomic_load(&s->used[d])) {
+            hold_at(gs.reclaim_hold); /* a dead process's memory, still counted */
+            break;
+        }
     for (int d = 0; d < GS_MAX_DEV; d++) {
         uint64_t u = atomic_exchange(&s->used[d], 0);
         if (u)

@@ -297,6 +297,11 @@ class FootprintTest(SimTestCase):
         self.wait_for(lambda: os.path.exists(hold + ".reached"), "the held context creation")
         return a, hold
 
+    @staticmethod
+    def text(path):
+        with open(path) as f:
+            return f.read()
+
     def start_racer(self, *steps):
         out = os.path.join(self.tmp, "racer.out")
         with open(out, "w") as f:
@@ -319,14 +324,15 @@ class FootprintTest(SimTestCase):
         a, hold = self.start_held_first_context()
         b, out = self.start_racer("alloc", "960Mi", "hold", "60")
         # either B is through (the race lost) or it waits for A's creation
-        self.wait_for(lambda: "holding=" in open(out).read() or
+        self.wait_for(lambda: "holding=" in self.text(out) or
                       self.blocked_on_first_context_lock(), "B to allocate or wait")
         open(hold, "w").close()
         a_line = a.stdout.readline()  # A's context is measured (and charged or refused)
         self.assertLessEqual(self.driver()["dev0_peak"], Gi, "the driver passed the limit")
-        self.assertTrue(a_line.startswith("holding="), a.stderr.read())
-        self.wait_for(lambda: "holding=" in open(out).read(), "B to finish")
-        self.assertIn("alloc=CUDA_ERROR_OUT_OF_MEMORY", open(out).read())
+        if not a_line.startswith("holding="):
+            self.fail("A: " + a.stderr.read())
+        self.wait_for(lambda: "holding=" in self.text(out), "B to finish")
+        self.assertIn("alloc=CUDA_ERROR_OUT_OF_MEMORY", self.text(out))
         drv, d = self.driver(), self.dump()
         self.assertLessEqual(drv["dev0_peak"], Gi)
         self.assertEqual(d["dev0_used"], drv["dev0_used"])
@@ -341,14 +347,53 @@ class FootprintTest(SimTestCase):
         a, hold = self.start_held_first_context()
         b, out = self.start_racer("alloc", "512Mi", "hold", "60")
         self.wait_for(self.blocked_on_first_context_lock, "B to wait for A's creation")
-        self.assertNotIn("holding=", open(out).read())
+        self.assertNotIn("holding=", self.text(out))
         self.kill(a)
-        self.wait_for(lambda: "holding=" in open(out).read(), "B to go on")
-        self.assertIn("alloc=ok", open(out).read())
+        self.wait_for(lambda: "holding=" in self.text(out), "B to go on")
+        self.assertIn("alloc=ok", self.text(out))
         d = self.dump()
         self.assertEqual(d["dev0_used"], 64 * Mi + 512 * Mi)
         self.assertEqual(self.driver()["dev0_used"], d["dev0_used"])
         self.kill(b)
+
+    # -- gpusim's peak (what the race test asserts on) and a dead process
+    RECLAIM_LOCK = (1 << 40) - 1  # gpusim/gs.h: GS_LOCK_RECLAIM
+
+    def blocked_on_gpusim_reclaim(self):
+        ino = os.stat(self.env["GPUSIM_STATE"]).st_ino
+        with open("/proc/locks") as f:
+            return any("->" in ln and ":%d " % ino in ln and " %d " % self.RECLAIM_LOCK in ln
+                       for ln in f)
+
+    def test_driver_peak_never_counts_a_dead_process_being_reclaimed(self):
+        # D dies holding 320 MiB (context + 256 MiB); Y starts returning it and
+        # is held by gpusim mid-reclaim; X then makes 576 MiB. Were reclaims not
+        # serialised, X's reclaim would pass over the slot Y holds and the peak
+        # would count the dead 320 MiB: 896 MiB where at most 640 MiB lived.
+        d, _ = self.probe_bg("alloc", "256Mi", "hold", "60", env=dict(self.env))
+        self.kill(d)
+        hold = os.path.join(self.tmp, "reclaim-hold")
+        y = subprocess.Popen([PROBE, "hold", "60"], env=dict(self.env, GPUSIM_RECLAIM_HOLD=hold),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.procs.append(y)
+        self.wait_for(lambda: os.path.exists(hold + ".reached"), "Y to hold the reclaim")
+        out = os.path.join(self.tmp, "x.out")
+        with open(out, "w") as f:
+            x = subprocess.Popen([PROBE, "alloc", "512Mi", "hold", "60"], env=dict(self.env),
+                                 stdout=f, stderr=subprocess.STDOUT, text=True)
+        self.procs.append(x)
+        self.wait_for(lambda: "holding=" in self.text(out) or self.blocked_on_gpusim_reclaim(),
+                      "X to allocate or wait for the reclaim")
+        open(hold, "w").close()
+        if not y.stdout.readline().startswith("holding="):
+            self.fail("Y: " + y.stderr.read())
+        self.wait_for(lambda: "holding=" in self.text(out), "X to allocate")
+        self.assertIn("alloc=ok", self.text(out))
+        drv = self.driver()
+        self.assertEqual(drv["dev0_used"], 64 * Mi + 64 * Mi + 512 * Mi)
+        self.assertEqual(drv["dev0_peak"], drv["dev0_used"], "the peak counted dead memory")
+        self.kill(x)
+        self.kill(y)
 
     def test_context_overhead_is_charged_as_measured(self):
         self.make_fraction(limit=2 * Gi)
