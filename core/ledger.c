@@ -11,6 +11,8 @@
 
 _Static_assert(sizeof(gf_ledger_header) < (2 << 20), "ledger grew past 2 MiB");
 _Static_assert(GF_LEDGER_SLOTS * 1LL < GF_LEDGER_LOCK_BASE, "lock bytes overlap");
+_Static_assert(GF_LEDGER_LOCK_BASE + GF_LEDGER_SLOTS <= GF_LEDGER_CTX_LOCK_BASE,
+               "context lock bytes overlap the slot locks");
 
 static int slot_lock(int fd, int slot, short type, int cmd)
 {
@@ -338,6 +340,36 @@ void gf_ledger_overhead_unmark(gf_ledger *lg, int dev, uint64_t bytes)
 uint64_t gf_ledger_ctx_estimate(const gf_ledger *lg, int dev)
 {
     return atomic_load_explicit(&lg->hdr->devices[dev].ctx_estimate, memory_order_relaxed);
+}
+
+static int ctx_lock(int fd, int dev, short type, int cmd)
+{
+    struct flock fl = {
+        .l_type = type,
+        .l_whence = SEEK_SET,
+        .l_start = GF_LEDGER_CTX_LOCK_BASE + dev,
+        .l_len = 1,
+    };
+    return fcntl(fd, cmd, &fl);
+}
+
+int gf_ledger_first_ctx_lock(gf_ledger *lg, int dev)
+{
+    int rc;
+    if (dev < 0 || dev >= GF_LEDGER_DEVICES || lg->fd < 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    do
+        rc = ctx_lock(lg->fd, dev, F_WRLCK, F_OFD_SETLKW);
+    while (rc < 0 && errno == EINTR); /* the program's signal handlers may run */
+    return rc;
+}
+
+void gf_ledger_first_ctx_unlock(gf_ledger *lg, int dev)
+{
+    if (dev >= 0 && dev < GF_LEDGER_DEVICES && lg->fd >= 0)
+        ctx_lock(lg->fd, dev, F_UNLCK, F_OFD_SETLK);
 }
 
 void gf_ledger_note_ctx_overhead(gf_ledger *lg, int dev, uint64_t bytes)

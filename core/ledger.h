@@ -28,6 +28,8 @@
 #define GF_LEDGER_DEVICES 16
 #define GF_LEDGER_SLOTS 4096
 #define GF_LEDGER_LOCK_BASE (1LL << 40) /* slot i is locked at byte LOCK_BASE + i */
+/* device i's first-context lock is byte CTX_LOCK_BASE + i (past every slot's) */
+#define GF_LEDGER_CTX_LOCK_BASE (GF_LEDGER_LOCK_BASE + (1LL << 20))
 
 enum { GF_DEV_FREE = 0, GF_DEV_INIT = 1, GF_DEV_READY = 2 };
 
@@ -119,6 +121,12 @@ void gf_ledger_overhead_unmark(gf_ledger *lg, int dev, uint64_t bytes);
  * reserved before the next context is made there. note raises it. */
 uint64_t gf_ledger_ctx_estimate(const gf_ledger *lg, int dev);
 void gf_ledger_note_ctx_overhead(gf_ledger *lg, int dev, uint64_t bytes);
+/* Serialises the making of contexts on dev across the fraction's processes
+ * while no estimate exists (a blocking OFD write lock on the device's lock
+ * byte of the ledger file: the kernel drops it when the holder dies or closes
+ * the ledger). 0, or -1 with errno when it cannot be taken. */
+int gf_ledger_first_ctx_lock(gf_ledger *lg, int dev);
+void gf_ledger_first_ctx_unlock(gf_ledger *lg, int dev);
 /* Counts an allocation refused over the limit. */
 void gf_ledger_note_denied(gf_ledger *lg, int dev);
 

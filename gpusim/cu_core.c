@@ -359,6 +359,7 @@ static CUresult ctx_up(int p, CUcontext c)
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     gs_context_count(p, 1);
+    gs_ctx_hold(); /* the memory is the driver's now, the call not yet returned */
     return CUDA_SUCCESS;
 }
 

@@ -36,6 +36,7 @@
 #define GS_SHM_MAGIC 0x31304d4953555047ULL /* "GPUSIM01" */
 #define GS_SHM_VERSION 2
 #define GS_LOCK_INIT (1LL << 40)          /* byte locked while initialising */
+#define GS_LOCK_RECLAIM ((1LL << 40) - 1) /* held (across processes) over a reclaim */
 #define GS_LOCK_SLOT(i) ((1LL << 40) + 1 + (long long)(i)) /* slot i's liveness byte */
 
 typedef struct gs_slot {
@@ -69,6 +70,8 @@ typedef struct gs_sim {
     uint64_t ctx_overhead[GS_MAX_DEV]; /* per context, at the default limits */
     bool log;
     bool strict_ctx;
+    char ctx_hold[512]; /* GPUSIM_CTX_HOLD: pause each context creation ("" = never) */
+    char reclaim_hold[512]; /* GPUSIM_RECLAIM_HOLD: pause each reclaim of a dead slot */
     char path[512];
     gs_shm *shm;
     int lock_fd;      /* holds this process's slot lock; -1 when none */
@@ -93,6 +96,9 @@ void gs_context_count(int p, int delta);
 /* charge/uncharge bytes of physical device p to this process. */
 int gs_charge(int p, uint64_t bytes);
 void gs_uncharge(int p, uint64_t bytes);
+/* GPUSIM_CTX_HOLD (a test stand-in): a context's memory is charged; say so
+ * and wait until the test lets the creation return. */
+void gs_ctx_hold(void);
 /* charge, and on failure reclaim dead processes and try once more. */
 int gs_charge_retry(int p, uint64_t bytes);
 /* return the memory of dead processes to the devices. */

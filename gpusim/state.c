@@ -160,6 +160,10 @@ static int read_env(void)
     gs.log = v && strcmp(v, "1") == 0;
     v = getenv("GPUSIM_STRICT_CTX");
     gs.strict_ctx = v && strcmp(v, "1") == 0;
+    v = getenv("GPUSIM_CTX_HOLD");
+    snprintf(gs.ctx_hold, sizeof gs.ctx_hold, "%s", v ? v : "");
+    v = getenv("GPUSIM_RECLAIM_HOLD");
+    snprintf(gs.reclaim_hold, sizeof gs.reclaim_hold, "%s", v ? v : "");
     if (!devs || !*devs)
         devs = GS_DEFAULT_DEVICES;
     if (parse_devices(devs) != 0)
@@ -178,6 +182,27 @@ static int read_env(void)
         snprintf(gs.path, sizeof gs.path, "/dev/shm/gpusim-%u-%016" PRIx64, (unsigned)getuid(), h);
     }
     return 0;
+}
+
+/* Test stand-ins (GPUSIM_*_HOLD): says it got here (PATH.reached), then
+ * waits until the test creates PATH. */
+static void hold_at(const char *path)
+{
+    char reached[512 + 16];
+    int fd;
+    if (!path[0])
+        return;
+    snprintf(reached, sizeof reached, "%s.reached", path);
+    fd = open(reached, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd >= 0)
+        close(fd);
+    while (access(path, F_OK) != 0)
+        usleep(1000);
+}
+
+void gs_ctx_hold(void)
+{
+    hold_at(gs.ctx_hold);
 }
 
 static int ofd_lock(int fd, short type, long long off, int wait)
@@ -277,6 +302,11 @@ int gs_boot(void)
 static void reclaim_slot(int i, bool keep_lock)
 {
     gs_slot *s = &gs.shm->slot[i];
+    for (int d = 0; d < GS_MAX_DEV; d++)
+        if (atomic_load(&s->used[d])) {
+            hold_at(gs.reclaim_hold); /* a dead process's memory, still counted */
+            break;
+        }
     for (int d = 0; d < GS_MAX_DEV; d++) {
         uint64_t u = atomic_exchange(&s->used[d], 0);
         if (u)
@@ -288,11 +318,21 @@ static void reclaim_slot(int i, bool keep_lock)
         ofd_lock(gs.lock_fd, F_UNLCK, GS_LOCK_SLOT(i), 0);
 }
 
+/* Reclaims run one at a time across processes: a slot another process is
+ * reclaiming looks live (its lock is held), so without this a reclaim could
+ * return while dead memory is still counted in the device word, and a peak
+ * read after it would count memory no live process holds. */
+static void reclaim_lock(short type)
+{
+    ofd_lock(gs.lock_fd, type, GS_LOCK_RECLAIM, type == F_WRLCK);
+}
+
 void gs_reclaim(void)
 {
     if (!gs.shm || gs.lock_fd < 0)
         return;
     pthread_mutex_lock(&gs.reclaim_mu);
+    reclaim_lock(F_WRLCK);
     for (int i = 0; i < GS_MAX_SLOTS; i++) {
         if (i == gs.slot || atomic_load_explicit(&gs.shm->slot[i].pid, memory_order_relaxed) == 0)
             continue;
@@ -301,6 +341,7 @@ void gs_reclaim(void)
             reclaim_slot(i, false);
         }
     }
+    reclaim_lock(F_UNLCK);
     pthread_mutex_unlock(&gs.reclaim_mu);
 }
 
@@ -336,16 +377,18 @@ int gs_claim_slot(void)
         if (gs.lock_fd < 0)
             goto out;
     }
-    for (int i = 0; i < GS_MAX_SLOTS; i++) {
+    reclaim_lock(F_WRLCK);
+    for (int i = 0; i < GS_MAX_SLOTS && rc != 0; i++) {
         if (ofd_lock(gs.lock_fd, F_WRLCK, GS_LOCK_SLOT(i), 0) != 0)
             continue;
         reclaim_slot(i, true);
         atomic_store(&gs.shm->slot[i].pid, host_pid());
         gs.slot = i;
         rc = 0;
-        goto out;
     }
-    gs_log("no free process slot in %s", gs.path);
+    reclaim_lock(F_UNLCK);
+    if (rc != 0)
+        gs_log("no free process slot in %s", gs.path);
 out:
     pthread_mutex_unlock(&gs.reclaim_mu);
     return rc;

@@ -22,8 +22,11 @@
  * figure minus everything charged. Before an allocation is refused the same
  * resync may only lower it (under allocation churn the two reads disagree
  * most, and a spurious raise would refuse memory the fraction has). */
+#include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "shim.h"
@@ -175,6 +178,7 @@ typedef struct holder {
     const gf_ordinal *o;
     fp_dev *d;
     sample before;
+    bool first; /* holds the fraction's first-context lock of the device */
 } holder;
 
 /* Locks the device and samples; false when the shim does not count it. */
@@ -185,6 +189,7 @@ static bool begin(int ord, holder *h)
     pthread_once(&devs_once, devs_init);
     h->ord = ord;
     h->d = &devs[ord];
+    h->first = false;
     pthread_mutex_lock(&h->d->lock);
     take_sample(ord, h->o, &h->before);
     return true;
@@ -245,13 +250,49 @@ static void forget(void *handle)
 }
 
 /* ---- primary contexts ------------------------------------------------------ */
+/* No process of the fraction measured a context on this device yet, so there
+ * is nothing to reserve: the context is made under the fraction's
+ * first-context lock of the device (in the ledger file, taken across its
+ * processes, dropped by the kernel if the holder dies), held until it is
+ * measured and charged or undone. While one is uncounted no other process of
+ * the fraction can make a context there, so none has memory there to
+ * allocate into its room: the driver never holds more than the limit. A
+ * process that waited finds the estimate the holder measured. */
+static uint64_t first_context_lock(holder *h)
+{
+    static _Atomic bool warned;
+    uint64_t est;
+    if (gf_ledger_first_ctx_lock(&gf_state.ledger, h->o->dev) < 0) {
+        if (!atomic_exchange(&warned, true))
+            gf_log(GF_LOG_WARN, "cannot take the ledger's first-context lock (%s): a first "
+                                "context is uncounted while it is made",
+                   strerror(errno));
+        return 0;
+    }
+    est = gf_ledger_ctx_estimate(&gf_state.ledger, h->o->dev);
+    if (est)
+        gf_ledger_first_ctx_unlock(&gf_state.ledger, h->o->dev);
+    else
+        h->first = true;
+    return est;
+}
+
+static void first_context_unlock(holder *h)
+{
+    if (h->first)
+        gf_ledger_first_ctx_unlock(&gf_state.ledger, h->o->dev);
+    h->first = false;
+}
+
 /* Before a context is made: what the fraction's contexts took on this device
  * so far is reserved, so that the driver never holds it uncounted while the
- * call runs (the first context of a fraction on a device has no estimate and
- * is counted only once measured). Caller holds the device lock. */
+ * call runs; with no estimate yet, the first-context lock is taken instead.
+ * Caller holds the device lock. */
 static bool reserve_estimate(holder *h, uint64_t *est)
 {
     *est = h->o->dev >= 0 ? gf_ledger_ctx_estimate(&gf_state.ledger, h->o->dev) : 0;
+    if (!*est && h->o->dev >= 0)
+        *est = first_context_lock(h);
     if (!*est)
         return true;
     if (!gf_admit(h->o, *est))
@@ -309,6 +350,7 @@ GF_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
             rc = CUDA_ERROR_OUT_OF_MEMORY;
         }
     }
+    first_context_unlock(&h);
     pthread_mutex_unlock(&h.d->lock);
     return rc;
 }
@@ -373,6 +415,7 @@ static CUresult ctx_create(CUcontext *pctx, CUdevice dev, create_call call, cons
             rc = CUDA_ERROR_OUT_OF_MEMORY;
         }
     }
+    first_context_unlock(&h);
     pthread_mutex_unlock(&h.d->lock);
     return rc;
 }

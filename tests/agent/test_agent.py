@@ -13,7 +13,7 @@ import unittest
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
-from harness import BUILD, GPUFRAC, PROBE, Gi, Mi, SimTestCase, kv  # noqa: E402
+from harness import BUILD, GPUFRAC, PROBE, Gi, Mi, SimTestCase, StagedBuild, kv  # noqa: E402
 
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
@@ -426,6 +426,23 @@ class UsersTest(AgentTestCase):
     """Every local user's gpufrac run through the agent: admitted against all
     fractions on the GPU, within the administrator's policy, state root's."""
 
+    @classmethod
+    def setUpClass(cls):
+        if os.getuid() != 0:
+            raise unittest.SkipTest("needs root to act as other users")
+        super().setUpClass()
+        # what the user runs, where uid 65534 can reach it wherever the checkout is
+        cls.stage = StagedBuild(("bin/gpufrac", "lib/libgpufrac.so", "lib/gpusim",
+                                 "tests/shimprobe"))
+        cls.gpusim_dir = cls.stage.path("lib/gpusim")
+        cls.GPUFRAC = cls.stage.path("bin/gpufrac")
+        cls.PROBE = cls.stage.path("tests/shimprobe")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.stage.remove()
+        super().tearDownClass()
+
     def setUp(self):
         if os.getuid() != 0:
             self.skipTest("needs root to act as other users")
@@ -449,10 +466,11 @@ class UsersTest(AgentTestCase):
         if bg:
             out = open(os.path.join(self.tmp, bg + ".out"), "w")
             os.chmod(out.name, 0o666)
-            p = subprocess.Popen([GPUFRAC, *args], stdout=out, stderr=subprocess.STDOUT, **kw)
+            p = subprocess.Popen([self.GPUFRAC, *args], stdout=out, stderr=subprocess.STDOUT,
+                                 **kw)
             self.procs.append(p)
             return p
-        return subprocess.run([GPUFRAC, *args], capture_output=True, timeout=120, **kw)
+        return subprocess.run([self.GPUFRAC, *args], capture_output=True, timeout=120, **kw)
 
     def user_status(self, *flags):
         r = self.as_user("status", "--json", *flags)
@@ -476,7 +494,7 @@ class UsersTest(AgentTestCase):
         self.assertEqual(r.returncode, 1, r.stderr)
         self.assertIn("not guaranteed to other fractions", r.stderr)
         p = self.as_user("run", "--name", "mine", "--memory", "1Gi", "--limit", "1536Mi", "--",
-                         PROBE, "alloc", "1280Mi", "hold", "60", bg="mine")
+                         self.PROBE, "alloc", "1280Mi", "hold", "60", bg="mine")
         st = self.wait_for(lambda: self.user_status().get("mine", {}).get("burst"),
                            "the user's loan")
         self.assertEqual(st, 256 * Mi)  # burst works for a user too

@@ -167,8 +167,9 @@ class Containerd:
         subprocess.run([CTR, "--address", self.sock, "-n", "k8s.io", "images", "tag", "--force",
                         src, dst], check=True, capture_output=True)
 
-    def kill_shims(self):
-        """Shims this containerd started that outlived it (a failed test): by pid."""
+    def shim_pids(self, *args):
+        """The runc shims this containerd started (whose argv also has args)."""
+        want = [a.encode() for a in (self.sock,) + args]
         for p in os.listdir("/proc"):
             if not p.isdigit():
                 continue
@@ -177,11 +178,23 @@ class Containerd:
                     argv = f.read().split(b"\0")
             except OSError:
                 continue
-            if argv[0].endswith(b"containerd-shim-runc-v2") and self.sock.encode() in argv:
-                try:
-                    os.kill(int(p), signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+            if argv[0].endswith(b"containerd-shim-runc-v2") and all(w in argv for w in want):
+                yield int(p)
+
+    def kill_shims(self):
+        """Shims this containerd started that outlived it (a failed test): by pid."""
+        for pid in self.shim_pids():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def teardown(self):
+        """Stopped, the shims it left (a failed test) killed, its root's mounts gone."""
+        self.stop()
+        self.kill_shims()
+        subprocess.run(["umount", "-R", "-l", os.path.join(self.d, "root")],
+                       capture_output=True)
 
     def stop(self, sig=signal.SIGTERM):
         if self.proc and self.proc.poll() is None:
@@ -256,6 +269,49 @@ def gpufrac_handler(binary, runc_root):
     Root = "{r}"
     SystemdCgroup = false
 """.format(b=binary, r=runc_root)
+
+
+def gpufrac_containerd(d, env, images_tar):
+    """containerd under d whose gpufrac handler runs the build's gpufrac-runtime
+    (over runc, its root under d)."""
+    return Containerd(d, test_config(d, gpufrac_handler(os.path.realpath(RUNTIME),
+                                                        os.path.join(d, "runc"))),
+                      env, images_tar)
+
+
+def node_env(gpusim_state, devices, state_dir):
+    """The environment of a test node's containerd (what its shims and
+    gpufrac-runtime get) and gpufracd: gpusim's devices and state, the
+    agent's state dir, no runtime.conf, runc as the real runtime, the
+    build's shim."""
+    return {
+        "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "LD_LIBRARY_PATH": GPUSIM, "GPUSIM_DEVICES": devices,
+        "GPUSIM_STATE": gpusim_state, "GPUSIM_CTX_OVERHEAD": "0",
+        "GPUFRAC_STATE_DIR": state_dir, "GPUFRAC_RUNTIME_CONF": "/nonexistent",
+        "GPUFRAC_REAL_RUNTIME": RUNC, "GPUFRAC_SHIM": SHIM,
+        "ASAN_OPTIONS": "detect_leaks=0", "UBSAN_OPTIONS": "halt_on_error=1",
+    }
+
+
+def fractions(state_dir):
+    """The fractions the agent holds (its state dir's fractions/)."""
+    d = os.path.join(state_dir, "fractions")
+    return sorted(n for n in os.listdir(d) if not n.startswith(".")) \
+        if os.path.isdir(d) else []
+
+
+def close_node(cri, ctd, tmp):
+    """A CRI suite's node gone: every pod removed as the kubelet would,
+    containerd torn down, tmp removed (also after a failed test)."""
+    try:
+        if cri:
+            cri.remove_everything()
+            cri.close()
+    finally:
+        if ctd:
+            ctd.teardown()
+        subprocess.run(["rm", "-rf", tmp], capture_output=True)
 
 
 class Cri:

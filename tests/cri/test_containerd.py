@@ -21,7 +21,7 @@ import uuid
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import crinode  # noqa: E402
-from crinode import AGENT, Gi, MPS_FAKE, Mi, RUNC, RUNTIME, wait_for  # noqa: E402
+from crinode import AGENT, Gi, MPS_FAKE, Mi, RUNTIME, wait_for  # noqa: E402
 
 REASON = crinode.skip_reason()
 if REASON and __name__ == "__main__":
@@ -45,21 +45,11 @@ class Node:
         for d in (self.gpusim_dir, self.state, self.logs):
             os.makedirs(d)
         self.gpusim_state = os.path.join(self.gpusim_dir, "state")
-        self.env = {
-            "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-            "LD_LIBRARY_PATH": crinode.GPUSIM, "GPUSIM_DEVICES": DEVICES,
-            "GPUSIM_STATE": self.gpusim_state, "GPUSIM_CTX_OVERHEAD": "0",
-            "GPUFRAC_STATE_DIR": self.state, "GPUFRAC_RUNTIME_CONF": "/nonexistent",
-            "GPUFRAC_REAL_RUNTIME": RUNC, "GPUFRAC_SHIM": crinode.SHIM,
-            "ASAN_OPTIONS": "detect_leaks=0", "UBSAN_OPTIONS": "halt_on_error=1",
-        }
+        self.env = crinode.node_env(self.gpusim_state, DEVICES, self.state)
         self.pb, self.stubs = crinode.load_cri(self.tmp)
         tar = crinode.build_images(self.tmp)
-        d = os.path.join(self.tmp, "containerd")
-        self.ctd = crinode.Containerd(
-            d, crinode.test_config(d, crinode.gpufrac_handler(os.path.realpath(RUNTIME),
-                                                          os.path.join(d, "runc"))),
-            self.env, tar)
+        self.ctd = crinode.gpufrac_containerd(os.path.join(self.tmp, "containerd"), self.env,
+                                              tar)
         self.agent = None
         self.reset_gpu()
         self.start_agent()
@@ -102,9 +92,7 @@ class Node:
             return f.read()
 
     def fractions(self):
-        d = os.path.join(self.state, "fractions")
-        return sorted(n for n in os.listdir(d) if not n.startswith(".")) \
-            if os.path.isdir(d) else []
+        return crinode.fractions(self.state)
 
     def container_entries(self):
         d = os.path.join(self.state, "containers")
@@ -112,16 +100,9 @@ class Node:
 
     def close(self):
         try:
-            self.cri.remove_everything()
-            self.cri.close()
+            crinode.close_node(self.cri, self.ctd, self.tmp)
         finally:
-            self.ctd.stop()
-            self.ctd.kill_shims()
             self.stop_agent()
-            # what containerd's runc left running (a failed test), by pid only
-            root = os.path.join(self.ctd.d, "root")
-            subprocess.run(["umount", "-R", "-l", root], capture_output=True)
-            subprocess.run(["rm", "-rf", self.tmp], capture_output=True)
 
 
 NODE = None
@@ -475,17 +456,8 @@ class RestartTest(CriTestCase):
         self.assertIn("cleaning up dead shim", NODE.ctd.log())
 
     def shim_pid(self, sandbox):
-        for p in os.listdir("/proc"):
-            if not p.isdigit():
-                continue
-            try:
-                with open("/proc/%s/cmdline" % p, "rb") as f:
-                    argv = f.read().split(b"\0")
-            except OSError:
-                continue
-            if argv and argv[0].endswith(b"containerd-shim-runc-v2") and \
-                    sandbox.encode() in argv and NODE.ctd.sock.encode() in argv:
-                return int(p)
+        for pid in NODE.ctd.shim_pids(sandbox):
+            return pid
         raise AssertionError("no shim for sandbox " + sandbox)
 
     def test_containerd_restart_while_a_fraction_runs(self):

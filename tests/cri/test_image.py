@@ -28,7 +28,7 @@ import uuid
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import crinode  # noqa: E402
-from crinode import CTR, Gi, RUNC, RUNTIME, wait_for  # noqa: E402
+from crinode import CTR, Gi, wait_for  # noqa: E402
 
 SRC = os.environ.get("GPUFRAC_SOURCE") or os.path.join(HERE, "..", "..")
 IMAGES = os.environ.get("GPUFRAC_IMAGE_DIR") or os.path.join(SRC, "build-image")
@@ -107,20 +107,12 @@ class ImageNode:
         self.gpusim_env = {"GPUSIM_DEVICES": DEVICES, "GPUSIM_STATE": self.gpusim_state,
                            "GPUSIM_CTX_OVERHEAD": "0"}
         # containerd's environment is what its shims and gpufrac-runtime get
-        self.env = dict(self.gpusim_env, **{
-            "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-            "LD_LIBRARY_PATH": crinode.GPUSIM,
-            "GPUFRAC_STATE_DIR": self.state, "GPUFRAC_RUNTIME_CONF": "/nonexistent",
-            "GPUFRAC_REAL_RUNTIME": RUNC, "GPUFRAC_SHIM": crinode.SHIM,
-            "ASAN_OPTIONS": "detect_leaks=0", "UBSAN_OPTIONS": "halt_on_error=1"})
+        self.env = crinode.node_env(self.gpusim_state, DEVICES, self.state)
         subprocess.run([PROBE, "info"], env=self.env, check=True, capture_output=True)
         self.pb, self.stubs = crinode.load_cri(self.tmp)
         tar = crinode.build_images(self.tmp)
-        d = os.path.join(self.tmp, "containerd")
-        self.ctd = crinode.Containerd(
-            d, crinode.test_config(d, crinode.gpufrac_handler(os.path.realpath(RUNTIME),
-                                                          os.path.join(d, "runc"))),
-            self.env, tar)
+        self.ctd = crinode.gpufrac_containerd(os.path.join(self.tmp, "containerd"), self.env,
+                                              tar)
         self.ctd.start()
         self.cri = crinode.Cri(self.pb, self.stubs, self.ctd.sock)
         self.ctd.import_images()
@@ -139,15 +131,7 @@ class ImageNode:
             raise AssertionError("importing %s failed: %s" % (self.layout, r.stderr))
 
     def close(self):
-        try:
-            self.cri.remove_everything()
-            self.cri.close()
-        finally:
-            self.ctd.stop()
-            self.ctd.kill_shims()
-            subprocess.run(["umount", "-R", "-l", os.path.join(self.ctd.d, "root")],
-                           capture_output=True)
-            subprocess.run(["rm", "-rf", self.tmp], capture_output=True)
+        crinode.close_node(self.cri, self.ctd, self.tmp)
 
 
 NODE = None
@@ -224,9 +208,7 @@ class AgentFromImageTest(unittest.TestCase):
             return f.read()
 
     def fractions(self):
-        d = os.path.join(NODE.state, "fractions")
-        return sorted(n for n in os.listdir(d) if not n.startswith(".")) \
-            if os.path.isdir(d) else []
+        return crinode.fractions(NODE.state)
 
     def test_fractional_pod_admitted_by_the_agent_from_the_image(self):
         pb = NODE.pb

@@ -126,10 +126,7 @@ class InstallTest(unittest.TestCase):
                     pass
             self.cri.close()
         if self.ctd:
-            self.ctd.stop()
-            self.ctd.kill_shims()
-            subprocess.run(["umount", "-R", "-l", os.path.join(self.ctd_dir, "root")],
-                           capture_output=True)
+            self.ctd.teardown()
         if self.agent and self.agent.poll() is None:
             self.agent.terminate()
             self.agent.wait(timeout=30)

@@ -4,6 +4,7 @@ the real binaries with the shim preloaded."""
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import time
@@ -32,17 +33,95 @@ def kv(text):
     return out
 
 
+def reachable_by_others(path):
+    """Whether a user that is neither the owner nor in the group can reach
+    path: every directory on the way is searchable by others."""
+    d = os.path.dirname(os.path.abspath(path))
+    while True:
+        if not os.stat(d).st_mode & stat.S_IXOTH:
+            return False
+        if d == "/":
+            return True
+        d = os.path.dirname(d)
+
+
+class StagedBuild:
+    """What processes of another user (uid 65534, ...) execute or read, copied
+    into a private 0755 directory this makes and remove() deletes: the checkout
+    may lie where only root can reach it (a clone in a 0700 mktemp directory),
+    and a test never changes its modes. `rel` are paths relative to the build
+    (a directory is copied whole, links kept); `sources` are files of the
+    checkout, staged under src/. The build layout is kept, so bin/gpufrac
+    finds ../lib/libgpufrac.so; LD_LIBRARY_PATH must name the staged gpusim
+    (it wins over the binaries' RUNPATH into the build)."""
+
+    def __init__(self, rel, sources=()):
+        base = next((b for b in (tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm")
+                     if os.path.isdir(b) and reachable_by_others(os.path.join(b, "x"))), None)
+        if base is None:
+            raise unittest.SkipTest(
+                "no temporary directory other users can reach (%s, /tmp, /var/tmp and /dev/shm "
+                "each have a parent without search permission for others): the binaries "
+                "cannot be staged for uid 65534" % tempfile.gettempdir())
+        self.dir = tempfile.mkdtemp(prefix="gpufrac-stage-", dir=base)
+        try:
+            os.chmod(self.dir, 0o755)
+            for r in rel:
+                self._copy(os.path.join(BUILD, r), os.path.join(self.dir, r))
+            for src in sources:
+                self._copy(src, self.src(src))
+        except BaseException:
+            self.remove()
+            raise
+
+    def _copy(self, src, dst):
+        os.makedirs(os.path.dirname(dst), mode=0o755, exist_ok=True)
+        for d in self._dirs_between(dst):
+            os.chmod(d, 0o755)
+        if os.path.isdir(src):
+            shutil.copytree(src, dst, symlinks=True)
+            for root, dirs, files in os.walk(dst):
+                os.chmod(root, 0o755)
+                for n in files:
+                    self._open_up(os.path.join(root, n))
+        else:
+            shutil.copy2(src, dst)
+            self._open_up(dst)
+
+    def _dirs_between(self, dst):
+        d = os.path.dirname(dst)
+        while d != self.dir and d.startswith(self.dir):
+            yield d
+            d = os.path.dirname(d)
+
+    @staticmethod
+    def _open_up(path):
+        if not os.path.islink(path):
+            x = os.stat(path).st_mode & stat.S_IXUSR
+            os.chmod(path, 0o755 if x else 0o644)
+
+    def path(self, rel):
+        return os.path.join(self.dir, rel)
+
+    def src(self, source):
+        return os.path.join(self.dir, "src", os.path.basename(source))
+
+    def remove(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
 class SimTestCase(unittest.TestCase):
     """Each test gets its own simulated GPU state and temp dir."""
 
     devices = "4Gi"
     ctx_overhead = "0"
+    gpusim_dir = GPUSIM  # a staged copy where other users run gpusim (StagedBuild)
 
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="gpufrac-test-")
         self.env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "LD_LIBRARY_PATH": GPUSIM,
+            "LD_LIBRARY_PATH": self.gpusim_dir,
             "GPUSIM_DEVICES": self.devices,
             "GPUSIM_STATE": os.path.join(self.tmp, "gpusim.state"),
             "GPUSIM_CTX_OVERHEAD": self.ctx_overhead,

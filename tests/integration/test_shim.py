@@ -284,6 +284,117 @@ class FootprintTest(SimTestCase):
         self.assertLessEqual(drv["dev0_peak"], 4 * Gi)
         self.assertLessEqual(self.dump()["dev0_peak"], 4 * Gi)
 
+    # -- a fraction's first context on a GPU, held mid-creation by gpusim
+    CTX_LOCK = (1 << 40) + (1 << 20)  # core/ledger.h: GF_LEDGER_CTX_LOCK_BASE + device 0
+
+    def start_held_first_context(self):
+        """A process whose first context gpusim holds mid-creation (its memory
+        charged by the driver, the call not returned): nothing is measured yet."""
+        hold = os.path.join(self.tmp, "hold")
+        a = subprocess.Popen([PROBE, "hold", "60"], env=self.shim_env(GPUSIM_CTX_HOLD=hold),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.procs.append(a)
+        self.wait_for(lambda: os.path.exists(hold + ".reached"), "the held context creation")
+        return a, hold
+
+    @staticmethod
+    def text(path):
+        with open(path) as f:
+            return f.read()
+
+    def start_racer(self, *steps):
+        out = os.path.join(self.tmp, "racer.out")
+        with open(out, "w") as f:
+            b = subprocess.Popen([PROBE, *steps], env=self.shim_env(), stdout=f,
+                                 stderr=subprocess.STDOUT, text=True)
+        self.procs.append(b)
+        return b, out
+
+    def blocked_on_first_context_lock(self):
+        ino = os.stat(self.ledger).st_ino
+        with open("/proc/locks") as f:
+            return any("->" in ln and ":%d " % ino in ln and " %d " % self.CTX_LOCK in ln
+                       for ln in f)
+
+    def test_first_context_race_never_passes_the_limit(self):
+        # A's first context holds 64 MiB in the driver and is not measured yet;
+        # B, of the same fraction, makes a context and asks for all the ledger
+        # shows free. Unserialised B gets it and the driver holds 1 GiB + 64 MiB.
+        self.make_fraction(limit=Gi)
+        a, hold = self.start_held_first_context()
+        b, out = self.start_racer("alloc", "960Mi", "hold", "60")
+        # either B is through (the race lost) or it waits for A's creation
+        self.wait_for(lambda: "holding=" in self.text(out) or
+                      self.blocked_on_first_context_lock(), "B to allocate or wait")
+        open(hold, "w").close()
+        a_line = a.stdout.readline()  # A's context is measured (and charged or refused)
+        self.assertLessEqual(self.driver()["dev0_peak"], Gi, "the driver passed the limit")
+        if not a_line.startswith("holding="):
+            self.fail("A: " + a.stderr.read())
+        self.wait_for(lambda: "holding=" in self.text(out), "B to finish")
+        self.assertIn("alloc=CUDA_ERROR_OUT_OF_MEMORY", self.text(out))
+        drv, d = self.driver(), self.dump()
+        self.assertLessEqual(drv["dev0_peak"], Gi)
+        self.assertEqual(d["dev0_used"], drv["dev0_used"])
+        self.assertEqual(d["dev0_used"], 2 * 64 * Mi)  # both contexts, counted
+        self.kill(a)
+        self.kill(b)
+
+    def test_first_context_lock_dies_with_its_holder(self):
+        # A dies mid-creation holding the lock: the kernel drops it and B,
+        # which waited for it, makes the fraction's first measured context
+        self.make_fraction(limit=Gi)
+        a, hold = self.start_held_first_context()
+        b, out = self.start_racer("alloc", "512Mi", "hold", "60")
+        self.wait_for(self.blocked_on_first_context_lock, "B to wait for A's creation")
+        self.assertNotIn("holding=", self.text(out))
+        self.kill(a)
+        self.wait_for(lambda: "holding=" in self.text(out), "B to go on")
+        self.assertIn("alloc=ok", self.text(out))
+        d = self.dump()
+        self.assertEqual(d["dev0_used"], 64 * Mi + 512 * Mi)
+        self.assertEqual(self.driver()["dev0_used"], d["dev0_used"])
+        self.kill(b)
+
+    # -- gpusim's peak (what the race test asserts on) and a dead process
+    RECLAIM_LOCK = (1 << 40) - 1  # gpusim/gs.h: GS_LOCK_RECLAIM
+
+    def blocked_on_gpusim_reclaim(self):
+        ino = os.stat(self.env["GPUSIM_STATE"]).st_ino
+        with open("/proc/locks") as f:
+            return any("->" in ln and ":%d " % ino in ln and " %d " % self.RECLAIM_LOCK in ln
+                       for ln in f)
+
+    def test_driver_peak_never_counts_a_dead_process_being_reclaimed(self):
+        # D dies holding 320 MiB (context + 256 MiB); Y starts returning it and
+        # is held by gpusim mid-reclaim; X then makes 576 MiB. Were reclaims not
+        # serialised, X's reclaim would pass over the slot Y holds and the peak
+        # would count the dead 320 MiB: 896 MiB where at most 640 MiB lived.
+        d, _ = self.probe_bg("alloc", "256Mi", "hold", "60", env=dict(self.env))
+        self.kill(d)
+        hold = os.path.join(self.tmp, "reclaim-hold")
+        y = subprocess.Popen([PROBE, "hold", "60"], env=dict(self.env, GPUSIM_RECLAIM_HOLD=hold),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.procs.append(y)
+        self.wait_for(lambda: os.path.exists(hold + ".reached"), "Y to hold the reclaim")
+        out = os.path.join(self.tmp, "x.out")
+        with open(out, "w") as f:
+            x = subprocess.Popen([PROBE, "alloc", "512Mi", "hold", "60"], env=dict(self.env),
+                                 stdout=f, stderr=subprocess.STDOUT, text=True)
+        self.procs.append(x)
+        self.wait_for(lambda: "holding=" in self.text(out) or self.blocked_on_gpusim_reclaim(),
+                      "X to allocate or wait for the reclaim")
+        open(hold, "w").close()
+        if not y.stdout.readline().startswith("holding="):
+            self.fail("Y: " + y.stderr.read())
+        self.wait_for(lambda: "holding=" in self.text(out), "X to allocate")
+        self.assertIn("alloc=ok", self.text(out))
+        drv = self.driver()
+        self.assertEqual(drv["dev0_used"], 64 * Mi + 64 * Mi + 512 * Mi)
+        self.assertEqual(drv["dev0_peak"], drv["dev0_used"], "the peak counted dead memory")
+        self.kill(x)
+        self.kill(y)
+
     def test_context_overhead_is_charged_as_measured(self):
         self.make_fraction(limit=2 * Gi)
         p, held = self.probe_bg("info", "ctx-create", "0", "info", "hold", "60")

@@ -36,7 +36,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "cri"))
 import cluster as C  # noqa: E402
 import crinode  # noqa: E402
-from crinode import AGENT, Gi, Mi, MPS_FAKE, RUNC, RUNTIME  # noqa: E402
+from crinode import AGENT, Gi, Mi, MPS_FAKE  # noqa: E402
 from harness import PROBE, kv  # noqa: E402
 
 NODE_NAME = "127.0.0.1"
@@ -127,21 +127,11 @@ class Node:
         self.state = os.path.join(t, "gpufrac")
         for d in (self.gpusim_dir, self.state):
             os.makedirs(d)
-        self.env = {
-            "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-            "LD_LIBRARY_PATH": crinode.GPUSIM, "GPUSIM_DEVICES": DEVICES,
-            "GPUSIM_STATE": self.gpusim_state, "GPUSIM_CTX_OVERHEAD": "0",
-            "GPUFRAC_STATE_DIR": self.state, "GPUFRAC_RUNTIME_CONF": "/nonexistent",
-            "GPUFRAC_REAL_RUNTIME": RUNC, "GPUFRAC_SHIM": crinode.SHIM,
-            "ASAN_OPTIONS": "detect_leaks=0", "UBSAN_OPTIONS": "halt_on_error=1",
-        }
+        self.env = crinode.node_env(self.gpusim_state, DEVICES, self.state)
         subprocess.run([PROBE, "info"], env=self.env, check=True, capture_output=True)
         # containerd as in the CRI suite, with a loopback-only CNI for the kubelet
         d = os.path.join(t, "containerd")
-        self.ctd = crinode.Containerd(
-            d, crinode.test_config(d, crinode.gpufrac_handler(os.path.realpath(RUNTIME),
-                                                          os.path.join(d, "runc"))),
-            self.env, crinode.build_images(t))
+        self.ctd = crinode.gpufrac_containerd(d, self.env, crinode.build_images(t))
         os.makedirs(os.path.join(d, "cni-bin"))
         os.makedirs(os.path.join(d, "cni-conf"))
         os.symlink(CNI_LOOPBACK, os.path.join(d, "cni-bin", "loopback"))
@@ -230,9 +220,7 @@ class Node:
             return r.read().decode()
 
     def fractions(self):
-        d = os.path.join(self.state, "fractions")
-        return sorted(n for n in os.listdir(d) if not n.startswith(".")) \
-            if os.path.isdir(d) else []
+        return crinode.fractions(self.state)
 
     def pod_log(self, name, container="main"):
         status, data = self.cluster.raw(
@@ -258,9 +246,7 @@ class Node:
                 if p:
                     p.stop()
             if self.ctd:
-                self.ctd.kill_shims()
-                subprocess.run(["umount", "-R", "-l", os.path.join(self.ctd.d, "root")],
-                               capture_output=True)
+                self.ctd.teardown()
             subprocess.run(["umount", "-R", "-l", os.path.join(self.tmp, "kubelet")],
                            capture_output=True)
             self.remove_cgroups()

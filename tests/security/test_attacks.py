@@ -17,12 +17,15 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "agent"))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
-from harness import BUILD, GPUFRAC, PROBE, SHIM, Gi, Mi, kv  # noqa: E402, F401
+from harness import BUILD, Gi, Mi, StagedBuild, kv  # noqa: E402, F401
 from test_agent import AgentTestCase  # noqa: E402
 
-FORGE = os.path.join(BUILD, "tests", "ledger_forge")
 TENANT = os.path.join(HERE, "tenant.py")
 NOBODY = 65534
+# what the tenant runs, staged where uid 65534 can reach it wherever the
+# checkout is (its binaries are found by the same names in the build)
+STAGED = ("bin/gpufrac", "lib/libgpufrac.so", "lib/gpusim", "tests/shimprobe",
+          "tests/ledger_forge")
 
 
 def userns_works():
@@ -34,15 +37,31 @@ def userns_works():
 class AttackBase(AgentTestCase):
     devices = "4Gi"
 
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.stage = StagedBuild(STAGED, [TENANT])
+        cls.gpusim_dir = cls.stage.path("lib/gpusim")
+        cls.PROBE = cls.stage.path("tests/shimprobe")
+        cls.FORGE = cls.stage.path("tests/ledger_forge")
+        cls.SHIM = cls.stage.path("lib/libgpufrac.so")
+        cls.GPUFRAC = cls.stage.path("bin/gpufrac")
+        cls.TENANT = cls.stage.src(TENANT)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.stage.remove()
+        super().tearDownClass()
+
     def setUp(self):
         super().setUp()
         for d in (self.tmp, self.state, os.path.join(self.state, "fractions")):
             os.chmod(d, 0o755)
         os.chmod(self.env["GPUSIM_STATE"], 0o666)
-        self.uuid = kv(subprocess.run([PROBE, "uuid"], env=self.env, capture_output=True,
+        self.uuid = kv(subprocess.run([self.PROBE, "uuid"], env=self.env, capture_output=True,
                                       text=True).stdout)["uuid"]
         # canaries: a root job on the GPU and another fraction's init
-        self.root_canary = subprocess.Popen([PROBE, "alloc", "64Mi", "hold", "600"],
+        self.root_canary = subprocess.Popen([self.PROBE, "alloc", "64Mi", "hold", "600"],
                                             env=self.env, stdout=subprocess.PIPE, text=True)
         self.procs.append(self.root_canary)
         self.wait_for(lambda: self.root_canary.stdout.readline().startswith("holding="),
@@ -82,8 +101,8 @@ class AttackBase(AgentTestCase):
         """Admits fraction `name` for uid 65534, starts its init as the
         tenant running `body` (tenant.py), attaches it and lets it go."""
         f = self.admit(name, request, limit, termlog=termlog)
-        cmd = [sys.executable, TENANT, f["socket"], f["ledger"], f["config"], FORGE, PROBE,
-               SHIM, body]
+        cmd = [sys.executable, self.TENANT, f["socket"], f["ledger"], f["config"], self.FORGE,
+               self.PROBE, self.SHIM, body]
         if ns:
             cmd = ["unshare", "--user", "--pid", "--fork", "--map-root-user"] + cmd
         env = dict(self.env, PYTHONDONTWRITEBYTECODE="1")
@@ -207,8 +226,8 @@ class AttackTest(AttackBase):
             self.wait_watchdog_kill("k8s.t5")
         self.assertNotIn("lend k8s.t5", open(os.path.join(self.state, "agent", "journal")).read())
         # the guaranteed owner gets its request
-        r = subprocess.run([PROBE, "alloc", "3Gi"],
-                           env=dict(self.env, LD_PRELOAD=SHIM, GPUFRAC_CONFIG=owner["config"]),
+        r = subprocess.run([self.PROBE, "alloc", "3Gi"],
+                           env=dict(self.env, LD_PRELOAD=self.SHIM, GPUFRAC_CONFIG=owner["config"]),
                            capture_output=True, text=True, timeout=60)
         self.assertIn("alloc=ok", r.stdout, r.stderr)
         self.assert_node_unharmed()
@@ -217,8 +236,9 @@ class AttackTest(AttackBase):
         # a real borrower in another fraction; the tenant asks to reclaim while
         # the GPU has the memory free: nobody is evicted
         b = self.admit("k8s.lender", 256 * Mi, 1 * Gi, uid=0)
-        init = subprocess.Popen(["sh", "-c", "read x; exec %s alloc 700Mi hold 60" % PROBE],
-                                env=dict(self.env, LD_PRELOAD=SHIM, GPUFRAC_CONFIG=b["config"]),
+        init = subprocess.Popen(["sh", "-c", "read x; exec %s alloc 700Mi hold 60" % self.PROBE],
+                                env=dict(self.env, LD_PRELOAD=self.SHIM,
+                                         GPUFRAC_CONFIG=b["config"]),
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.procs.append(init)
         self.attach("k8s.lender", init.pid)
@@ -254,8 +274,9 @@ class AttackTest(AttackBase):
         self.assertGreater(opened, 1024, "the tenant could not open enough connections")
         # another fraction still borrows, root still admits and pings
         b = self.admit("k8s.burst7", 256 * Mi, 1 * Gi, uid=0)
-        init = subprocess.Popen(["sh", "-c", "read x; exec %s alloc 700Mi" % PROBE],
-                                env=dict(self.env, LD_PRELOAD=SHIM, GPUFRAC_CONFIG=b["config"]),
+        init = subprocess.Popen(["sh", "-c", "read x; exec %s alloc 700Mi" % self.PROBE],
+                                env=dict(self.env, LD_PRELOAD=self.SHIM,
+                                         GPUFRAC_CONFIG=b["config"]),
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.procs.append(init)
         self.attach("k8s.burst7", init.pid)
@@ -311,7 +332,7 @@ class AttackTest(AttackBase):
     def test_cross_fraction_cleanup(self):
         # an attached container fraction with no process in a slot survives an
         # unrelated gpufrac run
-        r = subprocess.run([GPUFRAC, "run", "--memory", "64Mi", "--", "true"], env=self.env,
+        r = subprocess.run([self.GPUFRAC, "run", "--memory", "64Mi", "--", "true"], env=self.env,
                            capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertTrue(os.path.isdir(os.path.join(self.state, "fractions", "k8s.other")))
@@ -351,8 +372,8 @@ class PidNamespaceTest(AttackBase):
                       "the loan in a PID namespace")
         # a guaranteed owner needs its memory: the borrower inside the namespace goes
         owner = self.admit("k8s.owner", 2 * Gi, 2 * Gi, uid=0)
-        init = subprocess.Popen(["sh", "-c", "read x; exec %s alloc 1536Mi" % PROBE],
-                                env=dict(self.env, LD_PRELOAD=SHIM,
+        init = subprocess.Popen(["sh", "-c", "read x; exec %s alloc 1536Mi" % self.PROBE],
+                                env=dict(self.env, LD_PRELOAD=self.SHIM,
                                          GPUFRAC_CONFIG=owner["config"]),
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.procs.append(init)
@@ -443,7 +464,7 @@ class UsersSockTest(AttackBase):
             if n.startswith("gpusim.state"):
                 os.chmod(os.path.join(self.tmp, n), 0o666)
         os.chmod(self.tmp, 0o755)
-        victim = subprocess.Popen([GPUFRAC, "run", "--state-dir", self.state, "--name",
+        victim = subprocess.Popen([self.GPUFRAC, "run", "--state-dir", self.state, "--name",
                                    "victim", "--memory", "256Mi", "--", "sleep", "600"],
                                   env=self.env, user=65533, group=65533, extra_groups=[],
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -461,7 +482,7 @@ class UsersSockTest(AttackBase):
         # the victim's own socket, a run under the same name
         reply = self.ask_as(NOBODY, "gpufrac/1 end name=victim exit=0")[0]
         self.assertIn("only the fraction's supervisor or root may end it", reply)
-        r = subprocess.run([GPUFRAC, "stop", "--state-dir", self.state, "victim"],
+        r = subprocess.run([self.GPUFRAC, "stop", "--state-dir", self.state, "victim"],
                            env=self.env, user=NOBODY, group=NOBODY, extra_groups=[],
                            capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 1, r.stdout)
@@ -479,7 +500,7 @@ class UsersSockTest(AttackBase):
         self.assertIn("admitted fraction victim of uid 65533 (pid %d)" % victim.pid,
                       self.events())
         # the owner may stop it; the agent then keeps it for status under ended/
-        r = subprocess.run([GPUFRAC, "stop", "--state-dir", self.state, "victim"],
+        r = subprocess.run([self.GPUFRAC, "stop", "--state-dir", self.state, "victim"],
                            env=self.env, user=65533, group=65533, extra_groups=[],
                            capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 0, r.stderr)
