@@ -661,7 +661,8 @@ void gf_model_forget(gf_model *m, const char *uid)
     pthread_rwlock_unlock(&m->lock);
 }
 
-size_t gf_model_expire_held(gf_model *m, uint64_t now_ms, uint64_t ttl_ms)
+/* Drops the assumptions (holds only, when holds_only) older than ttl_ms. */
+static size_t expire(gf_model *m, uint64_t now_ms, uint64_t ttl_ms, bool holds_only)
 {
     size_t i, count = 0;
     mentry *e;
@@ -671,7 +672,8 @@ size_t gf_model_expire_held(gf_model *m, uint64_t now_ms, uint64_t ttl_ms)
         for (e = m->pods.buckets[i]; e != NULL; e = e->hnext) {
             mpod *p = (mpod *)e;
 
-            if (p->held && p->assumed && now_ms - p->assumed_at > ttl_ms) {
+            if (p->assumed && p->node != NULL && (p->held || !holds_only) &&
+                now_ms - p->assumed_at > ttl_ms) {
                 gf_model_forget_locked(p);
                 count++;
             }
@@ -681,25 +683,14 @@ size_t gf_model_expire_held(gf_model *m, uint64_t now_ms, uint64_t ttl_ms)
     return count;
 }
 
+size_t gf_model_expire_held(gf_model *m, uint64_t now_ms, uint64_t ttl_ms)
+{
+    return expire(m, now_ms, ttl_ms, true);
+}
+
 size_t gf_model_expire_assumed(gf_model *m, uint64_t now_ms, uint64_t ttl_ms)
 {
-    size_t i, count = 0;
-    mentry *e;
-
-    pthread_rwlock_wrlock(&m->lock);
-    for (i = 0; i < m->pods.n_buckets; i++) {
-        for (e = m->pods.buckets[i]; e != NULL; e = e->hnext) {
-            mpod *p = (mpod *)e;
-
-            if (p->assumed && p->node != NULL && now_ms - p->assumed_at > ttl_ms) {
-                unplace(p);
-                p->assumed = false;
-                count++;
-            }
-        }
-    }
-    pthread_rwlock_unlock(&m->lock);
-    return count;
+    return expire(m, now_ms, ttl_ms, false);
 }
 
 /* --- resync --- */
