@@ -54,8 +54,11 @@ static gf_agent *fx_agent;
 
 static void refresh_views(gf_agent *a)
 {
+    gf_error err;
+
+    /* sized to the GPUs added so far, then read (the agent: once at open) */
     for (int i = 0; i < a->n_fractions; i++)
-        gf_ledger_view_read(a->fractions[i].ledger_fd, &a->fractions[i].view);
+        assert_int_equal(gf_fraction_view_init(a, &a->fractions[i], &err), 0);
 }
 
 static gf_afraction *add_fraction(fixture *fx, const char *name, const char *uuid,
@@ -63,15 +66,17 @@ static gf_afraction *add_fraction(fixture *fx, const char *name, const char *uui
 {
     gf_agent *a = &fx->a;
     gf_afraction *f = &a->fractions[a->n_fractions++];
+    gf_fraction_config cfg = {.n_devices = 1};
+    char ledger[GF_PATH_MAX];
     gf_error err;
 
     memset(f, 0, sizeof(*f));
-    snprintf(f->cfg.name, sizeof(f->cfg.name), "%s", name);
-    snprintf(f->cfg.ledger, sizeof(f->cfg.ledger), "%s/%s.ledger", fx->dir, name);
-    f->cfg.n_devices = 1;
-    snprintf(f->cfg.devices[0].uuid, sizeof(f->cfg.devices[0].uuid), "%s", uuid);
-    f->cfg.devices[0].request = request;
-    f->cfg.devices[0].limit = limit;
+    snprintf(cfg.name, sizeof(cfg.name), "%s", name);
+    snprintf(ledger, sizeof(ledger), "%s/%s.ledger", fx->dir, name);
+    snprintf(cfg.devices[0].uuid, sizeof(cfg.devices[0].uuid), "%s", uuid);
+    cfg.devices[0].request = request;
+    cfg.devices[0].limit = limit;
+    assert_int_equal(gf_aconfig_set(&f->cfg, &cfg, ledger, &err), 0);
     assert_int_equal(gf_ledger_create(f->cfg.ledger, name, 0600, &err), 0);
     assert_int_equal(gf_ledger_open(f->cfg.ledger, &ledgers[f - a->fractions], &err), 0);
     f->ledger_fd = ledgers[f - a->fractions].fd;
@@ -107,8 +112,10 @@ static int teardown(void **state)
 {
     fixture *fx = *state;
     char cmd[128];
-    for (int i = 0; i < fx->a.n_fractions; i++)
+    for (int i = 0; i < fx->a.n_fractions; i++) {
         gf_ledger_close(&ledgers[i]);
+        gf_fraction_free(&fx->a.fractions[i]);
+    }
     if (fx->expected)
         fclose(fx->expected);
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", fx->dir);
