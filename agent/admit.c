@@ -227,7 +227,7 @@ void gf_admit_container(gf_agent *a, const gf_msg *in, gf_msg *out, const struct
     gf_msg_add(out, "ledger", f->cfg.ledger);
     gf_msg_add(out, "socket", f->cfg.agent);
     gf_msg_add(out, "mps", pipe);
-    gf_place_reply(out, &f->cfg);
+    gf_place_reply(out, f->cfg.devices, f->cfg.n_devices);
 }
 
 int gf_attach_pid(gf_agent *a, gf_afraction *f, pid_t pid, bool admitted, gf_error *err)

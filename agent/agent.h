@@ -70,10 +70,23 @@ typedef struct gf_gpu {
     uint64_t mps_restarts;
 } gf_gpu;
 
-/* One fraction known to the agent. */
+/* What the agent keeps of a fraction's config (trusted: root's or checked at
+ * admission, read once when the fraction appears), sized to what it holds:
+ * the shim's own ledger path is not kept. */
+typedef struct gf_aconfig {
+    char name[GF_NAME_MAX];
+    gf_mode mode;
+    size_t n_devices;
+    gf_config_device *devices; /* n_devices of them */
+    char *ledger;              /* the agent's: <dir>/ledger */
+    char *agent;               /* the agent's socket the config names, "" = no burst */
+} gf_aconfig;
+
+/* One fraction known to the agent. Its strings and arrays are its own heap
+ * blocks (gf_fraction_free), so a fraction costs what it uses. */
 typedef struct gf_afraction {
-    char dir[GF_PATH_MAX];
-    gf_fraction_config cfg;
+    char *dir;                 /* <state>/fractions/<name> */
+    gf_aconfig cfg;
     int ledger_fd;             /* opened O_NOFOLLOW, never mapped */
     uint64_t fid;              /* unique per fraction the agent opened (never reused) */
     pid_t supervisor;          /* host pid the agent attached itself; 0 when none */
@@ -82,17 +95,28 @@ typedef struct gf_afraction {
     bool sup_admitted;         /* a container's init, attached by the runtime */
     bool sup_seen;             /* a supervisor was attached once (stale when gone) */
     uid_t owner;               /* owner of the ledger file at open */
-    gf_ledger_view view;       /* last copy of the ledger (tenant data) */
+    gf_ledger_view view;       /* last copy of the ledger's entries of the fraction's GPUs
+                                * (tenant data; tag: the node GPU) */
     uint64_t evictions[GF_CONFIG_DEVICES_MAX]; /* the agent's own counts, per config device */
     char ns[64], pod[128], container[64]; /* Kubernetes identity, "" on one host */
-    char termlog[GF_PATH_MAX]; /* host file of the container's termination message (root's
-                                * runtime named it at admit), "" when none */
+    char *termlog;             /* host file of the container's termination message (root's
+                                * runtime named it at admit), NULL when none */
     uint64_t driver_used[GF_CONFIG_DEVICES_MAX]; /* watchdog: NVML per-process sum */
     uint64_t watchdog_kills;
     uint64_t watchdog_kills_gpu[GF_CONFIG_DEVICES_MAX]; /* per config device, since start */
     bool seen;                 /* mark for rescans */
     int listen_fd;             /* <dir>/agent.sock: the fraction's own socket, -1 if none */
 } gf_afraction;
+
+/* fraction.c: a fraction's own heap parts. */
+/* Fills c from a parsed config and the agent's ledger path. */
+int gf_aconfig_set(gf_aconfig *c, const gf_fraction_config *cfg, const char *ledger,
+                   gf_error *err);
+/* The entry for uuid: an exact match first, else "*", else NULL (as
+ * gf_config_find_device). */
+const gf_config_device *gf_aconfig_device(const gf_aconfig *c, const char *uuid);
+/* Frees what f holds (not its descriptors) and clears the pointers. */
+void gf_fraction_free(gf_afraction *f);
 
 typedef struct gf_agent {
     pthread_mutex_t lock;       /* the metrics thread reads under it */
@@ -154,6 +178,15 @@ gf_afraction *gf_registry_find_fid(gf_agent *a, uint64_t fid);
 /* The same, rescanning once on a miss (a fraction made since the last scan). */
 gf_afraction *gf_registry_find_name_fresh(gf_agent *a, const char *name);
 void gf_registry_sums(gf_agent *a);
+/* Sizes f's ledger view to the node GPUs its config covers (after f->cfg is
+ * set), then reads it. */
+int gf_fraction_view_init(gf_agent *a, gf_afraction *f, gf_error *err);
+/* Reads f's ledger again into its view. */
+void gf_fraction_view_read(gf_agent *a, gf_afraction *f);
+/* The private copy of f's ledger entry for node GPU gpu and its index in the
+ * ledger, or NULL (exact: only an entry named by the GPU's own uuid). */
+const gf_ledger_device *gf_fraction_ledger_device(const gf_afraction *f, int gpu, bool exact,
+                                                 int *index);
 int gf_gpu_index(const gf_agent *a, const char *uuid);
 
 /* attrib.c: which fraction a host pid belongs to, from the kernel only: its

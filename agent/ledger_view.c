@@ -3,48 +3,72 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 static int bad(gf_ledger_view *v, const char *why)
 {
     v->ok = false;
-    snprintf(v->why, sizeof(v->why), "%s", why);
+    v->why = why;
+    for (int i = 0; i < v->n_entries; i++)
+        v->entries[i].index = -1;
     return -1;
 }
 
-#define FIELD(v, buf, f) memcpy(&(v)->f, (const char *)(buf) + offsetof(gf_ledger_header, f), \
-                                sizeof((v)->f))
-
-int gf_ledger_view_parse(const void *buf, size_t len, gf_ledger_view *v)
+/* The first ready entry of the copied table named uuid, or -1. */
+static int find_ready(const unsigned char *table, const char *uuid)
 {
+    for (int d = 0; uuid && d < GF_LEDGER_DEVICES; d++) {
+        const unsigned char *e = table + (size_t)d * sizeof(gf_ledger_device);
+        uint32_t state;
+        char name[GF_UUID_MAX];
+        memcpy(&state, e + offsetof(gf_ledger_device, state), sizeof(state));
+        memcpy(name, e + offsetof(gf_ledger_device, uuid), sizeof(name));
+        name[sizeof(name) - 1] = '\0'; /* terminated, whatever was written */
+        if (state == GF_DEV_READY && strcmp(name, uuid) == 0)
+            return d;
+    }
+    return -1;
+}
+
+#define FIELD(dst, buf, f) memcpy(&(dst), (const char *)(buf) + offsetof(gf_ledger_header, f), \
+                                  sizeof(dst))
+
+int gf_ledger_view_parse(const void *buf, size_t len, const gf_ledger_view_key *keys,
+                         gf_ledger_view *v)
+{
+    const unsigned char *table = (const unsigned char *)buf + offsetof(gf_ledger_header, devices);
+    uint64_t magic;
+    uint32_t version, n_slots, n_devices, header_size;
+
     v->ok = false;
-    v->why[0] = '\0';
+    v->why = NULL;
     if (len < GF_LEDGER_VIEW_BYTES)
         return bad(v, "truncated");
-    FIELD(v, buf, magic);
-    FIELD(v, buf, version);
-    FIELD(v, buf, n_slots);
-    FIELD(v, buf, n_devices);
-    FIELD(v, buf, header_size);
-    FIELD(v, buf, name);
-    FIELD(v, buf, dead_reclaims);
-    FIELD(v, buf, watchdog_kills);
-    FIELD(v, buf, devices);
-    if (v->magic != GF_LEDGER_MAGIC || v->version != GF_LEDGER_VERSION ||
-        v->n_slots != GF_LEDGER_SLOTS || v->n_devices != GF_LEDGER_DEVICES ||
-        v->header_size != sizeof(gf_ledger_header))
+    FIELD(magic, buf, magic);
+    FIELD(version, buf, version);
+    FIELD(n_slots, buf, n_slots);
+    FIELD(n_devices, buf, n_devices);
+    FIELD(header_size, buf, header_size);
+    if (magic != GF_LEDGER_MAGIC || version != GF_LEDGER_VERSION || n_slots != GF_LEDGER_SLOTS ||
+        n_devices != GF_LEDGER_DEVICES || header_size != sizeof(gf_ledger_header))
         return bad(v, "not a gpufrac ledger of this version");
-    /* strings the agent compares and prints: terminated, whatever was written */
-    for (int d = 0; d < GF_LEDGER_DEVICES; d++)
-        v->devices[d].uuid[sizeof(v->devices[d].uuid) - 1] = '\0';
-    v->name[sizeof(v->name) - 1] = '\0';
+    for (int i = 0; i < v->n_entries; i++) {
+        gf_ledger_view_entry *e = &v->entries[i];
+        e->index = find_ready(table, keys[i].uuid);
+        e->exact = e->index >= 0;
+        if (e->index < 0)
+            e->index = find_ready(table, keys[i].fallback);
+        if (e->index < 0)
+            continue;
+        memcpy(&e->dev, table + (size_t)e->index * sizeof(gf_ledger_device), sizeof(e->dev));
+        e->dev.uuid[sizeof(e->dev.uuid) - 1] = '\0';
+    }
     v->ok = true;
     return 0;
 }
 
-int gf_ledger_view_read(int fd, gf_ledger_view *v)
+int gf_ledger_view_read(int fd, const gf_ledger_view_key *keys, gf_ledger_view *v)
 {
     static _Thread_local unsigned char buf[GF_LEDGER_VIEW_BYTES];
     size_t got = 0;
@@ -58,20 +82,20 @@ int gf_ledger_view_read(int fd, gf_ledger_view *v)
             break;
         got += (size_t)n;
     }
-    return gf_ledger_view_parse(buf, got, v);
+    return gf_ledger_view_parse(buf, got, keys, v);
 }
 
-int gf_ledger_view_device(const gf_ledger_view *v, const char *uuid)
+const gf_ledger_view_entry *gf_ledger_view_entry_of(const gf_ledger_view *v, int tag,
+                                                   bool exact)
 {
     if (!v->ok)
-        return -1;
-    for (int d = 0; d < GF_LEDGER_DEVICES; d++) {
-        const gf_ledger_device *dv = &v->devices[d];
-        if (atomic_load_explicit(&dv->state, memory_order_relaxed) == GF_DEV_READY &&
-            strcmp(dv->uuid, uuid) == 0)
-            return d;
+        return NULL;
+    for (int i = 0; i < v->n_entries; i++) {
+        const gf_ledger_view_entry *e = &v->entries[i];
+        if (e->tag == tag)
+            return e->index >= 0 && (e->exact || !exact) ? e : NULL;
     }
-    return -1;
+    return NULL;
 }
 
 int gf_ledger_view_publish(int fd, int dev, size_t field, uint64_t value)

@@ -1,7 +1,8 @@
 /* The agent's view of a fraction's ledger. The ledger is tenant data (every
  * process of the fraction can write it, truncate it or replace it), so the
- * agent never maps it: it copies the part it reads (header and device table,
- * not the slots) with pread into a private buffer and validates the copy.
+ * agent never maps it: it reads the part before the slots with pread into a
+ * private buffer, validates it and keeps copies of the device entries it
+ * uses.
  * Nothing in the copy can make the agent loop, block or fault; a ledger that
  * does not validate leaves its fraction judged by the driver alone.
  *
@@ -17,33 +18,50 @@
 
 #include "ledger.h"
 
-/* The bytes the agent copies: everything before the slots. */
+/* The bytes the agent reads: everything before the slots. */
 #define GF_LEDGER_VIEW_BYTES offsetof(gf_ledger_header, slots)
 
+/* Which device entry the agent keeps: the first ready entry named uuid, else
+ * (fallback non-NULL) the first ready one named fallback. */
+typedef struct gf_ledger_view_key {
+    const char *uuid;
+    const char *fallback;
+} gf_ledger_view_key;
+
+/* One kept device entry: a private copy (the atomics are plain memory here:
+ * nobody else sees it). */
+typedef struct gf_ledger_view_entry {
+    int tag;                /* the owner's (the agent: which GPU of the node) */
+    int index;              /* in the ledger's device table; -1: no ready entry */
+    bool exact;             /* found by the key's uuid, not its fallback */
+    gf_ledger_device dev;   /* valid when index >= 0 */
+} gf_ledger_view_entry;
+
+/* The agent keeps only the entries it looks up (one per GPU of the node the
+ * fraction's config covers), not the whole device table: the owner gives
+ * entries (n_entries of them) and one key per entry at each read. */
 typedef struct gf_ledger_view {
     bool ok;                     /* false: corrupt, truncated or unreadable */
-    char why[160];               /* when !ok: what was wrong */
-    /* private copies of the header fields and the device table (the atomics
-     * are plain memory here: nobody else sees this copy) */
-    uint64_t magic;
-    uint32_t version, n_slots, n_devices, header_size;
-    char name[GF_NAME_MAX];
-    uint64_t dead_reclaims, watchdog_kills;
-    gf_ledger_device devices[GF_LEDGER_DEVICES];
+    const char *why;             /* when !ok: what was wrong (static text) */
+    int n_entries;
+    gf_ledger_view_entry *entries;
 } gf_ledger_view;
 
-/* Validates len bytes of a ledger's beginning into v (no I/O: what the
- * fuzzer drives). Returns 0 when the copy is a ledger, -1 (v->ok false,
- * v->why set) otherwise. */
-int gf_ledger_view_parse(const void *buf, size_t len, gf_ledger_view *v);
+/* Validates len bytes of a ledger's beginning and copies into v->entries[i]
+ * the entry keys[i] names (no I/O: what the fuzzer drives). Returns 0 when
+ * the copy is a ledger, -1 (v->ok false, v->why set, no entry kept)
+ * otherwise. */
+int gf_ledger_view_parse(const void *buf, size_t len, const gf_ledger_view_key *keys,
+                         gf_ledger_view *v);
 
 /* pread of the ledger's beginning from fd, then parse. Never blocks (fd is a
  * regular file opened O_NONBLOCK) and never reads past GF_LEDGER_VIEW_BYTES. */
-int gf_ledger_view_read(int fd, gf_ledger_view *v);
+int gf_ledger_view_read(int fd, const gf_ledger_view_key *keys, gf_ledger_view *v);
 
-/* The ledger device entry for uuid among the ready ones, or -1. Bounded by
- * GF_LEDGER_DEVICES; only valid when v->ok. */
-int gf_ledger_view_device(const gf_ledger_view *v, const char *uuid);
+/* The kept entry tagged tag (exact: only one found by its key's uuid), or
+ * NULL: none, not ready, or the ledger is not valid. */
+const gf_ledger_view_entry *gf_ledger_view_entry_of(const gf_ledger_view *v, int tag,
+                                                   bool exact);
 
 /* Writes one 64-bit counter of device entry dev (a field offset within
  * gf_ledger_device) into the file. */

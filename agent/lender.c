@@ -38,22 +38,21 @@ void gf_loan_watch(gf_agent *a, int i)
 
 void gf_loans_publish(gf_agent *a, gf_afraction *f)
 {
-    for (int g = 0; g < a->n_gpus; g++) {
-        const gf_config_device *cd = gf_config_find_device(&f->cfg, a->gpus[g].uuid);
-        int d;
-        if (!cd)
-            continue;
-        d = gf_ledger_view_device(&f->view, a->gpus[g].uuid);
-        if (d < 0)
-            d = gf_ledger_view_device(&f->view, cd->uuid);
-        if (d < 0)
-            continue; /* no entry the shim would read (or a corrupt ledger) */
+    if (!f->view.ok)
+        return; /* a corrupt ledger: no entry the shim would read */
+    /* one kept entry per GPU of the node f's config covers */
+    for (int i = 0; i < f->view.n_entries; i++) {
+        gf_ledger_view_entry *e = &f->view.entries[i];
+        int g = e->tag;
+        const gf_config_device *cd = gf_aconfig_device(&f->cfg, a->gpus[g].uuid);
+        if (!cd || e->index < 0)
+            continue; /* no entry the shim would read */
         uint64_t lent = gf_loans_of(a, f, g), ev = f->evictions[cd - f->cfg.devices];
-        gf_ledger_device *vd = &f->view.devices[d];
-        gf_ledger_view_publish(f->ledger_fd, d, offsetof(gf_ledger_device, lent), lent);
-        gf_ledger_view_publish(f->ledger_fd, d, offsetof(gf_ledger_device, evictions), ev);
-        atomic_store(&vd->lent, lent); /* the view shows the agent's figures, not the tenant's */
-        atomic_store(&vd->evictions, ev);
+        gf_ledger_view_publish(f->ledger_fd, e->index, offsetof(gf_ledger_device, lent), lent);
+        gf_ledger_view_publish(f->ledger_fd, e->index, offsetof(gf_ledger_device, evictions), ev);
+        /* the view shows the agent's figures, not the tenant's */
+        atomic_store(&e->dev.lent, lent);
+        atomic_store(&e->dev.evictions, ev);
     }
 }
 
@@ -72,7 +71,7 @@ int gf_lend(gf_agent *a, gf_afraction *f, pid_t pid, int pidfd, int gpu, uint64_
             uint64_t *granted, gf_error *err)
 {
     gf_gpu *g = &a->gpus[gpu];
-    const gf_config_device *cd = gf_config_find_device(&f->cfg, g->uuid);
+    const gf_config_device *cd = gf_aconfig_device(&f->cfg, g->uuid);
     char h1[32], h2[32];
     uint64_t start, lent, room_fraction, room_gpu, committed, give = bytes;
     gf_loan *l;
@@ -271,7 +270,7 @@ static void finish(gf_agent *a, gf_loan *l, const char *how)
         gf_journal(a, "evicted %s %s %d %" PRIu64, l->fraction, uuid, (int)l->pid, l->start);
         a->evictions_total++;
         if (f) {
-            const gf_config_device *cd = gf_config_find_device(&f->cfg, uuid);
+            const gf_config_device *cd = gf_aconfig_device(&f->cfg, uuid);
             if (cd)
                 f->evictions[cd - f->cfg.devices]++;
             gf_journal_fraction_counts(a, f);

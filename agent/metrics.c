@@ -192,11 +192,10 @@ static void sample(render *r, const char *name, size_t labels, size_t len, const
     put(b, "\n", 1);
 }
 
-static const gf_ledger_device *ledger_device(const gf_afraction *f, const char *uuid)
+static const gf_ledger_device *ledger_device(const gf_afraction *f, int gpu)
 {
     /* the agent's private copy (ledger_view.h), its lent/evictions the agent's own */
-    int d = gf_ledger_view_device(&f->view, uuid);
-    return d >= 0 ? &f->view.devices[d] : NULL;
+    return gf_fraction_ledger_device(f, gpu, true, NULL);
 }
 
 static int build_rows(render *r)
@@ -215,13 +214,13 @@ static int build_rows(render *r)
         put_fraction_labels(&r->lab, r, f, true);
         r->flabels_len[i] = r->lab.len - r->flabels[i];
         for (int g = 0; g < a->n_gpus; g++) {
-            const gf_config_device *cd = gf_config_find_device(&f->cfg, a->gpus[g].uuid);
+            const gf_config_device *cd = gf_aconfig_device(&f->cfg, a->gpus[g].uuid);
             row *w;
             if (!cd)
                 continue;
             w = &r->rows[r->n_rows++];
             *w = (row){.f = f, .gpu = &a->gpus[g], .cd = cd,
-                       .ld = ledger_device(f, a->gpus[g].uuid), .labels = r->lab.len};
+                       .ld = ledger_device(f, g), .labels = r->lab.len};
             put_gpu_labels(&r->lab, r, w->gpu);
             put_fraction_labels(&r->lab, r, f, false);
             w->labels_len = r->lab.len - w->labels;

@@ -113,15 +113,14 @@ int gf_place(gf_agent *a, const gf_msg *in, gf_fraction_config *cfg, gf_error *e
     return 0;
 }
 
-void gf_place_reply(gf_msg *out, const gf_fraction_config *cfg)
+void gf_place_reply(gf_msg *out, const gf_config_device *devices, size_t n_devices)
 {
     char devs[GF_PROTO_VAL_MAX] = "";
     size_t off = 0;
 
-    for (size_t i = 0; i < cfg->n_devices; i++) {
+    for (size_t i = 0; i < n_devices; i++) {
         int w = snprintf(devs + off, sizeof(devs) - off, "%s%s/%" PRIu64 "/%" PRIu64,
-                         i ? "," : "", cfg->devices[i].uuid, cfg->devices[i].request,
-                         cfg->devices[i].limit);
+                         i ? "," : "", devices[i].uuid, devices[i].request, devices[i].limit);
         if (w < 0 || (size_t)w >= sizeof(devs) - off)
             return; /* no devices= at all: the runtime refuses a placed admit without it */
         off += (size_t)w;

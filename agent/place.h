@@ -10,6 +10,6 @@
 int gf_place(gf_agent *a, const gf_msg *in, gf_fraction_config *cfg, gf_error *err);
 /* devices=uuid/request/limit,... of an admitted fraction, for the admit reply
  * (the runtime takes the placed GPUs from it). */
-void gf_place_reply(gf_msg *out, const gf_fraction_config *cfg);
+void gf_place_reply(gf_msg *out, const gf_config_device *devices, size_t n_devices);
 
 #endif

@@ -79,8 +79,10 @@ static void read_identity(gf_afraction *f, int dfd)
             snprintf(f->pod, sizeof(f->pod), "%.127s", line + 4);
         else if (strncmp(line, "container=", 10) == 0)
             snprintf(f->container, sizeof(f->container), "%.63s", line + 10);
-        else if (strncmp(line, "termlog=/", 9) == 0)
-            snprintf(f->termlog, sizeof(f->termlog), "%s", line + 8);
+        else if (strncmp(line, "termlog=/", 9) == 0) {
+            free(f->termlog);
+            f->termlog = strndup(line + 8, GF_PATH_MAX - 1); /* NULL (none) without memory */
+        }
     }
 }
 
@@ -139,6 +141,8 @@ static int load_config(int dfd, const char *name, gf_fraction_config *cfg, gf_er
 
 static int open_fraction(gf_agent *a, const char *name, gf_error *err)
 {
+    gf_fraction_config cfg;
+    char dir[GF_PATH_MAX], ledger[GF_PATH_MAX + 8];
     struct stat st;
     gf_afraction *f;
     int dfd;
@@ -149,27 +153,28 @@ static int open_fraction(gf_agent *a, const char *name, gf_error *err)
     f = &a->fractions[a->n_fractions];
     memset(f, 0, sizeof(*f));
     f->ledger_fd = f->listen_fd = f->sup_pidfd = -1;
-    if ((size_t)snprintf(f->dir, sizeof(f->dir), "%s/fractions/%s", a->state_dir, name) >=
-        sizeof(f->dir) - 16)
+    if ((size_t)snprintf(dir, sizeof(dir), "%s/fractions/%s", a->state_dir, name) >=
+        sizeof(dir) - 16)
         return gf_error_set(err, GF_EINVAL, "path too long: %s", name);
-    dfd = openat(a->frac_dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (dfd < 0)
-        return gf_error_sys(err, "opening %s", f->dir);
-    if (load_config(dfd, name, &f->cfg, err) < 0)
-        goto fail;
     /* the shim's ledger path in the config is the tenant's business: the
      * agent's is always the one in the fraction's directory */
-    if ((size_t)snprintf(f->cfg.ledger, sizeof(f->cfg.ledger), "%.*s/ledger",
-                         (int)(sizeof(f->cfg.ledger) - 8), f->dir) >= sizeof(f->cfg.ledger)) {
-        gf_error_set(err, GF_EINVAL, "path too long: %s", f->dir);
+    snprintf(ledger, sizeof(ledger), "%s/ledger", dir);
+    dfd = openat(a->frac_dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0)
+        return gf_error_sys(err, "opening %s", dir);
+    if (load_config(dfd, name, &cfg, err) < 0 || gf_aconfig_set(&f->cfg, &cfg, ledger, err) < 0)
+        goto fail;
+    if (!(f->dir = strdup(dir))) {
+        gf_error_sys(err, "fraction %s", name);
         goto fail;
     }
     if ((f->ledger_fd = open_file(dfd, "ledger", O_RDWR, &st)) < 0) {
-        gf_error_sys(err, "opening %s/ledger", f->dir);
+        gf_error_sys(err, "opening %s/ledger", dir);
         goto fail;
     }
     f->owner = st.st_uid;
-    gf_ledger_view_read(f->ledger_fd, &f->view);
+    if (gf_fraction_view_init(a, f, err) < 0)
+        goto fail;
     if (!f->view.ok)
         gf_agent_event(a, "fraction %s: ledger %s; judged by the driver only", name, f->view.why);
     f->fid = ++a->next_fid;
@@ -185,6 +190,7 @@ static int open_fraction(gf_agent *a, const char *name, gf_error *err)
 fail:
     if (f->ledger_fd >= 0)
         close(f->ledger_fd);
+    gf_fraction_free(f);
     close(dfd);
     return -1;
 }
@@ -197,6 +203,7 @@ static void close_fraction(gf_afraction *f)
         close(f->listen_fd);
     if (f->sup_pidfd >= 0)
         close(f->sup_pidfd);
+    gf_fraction_free(f);
 }
 
 static void close_unseen(gf_agent *a)
@@ -220,7 +227,7 @@ void gf_registry_sums(gf_agent *a)
         gpu->n_fractions = 0;
         for (int i = 0; i < a->n_fractions; i++) {
             gf_afraction *f = &a->fractions[i];
-            const gf_config_device *cd = gf_config_find_device(&f->cfg, gpu->uuid);
+            const gf_config_device *cd = gf_aconfig_device(&f->cfg, gpu->uuid);
             if (!cd)
                 continue;
             gpu->n_fractions++;
@@ -269,7 +276,7 @@ int gf_registry_scan(gf_agent *a, gf_error *err)
         if ((f = by_name(a, de->d_name))) {
             bool was_ok = f->view.ok;
             f->seen = true;
-            gf_ledger_view_read(f->ledger_fd, &f->view);
+            gf_fraction_view_read(a, f);
             if (was_ok != f->view.ok)
                 gf_agent_event(a, "fraction %s: ledger %s", f->cfg.name,
                                f->view.ok ? "readable again" : f->view.why);

@@ -198,7 +198,7 @@ static void do_reclaim(gf_agent *a, const gf_msg *in, gf_msg *out, req *r)
     gf_registry_scan_if_changed(a, &err);
     if (!(f = caller_fraction(a, r, out)))
         return;
-    if (!(cd = gf_config_find_device(&f->cfg, a->gpus[g].uuid)))
+    if (!(cd = gf_aconfig_device(&f->cfg, a->gpus[g].uuid)))
         return gf_reply_error(out, "only a fraction guaranteed memory on this GPU may reclaim");
     if (bytes > cd->request)
         bytes = cd->request; /* nobody takes back more than its own guarantee */
@@ -223,7 +223,7 @@ static bool supervises_sm(gf_agent *a, pid_t pid, int g)
     for (int i = 0; i < a->n_fractions; i++) {
         const gf_afraction *f = &a->fractions[i];
         if (f->supervisor == pid && f->sup_pidfd >= 0 && f->cfg.mode == GF_MODE_SM_SHARING &&
-            gf_config_find_device(&f->cfg, a->gpus[g].uuid))
+            gf_aconfig_device(&f->cfg, a->gpus[g].uuid))
             return true;
     }
     return false;
@@ -287,7 +287,7 @@ static void do_release(gf_agent *a, const gf_msg *in, gf_msg *out, const req *r)
         return gf_reply_error(out, "only the fraction's supervisor or root may release it");
     for (int g = 0; g < a->n_gpus && f->cfg.mode == GF_MODE_SM_SHARING; g++) {
         int k;
-        if (!gf_config_find_device(&f->cfg, a->gpus[g].uuid))
+        if (!gf_aconfig_device(&f->cfg, a->gpus[g].uuid))
             continue;
         k = driver_pids(a, f, g, pids, 256);
         if (k && gf_mps_terminate_clients(a, g, pids, k, &err) < 0)

@@ -50,7 +50,7 @@ static void write_termination_message(gf_agent *a, const gf_afraction *f, const 
     size_t n = strlen(reason);
     int fd;
 
-    if (!f->termlog[0])
+    if (!f->termlog || !f->termlog[0])
         return;
     fd = open(f->termlog, O_WRONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || ftruncate(fd, 0) < 0 ||
@@ -68,7 +68,7 @@ void gf_terminated_record(gf_agent *a, gf_afraction *f, pid_t pid, int gpu, gf_t
                           uint64_t bytes, uint64_t limit)
 {
     char path[GF_PATH_MAX + 16], reason[512], line[900];
-    const gf_config_device *cd = gf_config_find_device(&f->cfg, a->gpus[gpu].uuid);
+    const gf_config_device *cd = gf_aconfig_device(&f->cfg, a->gpus[gpu].uuid);
     int dfd, fd, n;
 
     if (by == GF_TERM_WATCHDOG && cd)

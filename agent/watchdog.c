@@ -89,7 +89,7 @@ static void enforce(gf_agent *a, int g, int i, int n)
 {
     gf_afraction *f = &a->fractions[i];
     wd_frac *w = &wd.frac[i];
-    const gf_config_device *cd = gf_config_find_device(&f->cfg, a->gpus[g].uuid);
+    const gf_config_device *cd = gf_aconfig_device(&f->cfg, a->gpus[g].uuid);
     uint64_t b;
     int k;
 
@@ -134,7 +134,7 @@ static int sum_gpu(gf_agent *a, int g, int n)
         if (wd.who[k] < 0)
             continue;
         gf_afraction *f = &a->fractions[wd.who[k]];
-        const gf_config_device *cd = gf_config_find_device(&f->cfg, a->gpus[g].uuid);
+        const gf_config_device *cd = gf_aconfig_device(&f->cfg, a->gpus[g].uuid);
         wd_frac *w = &wd.frac[wd.who[k]];
         if (!cd) {
             wd.who[k] = -1; /* a GPU the fraction was not given: not its limit to judge */

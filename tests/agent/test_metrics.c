@@ -54,8 +54,11 @@ static gf_agent *fx_agent;
 
 static void refresh_views(gf_agent *a)
 {
+    gf_error err;
+
+    /* sized to the GPUs added so far, then read (the agent: once at open) */
     for (int i = 0; i < a->n_fractions; i++)
-        gf_ledger_view_read(a->fractions[i].ledger_fd, &a->fractions[i].view);
+        assert_int_equal(gf_fraction_view_init(a, &a->fractions[i], &err), 0);
 }
 
 static gf_afraction *add_fraction(fixture *fx, const char *name, const char *uuid,
@@ -63,15 +66,17 @@ static gf_afraction *add_fraction(fixture *fx, const char *name, const char *uui
 {
     gf_agent *a = &fx->a;
     gf_afraction *f = &a->fractions[a->n_fractions++];
+    gf_fraction_config cfg = {.n_devices = 1};
+    char ledger[GF_PATH_MAX];
     gf_error err;
 
     memset(f, 0, sizeof(*f));
-    snprintf(f->cfg.name, sizeof(f->cfg.name), "%s", name);
-    snprintf(f->cfg.ledger, sizeof(f->cfg.ledger), "%s/%s.ledger", fx->dir, name);
-    f->cfg.n_devices = 1;
-    snprintf(f->cfg.devices[0].uuid, sizeof(f->cfg.devices[0].uuid), "%s", uuid);
-    f->cfg.devices[0].request = request;
-    f->cfg.devices[0].limit = limit;
+    snprintf(cfg.name, sizeof(cfg.name), "%s", name);
+    snprintf(ledger, sizeof(ledger), "%s/%s.ledger", fx->dir, name);
+    snprintf(cfg.devices[0].uuid, sizeof(cfg.devices[0].uuid), "%s", uuid);
+    cfg.devices[0].request = request;
+    cfg.devices[0].limit = limit;
+    assert_int_equal(gf_aconfig_set(&f->cfg, &cfg, ledger, &err), 0);
     assert_int_equal(gf_ledger_create(f->cfg.ledger, name, 0600, &err), 0);
     assert_int_equal(gf_ledger_open(f->cfg.ledger, &ledgers[f - a->fractions], &err), 0);
     f->ledger_fd = ledgers[f - a->fractions].fd;
@@ -107,8 +112,10 @@ static int teardown(void **state)
 {
     fixture *fx = *state;
     char cmd[128];
-    for (int i = 0; i < fx->a.n_fractions; i++)
+    for (int i = 0; i < fx->a.n_fractions; i++) {
         gf_ledger_close(&ledgers[i]);
+        gf_fraction_free(&fx->a.fractions[i]);
+    }
     if (fx->expected)
         fclose(fx->expected);
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", fx->dir);
@@ -272,6 +279,75 @@ static void expect_all(fixture *fx)
 #undef B1
 }
 
+static int tenant_entry(gf_afraction *f, const char *uuid, uint64_t used)
+{
+    gf_error err;
+    int d = gf_ledger_device_index(&ledgers[f - fx_agent->fractions], uuid, 1 * GiB, 2 * GiB,
+                                   &err);
+    assert_true(d >= 0);
+    atomic_store(&ledgers[f - fx_agent->fractions].hdr->devices[d].used, used);
+    return d;
+}
+
+/* The agent keeps a copy of the ledger entries of the GPUs a fraction's
+ * config covers, not the whole table: whatever the tenant made ready costs
+ * nothing more, and each kept copy is the entry the shim charges. */
+static void test_view_keeps_the_fractions_gpus_only(void **state)
+{
+    fixture *fx = *state;
+    gf_agent *a = &fx->a;
+    gf_afraction *alpha, *beta, *gamma;
+    const gf_ledger_device *ld;
+    char uuid[32];
+    int d, da, index;
+
+    add_gpu(a, "GPU-aaaa", 16 * GiB);
+    add_gpu(a, "GPU-bbbb", 16 * GiB);
+    alpha = add_fraction(fx, "alpha", "GPU-aaaa", 1 * GiB, 2 * GiB);
+    beta = add_fraction(fx, "beta", "*", 1 * GiB, 2 * GiB);
+    gamma = add_fraction(fx, "gamma", "*", 1 * GiB, 2 * GiB);
+    /* alpha's tenant fills all 16 entries; its own GPU's is one of them */
+    tenant_entry(alpha, "GPU-bbbb", 9 * MiB);
+    for (d = 0; d < 13; d++) {
+        snprintf(uuid, sizeof(uuid), "GPU-x%d", d);
+        tenant_entry(alpha, uuid, 1 * MiB);
+    }
+    da = tenant_entry(alpha, "GPU-aaaa", 7 * MiB);
+    tenant_entry(alpha, "GPU-y", 1 * MiB);
+    tenant_entry(beta, "GPU-bbbb", 5 * MiB);
+    tenant_entry(gamma, "*", 3 * MiB); /* the shim's entry for a "*" config */
+    refresh_views(a);
+
+    assert_true(alpha->view.ok);
+    assert_int_equal(alpha->view.n_entries, 1);
+    assert_non_null(ld = gf_fraction_ledger_device(alpha, 0, true, &index));
+    assert_int_equal(index, da);
+    assert_string_equal(ld->uuid, "GPU-aaaa");
+    assert_int_equal(atomic_load(&ld->used), 7 * MiB);
+    assert_null(gf_fraction_ledger_device(alpha, 1, false, &index)); /* not its GPU */
+    assert_int_equal(index, -1);
+
+    assert_int_equal(beta->view.n_entries, 2);
+    assert_null(gf_fraction_ledger_device(beta, 0, false, NULL)); /* never used there */
+    assert_non_null(ld = gf_fraction_ledger_device(beta, 1, true, NULL));
+    assert_int_equal(atomic_load(&ld->used), 5 * MiB);
+
+    /* no entry named by the GPU: the config's "*" entry, for what the agent
+     * writes back; not one metrics reports as the GPU's */
+    assert_null(gf_fraction_ledger_device(gamma, 1, true, NULL));
+    assert_non_null(ld = gf_fraction_ledger_device(gamma, 1, false, &index));
+    assert_string_equal(ld->uuid, "*");
+    assert_int_equal(atomic_load(&ld->used), 3 * MiB);
+
+    /* the tenant breaks its ledger: nothing is kept from it */
+    ledgers[alpha - a->fractions].hdr->magic = 0;
+    gf_fraction_view_read(a, alpha);
+    assert_false(alpha->view.ok);
+    assert_non_null(alpha->view.why);
+    assert_null(gf_fraction_ledger_device(alpha, 0, false, &index));
+    assert_int_equal(index, -1);
+}
+
 static void test_page_parses_with_values(void **state)
 {
     fixture *fx = *state;
@@ -422,6 +498,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_page_parses_with_values, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_view_keeps_the_fractions_gpus_only, setup, teardown),
         cmocka_unit_test_setup_teardown(test_empty_agent, setup, teardown),
         cmocka_unit_test_setup_teardown(test_http_endpoint, setup, teardown),
         cmocka_unit_test_setup_teardown(test_render_1000_fractions, setup, teardown),

@@ -138,19 +138,22 @@ static void stop_sup(sup s)
 static gf_afraction *add_fraction(const char *name, uint64_t limit, pid_t supervisor)
 {
     gf_afraction *f = &agent.fractions[agent.n_fractions++];
+    gf_fraction_config cfg = {.n_devices = 1};
+    char path[GF_PATH_MAX];
     gf_error err;
 
     memset(f, 0, sizeof(*f));
-    snprintf(f->cfg.name, sizeof(f->cfg.name), "%s", name);
-    snprintf(f->cfg.ledger, sizeof(f->cfg.ledger), "%s/%s.ledger", dir, name);
-    f->cfg.n_devices = 1;
-    snprintf(f->cfg.devices[0].uuid, sizeof(f->cfg.devices[0].uuid), "%s", agent.gpus[0].uuid);
-    f->cfg.devices[0].request = f->cfg.devices[0].limit = limit;
+    snprintf(cfg.name, sizeof(cfg.name), "%s", name);
+    snprintf(path, sizeof(path), "%s/%s.ledger", dir, name);
+    snprintf(cfg.devices[0].uuid, sizeof(cfg.devices[0].uuid), "%s", agent.gpus[0].uuid);
+    cfg.devices[0].request = cfg.devices[0].limit = limit;
+    assert_int_equal(gf_aconfig_set(&f->cfg, &cfg, path, &err), 0);
     f->supervisor = supervisor;
     f->sup_pidfd = supervisor > 0 ? gf_pidfd_open(supervisor) : -1;
     f->ledger_fd = -1;
     /* its directory, where the agent records why it terminated a process */
-    snprintf(f->dir, sizeof(f->dir), "%s/%s", dir, name);
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    assert_non_null(f->dir = strdup(path));
     assert_int_equal(mkdir(f->dir, 0755), 0);
     assert_int_equal(gf_ledger_create(f->cfg.ledger, name, 0600, &err), 0);
     gf_attrib_dirty();
@@ -182,9 +185,11 @@ static int teardown(void **state)
     char cmd[128];
 
     (void)state;
-    for (int i = 0; i < agent.n_fractions; i++)
+    for (int i = 0; i < agent.n_fractions; i++) {
         if (agent.fractions[i].sup_pidfd >= 0)
             close(agent.fractions[i].sup_pidfd);
+        gf_fraction_free(&agent.fractions[i]);
+    }
     close(agent.frac_dfd);
     free(agent.fractions);
     free(agent.loans);

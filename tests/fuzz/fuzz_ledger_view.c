@@ -2,9 +2,10 @@
  * tenant can write anything into its ledger, truncate it or grow it. First
  * byte even: the input is the ledger's beginning as it is; odd: the input
  * overlays a valid header past its validated fields (so mutations reach the
- * device table). Invariants: parse and the pread path agree, a lookup
- * returns -1 or a ready entry with that exact uuid, strings are terminated,
- * and nothing reads past the copy (ASan). */
+ * device table). Invariants: parse and the pread path agree, a kept entry is
+ * a ready entry of the table named by its key's uuid (or, only when none is,
+ * its fallback), copied whole, strings are terminated, and nothing reads past
+ * the copy (ASan). */
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -35,37 +36,59 @@ static size_t build(const uint8_t *data, size_t size)
     return n < sizeof(ledger) ? n : sizeof(ledger);
 }
 
+#define N_KEYS 4
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static const char *uuids[] = {"GPU-0", "*", "", "GPU-aaaaaaaa-bbbb"};
-    gf_ledger_view v, w;
+    static const gf_ledger_view_key keys[N_KEYS] = {
+        {"GPU-0", "*"}, {"*", NULL}, {"", "GPU-0"}, {"GPU-aaaaaaaa-bbbb", "GPU-aaaaaaaa-bbbb"}};
+    static const gf_ledger_view_key exact[N_KEYS] = {
+        {"GPU-0", NULL}, {"*", NULL}, {"", NULL}, {"GPU-aaaaaaaa-bbbb", NULL}};
+    gf_ledger_view_entry ve[N_KEYS], xe[N_KEYS], we[N_KEYS];
+    gf_ledger_view v = {.n_entries = N_KEYS, .entries = ve};
+    gf_ledger_view x = {.n_entries = N_KEYS, .entries = xe};
+    gf_ledger_view w = {.n_entries = N_KEYS, .entries = we};
     size_t len;
     int fd, rc;
 
     if (size < 1)
         return 0;
     len = build(data, size);
-    rc = gf_ledger_view_parse(ledger, len, &v);
+    for (int i = 0; i < N_KEYS; i++)
+        ve[i].tag = xe[i].tag = we[i].tag = i;
+    rc = gf_ledger_view_parse(ledger, len, keys, &v);
     FUZZ_CHECK(rc == 0 ? v.ok : !v.ok);
-    FUZZ_CHECK(strlen(v.why) < sizeof(v.why));
-    for (size_t i = 0; i < sizeof(uuids) / sizeof(uuids[0]); i++) {
-        int d = gf_ledger_view_device(&v, uuids[i]);
-        FUZZ_CHECK(d >= -1 && d < GF_LEDGER_DEVICES);
-        FUZZ_CHECK(d < 0 || v.ok);
-        if (d >= 0) {
-            FUZZ_CHECK(atomic_load(&v.devices[d].state) == GF_DEV_READY);
-            FUZZ_CHECK(strcmp(v.devices[d].uuid, uuids[i]) == 0);
-        }
+    FUZZ_CHECK(v.ok || (v.why && strlen(v.why) > 0));
+    FUZZ_CHECK(gf_ledger_view_parse(ledger, len, exact, &x) == rc);
+    for (int i = 0; i < N_KEYS; i++) {
+        const gf_ledger_view_entry *e = gf_ledger_view_entry_of(&v, i, false);
+        const unsigned char *raw;
+        FUZZ_CHECK(e == NULL || v.ok);
+        FUZZ_CHECK(!v.ok || ve[i].index >= -1);
+        if (!e)
+            continue;
+        /* a ready entry of the table, named by the key (its uuid first) */
+        FUZZ_CHECK(e->index >= 0 && e->index < GF_LEDGER_DEVICES);
+        FUZZ_CHECK(atomic_load(&e->dev.state) == GF_DEV_READY);
+        FUZZ_CHECK(strlen(e->dev.uuid) < GF_UUID_MAX);
+        FUZZ_CHECK(strcmp(e->dev.uuid, e->exact ? keys[i].uuid : keys[i].fallback) == 0);
+        FUZZ_CHECK(e->exact == (xe[i].index >= 0));
+        FUZZ_CHECK(!e->exact || xe[i].index == e->index);
+        FUZZ_CHECK(e->exact || gf_ledger_view_entry_of(&v, i, true) == NULL);
+        /* the copy is the table's entry (counters and all) */
+        raw = ledger + offsetof(gf_ledger_header, devices) +
+              (size_t)e->index * sizeof(gf_ledger_device);
+        FUZZ_CHECK(memcmp(&e->dev.request, raw + offsetof(gf_ledger_device, request),
+                          sizeof(gf_ledger_device) - offsetof(gf_ledger_device, request)) == 0);
     }
-    if (v.ok)
-        for (int d = 0; d < GF_LEDGER_DEVICES; d++)
-            FUZZ_CHECK(strlen(v.devices[d].uuid) < GF_UUID_MAX);
     /* the same bytes through a file, as the agent reads them */
     fd = memfd_create("ledger", MFD_CLOEXEC);
     if (fd >= 0) {
         if (write(fd, ledger, len) == (ssize_t)len) {
-            gf_ledger_view_read(fd, &w);
+            gf_ledger_view_read(fd, keys, &w);
             FUZZ_CHECK(w.ok == v.ok);
+            for (int i = 0; v.ok && i < N_KEYS; i++)
+                FUZZ_CHECK(we[i].index == ve[i].index && we[i].exact == ve[i].exact);
             FUZZ_CHECK(!gf_ledger_view_any_live(fd));
         }
         close(fd);
