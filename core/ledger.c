@@ -14,15 +14,21 @@ _Static_assert(GF_LEDGER_SLOTS * 1LL < GF_LEDGER_LOCK_BASE, "lock bytes overlap"
 _Static_assert(GF_LEDGER_LOCK_BASE + GF_LEDGER_SLOTS <= GF_LEDGER_CTX_LOCK_BASE,
                "context lock bytes overlap the slot locks");
 
-static int slot_lock(int fd, int slot, short type, int cmd)
+/* An OFD lock on the one byte at off of the ledger file. */
+static int byte_lock(int fd, off_t off, short type, int cmd)
 {
     struct flock fl = {
         .l_type = type,
         .l_whence = SEEK_SET,
-        .l_start = GF_LEDGER_LOCK_BASE + slot,
+        .l_start = off,
         .l_len = 1,
     };
     return fcntl(fd, cmd, &fl);
+}
+
+static int slot_lock(int fd, int slot, short type, int cmd)
+{
+    return byte_lock(fd, GF_LEDGER_LOCK_BASE + slot, type, cmd);
 }
 
 static bool slot_lock_free(int fd, int slot)
@@ -344,13 +350,7 @@ uint64_t gf_ledger_ctx_estimate(const gf_ledger *lg, int dev)
 
 static int ctx_lock(int fd, int dev, short type, int cmd)
 {
-    struct flock fl = {
-        .l_type = type,
-        .l_whence = SEEK_SET,
-        .l_start = GF_LEDGER_CTX_LOCK_BASE + dev,
-        .l_len = 1,
-    };
-    return fcntl(fd, cmd, &fl);
+    return byte_lock(fd, GF_LEDGER_CTX_LOCK_BASE + dev, type, cmd);
 }
 
 int gf_ledger_first_ctx_lock(gf_ledger *lg, int dev)

@@ -1,6 +1,6 @@
 /* The pods filter saw last, for bind (which carries only their names). Each
- * record is its own allocation, freed when bind takes it, so nothing of a
- * burst stays resident once its pods are bound (dropped). */
+ * record is its own allocation, freed once its bind succeeds, so nothing of
+ * a burst stays resident after its pods are bound. */
 #include <stdlib.h>
 #include <string.h>
 

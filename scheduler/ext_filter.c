@@ -140,7 +140,7 @@ int gf_ext_filter(gf_extender *x, const char *body, size_t len, gf_ext_reply *r)
     if (x->filter_best && pod->fractional && !pod->invalid)
         gf_model_unhold(x->model, pod->uid); /* a retry: judged without its last hold */
     if (pod->fractional && !(v = evaluate(x, pod, &a, &err))) {
-        rc = gf_ext_reply_json(r, 200, filter_result(&a, NULL, a.n, err.msg));
+        rc = gf_ext_reply_json(r, 200, filter_result(&a, NULL, only, err.msg));
         goto out_args;
     }
     if (v && x->filter_best && !pod->invalid)

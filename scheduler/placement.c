@@ -370,6 +370,7 @@ void gf_sched_placement_fill(const gf_model *m, const mpod *p, gf_sched_placemen
     snprintf(out->devices, sizeof(out->devices), "%s", p->devices != NULL ? p->devices : "");
 }
 
+/* out may be NULL (a hold has no placement to report). */
 static int reserve_locked(gf_model *m, const gf_sched_pod *pod, const char *node,
                           gf_policy policy, bool hold, gf_sched_placement *out, gf_error *err)
 {
@@ -388,7 +389,8 @@ static int reserve_locked(gf_model *m, const gf_sched_pod *pod, const char *node
             p->held = false;
             p->assumed_at = gf_model_now_ms();
         }
-        gf_sched_placement_fill(m, p, out);
+        if (out != NULL)
+            gf_sched_placement_fill(m, p, out);
         return 0;
     }
     if (p != NULL && p->node != NULL && !p->assumed)
@@ -403,7 +405,8 @@ static int reserve_locked(gf_model *m, const gf_sched_pod *pod, const char *node
         return -1;
     p = gf_model_pod_find(m, pod->uid);
     p->held = hold;
-    gf_sched_placement_fill(m, p, out);
+    if (out != NULL)
+        gf_sched_placement_fill(m, p, out);
     return 0;
 }
 
@@ -421,15 +424,11 @@ int gf_model_reserve(gf_model *m, const gf_sched_pod *pod, const char *node, gf_
 int gf_model_hold(gf_model *m, const gf_sched_pod *pod, const char *node, gf_policy policy,
                   gf_error *err)
 {
-    gf_sched_placement *where = malloc(sizeof(*where));
     int rc;
 
-    if (where == NULL)
-        return gf_error_set(err, GF_ENOSPACE, "hold: out of memory");
     pthread_rwlock_wrlock(&m->lock);
-    rc = reserve_locked(m, pod, node, policy, true, where, err);
+    rc = reserve_locked(m, pod, node, policy, true, NULL, err); /* no placement to fill */
     pthread_rwlock_unlock(&m->lock);
-    free(where);
     return rc;
 }
 
