@@ -72,6 +72,10 @@ static int parse_devices(const char *v, gf_fraction_config *cfg, gf_error *err)
                                 "devices: \"%s\" is not uuid/request/limit (bytes)", item);
         memcpy(d->uuid, item, (size_t)(s1 - item));
         d->uuid[s1 - item] = '\0';
+        for (size_t k = 0; k < cfg->n_devices; k++)
+            if (strcmp(cfg->devices[k].uuid, d->uuid) == 0)
+                return gf_error_set(err, GF_EINVAL, "devices: GPU %s is named more than once",
+                                    d->uuid);
         d->request = strtoull(s1 + 1, &end, 10);
         if (end != s2 || !d->request)
             return gf_error_set(err, GF_EINVAL, "devices: bad request in \"%s\"", item);
@@ -192,7 +196,7 @@ fail:
     return -1;
 }
 
-void gf_admit_container(gf_agent *a, const gf_msg *in, gf_msg *out, const struct ucred *cr)
+void gf_admit_container(gf_agent *a, const gf_msg *in, gf_msg *out, const gf_peer *cr)
 {
     gf_fraction_config cfg;
     char pipe[GF_PATH_MAX] = "-";
@@ -208,7 +212,10 @@ void gf_admit_container(gf_agent *a, const gf_msg *in, gf_msg *out, const struct
         if ((gf_msg_get(in, "place") && gf_place(a, in, &cfg, &err) < 0) ||
             gf_admit_check_fit(a, &cfg, &err) < 0 || make_fraction(a, &cfg, in, &err) < 0)
             return gf_reply_error(out, err.msg);
-        gf_registry_scan_if_changed(a, &err);
+        if (!gf_registry_open_new(a, cfg.name, &err)) {
+            gf_remove_fraction_dir(a, cfg.name); /* a refusal leaves nothing */
+            return gf_reply_error(out, err.msg);
+        }
         gf_agent_event(a, "admitted container fraction %s", cfg.name);
     }
     if (!(f = gf_registry_find_name_fresh(a, cfg.name)))
@@ -230,10 +237,10 @@ void gf_admit_container(gf_agent *a, const gf_msg *in, gf_msg *out, const struct
     gf_place_reply(out, f->cfg.devices, f->cfg.n_devices);
 }
 
-int gf_attach_pid(gf_agent *a, gf_afraction *f, pid_t pid, bool admitted, gf_error *err)
+int gf_attach_pid(gf_agent *a, gf_afraction *f, pid_t pid, uint64_t start, bool admitted,
+                  gf_error *err)
 {
-    uint64_t start;
-    int fd = gf_pidfd_open(pid);
+    int fd = gf_pidfd_verified(pid, start);
 
     if (fd < 0 || !gf_proc_stat(pid, &start, NULL) || gf_pidfd_exited(fd)) {
         if (fd >= 0)
@@ -255,22 +262,34 @@ int gf_attach_pid(gf_agent *a, gf_afraction *f, pid_t pid, bool admitted, gf_err
     return 0;
 }
 
+bool gf_refuse_if_attributed(gf_agent *a, pid_t pid, const gf_afraction *f, gf_msg *out)
+{
+    int i = gf_attribute(a, pid);
+    char m[GF_NAME_MAX + 160];
+
+    if (i < 0 || (f && &a->fractions[i] == f))
+        return false;
+    snprintf(m, sizeof(m), "the process is already in fraction %s; a process of one fraction "
+             "is never made another's supervisor", a->fractions[i].cfg.name);
+    gf_reply_error(out, m);
+    return true;
+}
+
 /* A supervisor attached already (a user's run, attached when users.sock made
  * its fraction) attaching itself again is a no-op. */
-static int attach_pid_or_same(gf_agent *a, gf_afraction *f, pid_t pid, bool admitted,
-                              gf_error *err)
+static int attach_pid_or_same(gf_agent *a, gf_afraction *f, pid_t pid, uint64_t start,
+                              bool admitted, gf_error *err)
 {
-    uint64_t start;
     if (!admitted && f->sup_pidfd >= 0 && f->supervisor == pid && !gf_pidfd_exited(f->sup_pidfd) &&
-        gf_proc_stat(pid, &start, NULL) && start == f->sup_start)
+        start == f->sup_start)
         return 0;
-    return gf_attach_pid(a, f, pid, admitted, err);
+    return gf_attach_pid(a, f, pid, start, admitted, err);
 }
 
 /* attach: the runtime (root, root's socket) names a container's init with
- * pid=; gpufrac run attaches itself (its own pid, from SO_PEERCRED) through
+ * pid=; gpufrac run attaches itself (the process that connected, peer.h) through
  * its fraction's socket, once, for a fraction its user owns. */
-void gf_attach(gf_agent *a, const gf_msg *in, gf_msg *out, const struct ucred *cr, uint64_t fid)
+void gf_attach(gf_agent *a, const gf_msg *in, gf_msg *out, const gf_peer *cr, uint64_t fid)
 {
     const char *name = gf_msg_get(in, "name");
     bool runtime = cr->uid == 0 && fid == 0 && gf_msg_get(in, "pid");
@@ -293,7 +312,9 @@ void gf_attach(gf_agent *a, const gf_msg *in, gf_msg *out, const struct ucred *c
         if (f->sup_pidfd >= 0 && !gf_pidfd_exited(f->sup_pidfd) && f->supervisor != (pid_t)pid)
             return gf_reply_error(out, "the fraction already has a live supervisor");
     }
-    if (attach_pid_or_same(a, f, (pid_t)pid, runtime, &err) < 0)
+    if (gf_refuse_if_attributed(a, (pid_t)pid, f, out))
+        return;
+    if (attach_pid_or_same(a, f, (pid_t)pid, runtime ? 0 : cr->start, runtime, &err) < 0)
         return gf_reply_error(out, err.msg);
     if (runtime) { /* shown by gpufrac status; the agent itself never reads it back */
         int dfd = openat(a->frac_dfd, f->cfg.name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -306,15 +327,22 @@ void gf_attach(gf_agent *a, const gf_msg *in, gf_msg *out, const struct ucred *c
     gf_msg_init(out, "ok");
 }
 
-void gf_release_fraction(gf_agent *a, gf_afraction *f)
+void gf_remove_fraction_dir(gf_agent *a, const char *name)
 {
-    char old[GF_NAME_MAX + 16], name[GF_NAME_MAX];
-    gf_error err;
+    char old[GF_NAME_MAX + 16];
 
-    snprintf(name, sizeof(name), "%s", f->cfg.name);
     snprintf(old, sizeof(old), ".old-%s", name);
     if (renameat(a->frac_dfd, name, a->frac_dfd, old) == 0)
         gf_rm_dir_at(a->frac_dfd, old);
+}
+
+void gf_release_fraction(gf_agent *a, gf_afraction *f)
+{
+    char name[GF_NAME_MAX];
+    gf_error err;
+
+    snprintf(name, sizeof(name), "%s", f->cfg.name);
+    gf_remove_fraction_dir(a, name);
     gf_journal(a, "unsup %s", name);
     gf_registry_scan(a, &err);
     gf_agent_event(a, "released fraction %s", name);

@@ -99,6 +99,8 @@ typedef struct gf_afraction {
                                 * (tenant data; tag: the node GPU) */
     uint64_t evictions[GF_CONFIG_DEVICES_MAX]; /* the agent's own counts, per config device */
     char ns[64], pod[128], container[64]; /* Kubernetes identity, "" on one host */
+    bool has_identity;         /* an identity record (a container's), read at open */
+    bool ledger_grew;          /* its ledger was found past its size (cut back; logged once) */
     char *termlog;             /* host file of the container's termination message (root's
                                 * runtime named it at admit), NULL when none */
     uint64_t driver_used[GF_CONFIG_DEVICES_MAX]; /* watchdog: NVML per-process sum */
@@ -177,6 +179,10 @@ gf_afraction *gf_registry_find_name(gf_agent *a, const char *name);
 gf_afraction *gf_registry_find_fid(gf_agent *a, uint64_t fid);
 /* The same, rescanning once on a miss (a fraction made since the last scan). */
 gf_afraction *gf_registry_find_name_fresh(gf_agent *a, const char *name);
+/* Opens the one fraction the agent just made at <state>/fractions/name (no
+ * full scan: an admission costs the same however many fractions there are);
+ * NULL with why when it cannot be opened. */
+gf_afraction *gf_registry_open_new(gf_agent *a, const char *name, gf_error *err);
 void gf_registry_sums(gf_agent *a);
 /* Sizes f's ledger view to the node GPUs its config covers (after f->cfg is
  * set), then reads it. */

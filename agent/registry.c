@@ -19,11 +19,42 @@
 #include "agent.h"
 #include "server.h"
 
+/* Names to fraction indexes: open addressing, twice the most fractions, so a
+ * scan of n fractions costs n lookups, not n * n comparisons. Rebuilt when
+ * fractions close (their slots move); added to when one opens. */
+#define NAME_SLOTS (2 * GF_AGENT_FRACTIONS_MAX)
+static int name_index[NAME_SLOTS]; /* fraction index + 1; 0: empty */
+
+static unsigned name_hash(const char *name)
+{
+    unsigned h = 2166136261u;
+    for (; *name; name++)
+        h = (h ^ (unsigned char)*name) * 16777619u;
+    return h % NAME_SLOTS;
+}
+
+static void index_add(gf_agent *a, int i)
+{
+    unsigned h = name_hash(a->fractions[i].cfg.name);
+    while (name_index[h])
+        h = (h + 1) % NAME_SLOTS;
+    name_index[h] = i + 1;
+}
+
+static void index_rebuild(gf_agent *a)
+{
+    memset(name_index, 0, sizeof(name_index));
+    for (int i = 0; i < a->n_fractions; i++)
+        index_add(a, i);
+}
+
 static gf_afraction *by_name(gf_agent *a, const char *name)
 {
-    for (int i = 0; i < a->n_fractions; i++)
-        if (strcmp(a->fractions[i].cfg.name, name) == 0)
-            return &a->fractions[i];
+    for (unsigned h = name_hash(name); name_index[h]; h = (h + 1) % NAME_SLOTS) {
+        gf_afraction *f = &a->fractions[name_index[h] - 1];
+        if (name_index[h] <= a->n_fractions && strcmp(f->cfg.name, name) == 0)
+            return f;
+    }
     return NULL;
 }
 
@@ -62,6 +93,24 @@ static ssize_t read_file(int dfd, const char *name, char *buf, size_t len)
     return (ssize_t)got;
 }
 
+/* A ledger's size is fixed for its life: its owner growing it (to fill the
+ * state directory's file system) is tampering, cut back at once. */
+static void keep_ledger_size(gf_agent *a, gf_afraction *f)
+{
+    struct stat st;
+
+    if (f->ledger_fd < 0 || fstat(f->ledger_fd, &st) < 0 ||
+        (uint64_t)st.st_size <= sizeof(gf_ledger_header))
+        return;
+    if (ftruncate(f->ledger_fd, (off_t)sizeof(gf_ledger_header)) < 0)
+        return;
+    if (!f->ledger_grew)
+        gf_agent_event(a, "fraction %s: its ledger was grown to %lld bytes; cut back to %zu "
+                          "(a ledger's size is fixed)", f->cfg.name, (long long)st.st_size,
+                       sizeof(gf_ledger_header));
+    f->ledger_grew = true;
+}
+
 /* Kubernetes identity of a container fraction (written at admission). */
 static void read_identity(gf_afraction *f, int dfd)
 {
@@ -70,6 +119,7 @@ static void read_identity(gf_afraction *f, int dfd)
 
     if (n <= 0)
         return;
+    f->has_identity = true;
     text[n] = '\0';
     for (char *save = NULL, *line = strtok_r(text, "\n", &save); line;
          line = strtok_r(NULL, "\n", &save)) {
@@ -185,6 +235,7 @@ static int open_fraction(gf_agent *a, const char *name, gf_error *err)
     gf_journal_restore_counts(a, f);
     f->seen = true;
     a->n_fractions++;
+    index_add(a, a->n_fractions - 1);
     gf_attrib_dirty();
     return 0;
 fail:
@@ -208,6 +259,8 @@ static void close_fraction(gf_afraction *f)
 
 static void close_unseen(gf_agent *a)
 {
+    bool closed = false;
+
     for (int i = 0; i < a->n_fractions;) {
         if (a->fractions[i].seen) {
             i++;
@@ -215,8 +268,11 @@ static void close_unseen(gf_agent *a)
         }
         close_fraction(&a->fractions[i]);
         a->fractions[i] = a->fractions[--a->n_fractions];
+        closed = true;
         gf_attrib_dirty();
     }
+    if (closed)
+        index_rebuild(a);
 }
 
 void gf_registry_sums(gf_agent *a)
@@ -276,6 +332,7 @@ int gf_registry_scan(gf_agent *a, gf_error *err)
         if ((f = by_name(a, de->d_name))) {
             bool was_ok = f->view.ok;
             f->seen = true;
+            keep_ledger_size(a, f);
             gf_fraction_view_read(a, f);
             if (was_ok != f->view.ok)
                 gf_agent_event(a, "fraction %s: ledger %s", f->cfg.name,
@@ -299,6 +356,18 @@ gf_afraction *gf_registry_find_name_fresh(gf_agent *a, const char *name)
     if (!f && gf_registry_scan(a, &err) == 0)
         f = by_name(a, name);
     return f;
+}
+
+gf_afraction *gf_registry_open_new(gf_agent *a, const char *name, gf_error *err)
+{
+    gf_afraction *f = by_name(a, name);
+
+    if (f)
+        return f;
+    if (open_fraction(a, name, err) < 0)
+        return NULL;
+    gf_registry_sums(a);
+    return by_name(a, name);
 }
 
 gf_afraction *gf_registry_find_name(gf_agent *a, const char *name)

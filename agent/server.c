@@ -1,5 +1,7 @@
 /* The agent's sockets: one request per datagram (core/proto.h). Callers are
- * who the kernel says they are (SO_PEERCRED: uid and host pid), and belong to
+ * who the kernel says they are (peer.h: the credentials and a pidfd of the
+ * process that connected, taken at accept; a request from a connection whose
+ * process is gone is refused, so a reused pid speaks for nobody), and belong to
  * the fraction the agent attributes them to (attrib.c), never to what they
  * claim or what a ledger says. Connections come through root's socket or a
  * fraction's own; each socket has its own bound of connections (the oldest
@@ -19,6 +21,7 @@
 
 #include "admit.h"
 #include "agent.h"
+#include "peer.h"
 #include "proto.h"
 #include "server.h"
 #include "terminated.h"
@@ -30,6 +33,7 @@ typedef struct client {
     uint64_t gen;     /* tells a reused slot from the client a late reply was for */
     int64_t last;     /* last request, CLOCK_MONOTONIC ms */
     bool waiting;     /* a reclaim answers it later */
+    gf_peer peer;     /* the process that connected (its pidfd is the client's) */
 } client;
 
 static client clients[GF_AGENT_CLIENTS_MAX];
@@ -37,7 +41,7 @@ static int n_clients;
 static uint64_t gens;
 
 typedef struct req {
-    const struct ucred *cr;
+    const gf_peer *cr;
     uint64_t fid;
     int client;
     bool deferred;
@@ -68,6 +72,7 @@ static void drop(gf_agent *a, int i)
 {
     epoll_ctl(a->loop_epfd, EPOLL_CTL_DEL, clients[i].fd, NULL);
     close(clients[i].fd);
+    close(clients[i].peer.pidfd);
     clients[i].fd = -1;
     n_clients--;
 }
@@ -96,15 +101,23 @@ void gf_server_accept(gf_agent *a, int lfd, uint64_t fid)
 {
     for (int burst = 0; burst < 64; burst++) {
         int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK), i;
+        gf_peer peer;
         if (c < 0)
             return;
+        /* a connection whose process is gone already is nobody's */
+        if (gf_peer_of(c, &peer) < 0) {
+            close(c);
+            continue;
+        }
         if (!make_room(a, fid) || n_clients >= GF_AGENT_CLIENTS_MAX) {
+            close(peer.pidfd);
             close(c); /* the client sees the connection close */
             continue;
         }
         for (i = 0; clients[i].fd >= 0; i++)
             ;
-        clients[i] = (client){.fd = c, .fid = fid, .gen = ++gens, .last = gf_now_ms()};
+        clients[i] = (client){.fd = c, .fid = fid, .gen = ++gens, .last = gf_now_ms(),
+                              .peer = peer};
         n_clients++;
         gf_loop_watch(a, c, GF_EV(GF_EV_CLIENT, i));
     }
@@ -164,8 +177,9 @@ static void do_borrow(gf_agent *a, const gf_msg *in, gf_msg *out, const req *r, 
     if (gf_msg_get_u64(in, "bytes", &bytes, &err) < 0)
         return gf_reply_error(out, err.msg);
     gf_registry_scan_if_changed(a, &err);
-    /* the pidfd first, then attribution: the number cannot be reused between */
-    if ((pidfd = gf_pidfd_open(r->cr->pid)) < 0)
+    /* the connection's own pidfd: the loan is the connecting process's, and
+     * its number cannot be reused while the loan holds it */
+    if ((pidfd = fcntl(r->cr->pidfd, F_DUPFD_CLOEXEC, 0)) < 0)
         return gf_reply_error(out, "the caller exited");
     if (!(f = caller_fraction(a, r, out))) {
         close(pidfd);
@@ -368,12 +382,25 @@ void gf_server_reply_to(gf_agent *a, int i, uint64_t gen, const char *text)
         drop(a, i);
 }
 
+/* The process that connected is gone and another (a child that inherited
+ * the socket, or whoever now holds its pid) speaks on it: told why, dropped. */
+static void refuse_orphan(gf_agent *a, int i)
+{
+    static const char msg[] = GF_PROTO_MAGIC " error msg=the process that opened this connection "
+                              "has exited; the agent serves a connection to that process alone "
+                              "(connect again)";
+    pthread_mutex_lock(&a->lock);
+    a->requests_total++;
+    a->requests_bad++;
+    pthread_mutex_unlock(&a->lock);
+    send_text(clients[i].fd, msg, sizeof(msg) - 1);
+    drop(a, i);
+}
+
 /* Serves what client i sent; drops it when it went away. */
 void gf_server_client(gf_agent *a, int i, uint32_t events)
 {
     char buf[GF_PROTO_MAX + 1], reply[GF_PROTO_MAX];
-    struct ucred cr;
-    socklen_t crlen = sizeof(cr);
     gf_msg in, out;
     gf_error err;
     ssize_t n;
@@ -389,11 +416,11 @@ void gf_server_client(gf_agent *a, int i, uint32_t events)
         }
         if (n < 0)
             break;
-        if (getsockopt(clients[i].fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) < 0 || cr.pid <= 0) {
-            drop(a, i);
+        if (!gf_peer_alive(&clients[i].peer)) {
+            refuse_orphan(a, i);
             return;
         }
-        req r = {.cr = &cr, .fid = clients[i].fid, .client = i};
+        req r = {.cr = &clients[i].peer, .fid = clients[i].fid, .client = i};
         clients[i].last = gf_now_ms();
         pthread_mutex_lock(&a->lock);
         a->requests_total++;

@@ -54,7 +54,7 @@ static void add_group(caller *c, gid_t gid)
     c->n_groups++;
 }
 
-static void who(const struct ucred *cr, caller *c)
+static void who(const gf_peer *cr, caller *c)
 {
     struct passwd pw, *res = NULL;
     char buf[4096], path[64], line[1024];
@@ -102,7 +102,7 @@ static int load_policy(gf_user_policy *p, gf_error *err)
     return gf_user_policy_parse(text, (size_t)n, policy_path, p, err);
 }
 
-static int check_policy(gf_agent *a, const gf_fraction_config *cfg, const struct ucred *cr,
+static int check_policy(gf_agent *a, const gf_fraction_config *cfg, const gf_peer *cr,
                         gf_error *err)
 {
     static gf_user_policy policy; /* large; the agent's one loop is the only caller */
@@ -131,23 +131,15 @@ static int check_policy(gf_agent *a, const gf_fraction_config *cfg, const struct
     return gf_user_policy_check(&policy, &rules, &ask, err);
 }
 
-static bool has_identity(gf_agent *a, const gf_afraction *f)
-{
-    int dfd = openat(a->frac_dfd, f->cfg.name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    bool has = dfd < 0 || faccessat(dfd, "identity", F_OK, AT_SYMLINK_NOFOLLOW) == 0;
-    if (dfd >= 0)
-        close(dfd);
-    return has;
-}
-
 bool gf_user_fraction(gf_agent *a, const gf_afraction *f)
 {
+    (void)a;
     /* containers have an identity record; root's own runs a root ledger */
     return !f->pod[0] && f->owner != 0 && !f->sup_admitted && f->ledger_fd >= 0 &&
-           !has_identity(a, f);
+           !f->has_identity;
 }
 
-static int make_user_fraction(gf_agent *a, gf_fraction_config *cfg, const struct ucred *cr,
+static int make_user_fraction(gf_agent *a, gf_fraction_config *cfg, const gf_peer *cr,
                               gf_error *err)
 {
     char dir[GF_PATH_MAX + 96], tmp[GF_NAME_MAX + 16], text[GF_CONFIG_TEXT_MAX], pid[32];
@@ -173,11 +165,19 @@ static int make_user_fraction(gf_agent *a, gf_fraction_config *cfg, const struct
         gf_error_set(err, GF_ENOSPACE, "fraction config too long");
         goto fail;
     }
-    /* the directory is root's and new: a path into it is not redirected */
-    if (gf_write_file_at(dfd, "config", text, 0444, err) < 0 ||
-        gf_write_file_at(dfd, "supervisor", pid, 0444, err) < 0 ||
+    /* the directory is root's and new: a path into it is not redirected;
+     * config and supervisor are for the caller's group alone (the shim of
+     * its processes reads the config), never other users' */
+    if (gf_write_file_at(dfd, "config", text, 0440, err) < 0 ||
+        gf_write_file_at(dfd, "supervisor", pid, 0440, err) < 0 ||
         gf_ledger_create_for(ledger, cfg, 0600, err) < 0)
         goto fail;
+    if (fchownat(dfd, "config", 0, cr->gid, AT_SYMLINK_NOFOLLOW) < 0 ||
+        fchownat(dfd, "supervisor", 0, cr->gid, AT_SYMLINK_NOFOLLOW) < 0) {
+        gf_error_sys(err, "giving %s/fractions/%s to gid %u", a->state_dir, tmp,
+                     (unsigned)cr->gid);
+        goto fail;
+    }
     /* the one file the user's processes write (and, made by the registry,
      * the fraction's socket) */
     if (fchownat(dfd, "ledger", cr->uid, cr->gid, AT_SYMLINK_NOFOLLOW) < 0) {
@@ -197,7 +197,7 @@ fail:
     return -1;
 }
 
-static void do_run(gf_agent *a, const gf_msg *in, gf_msg *out, const struct ucred *cr)
+static void do_run(gf_agent *a, const gf_msg *in, gf_msg *out, const gf_peer *cr)
 {
     gf_fraction_config cfg;
     gf_afraction *f;
@@ -206,6 +206,8 @@ static void do_run(gf_agent *a, const gf_msg *in, gf_msg *out, const struct ucre
 
     if (cr->uid == 0)
         return gf_reply_error(out, "root's gpufrac run makes its own fraction");
+    if (gf_refuse_if_attributed(a, cr->pid, NULL, out))
+        return;
     if (gf_admit_parse(in, &cfg, &err) < 0)
         return gf_reply_error(out, err.msg);
     if (strncmp(cfg.name, "k8s.", 4) == 0)
@@ -219,13 +221,15 @@ static void do_run(gf_agent *a, const gf_msg *in, gf_msg *out, const struct ucre
     if (check_policy(a, &cfg, cr, &err) < 0 || gf_admit_check_fit(a, &cfg, &err) < 0 ||
         make_user_fraction(a, &cfg, cr, &err) < 0)
         return gf_reply_error(out, err.msg);
-    gf_registry_scan(a, &err);
-    if (!(f = gf_registry_find_name_fresh(a, cfg.name)))
-        return gf_reply_error(out, "the fraction vanished while it was made");
-    /* the caller (its host pid, from the kernel) is the supervisor: its
-     * processes are attributed to the fraction, and its fraction is released
-     * when it and they are gone */
-    if (gf_attach_pid(a, f, cr->pid, false, &err) < 0) {
+    /* a refusal from here on leaves nothing behind */
+    if (!(f = gf_registry_open_new(a, cfg.name, &err))) {
+        gf_remove_fraction_dir(a, cfg.name);
+        return gf_reply_error(out, err.msg);
+    }
+    /* the caller (the very process that connected, peer.h) is the
+     * supervisor: its processes are attributed to the fraction, and its
+     * fraction is released when it and they are gone */
+    if (gf_attach_pid(a, f, cr->pid, cr->start, false, &err) < 0) {
         gf_release_fraction(a, f);
         return gf_reply_error(out, err.msg);
     }
@@ -273,7 +277,7 @@ static void end_fraction(gf_agent *a, gf_afraction *f, int code)
     gf_agent_event(a, "fraction %s ended (exit status %d)", name, code);
 }
 
-static void do_end(gf_agent *a, const gf_msg *in, gf_msg *out, const struct ucred *cr)
+static void do_end(gf_agent *a, const gf_msg *in, gf_msg *out, const gf_peer *cr)
 {
     const char *name = gf_msg_get(in, "name"), *code = gf_msg_get(in, "exit");
     gf_afraction *f;
@@ -296,7 +300,7 @@ static void do_end(gf_agent *a, const gf_msg *in, gf_msg *out, const struct ucre
     gf_msg_init(out, "ok");
 }
 
-bool gf_user_dispatch(gf_agent *a, const gf_msg *in, gf_msg *out, const struct ucred *cr)
+bool gf_user_dispatch(gf_agent *a, const gf_msg *in, gf_msg *out, const gf_peer *cr)
 {
     if (strcmp(in->verb, "run") == 0)
         do_run(a, in, out, cr);

@@ -21,6 +21,7 @@
 #include <sys/socket.h>
 
 #include "agent.h"
+#include "peer.h"
 #include "proto.h"
 
 #define GF_USER_POLICY_DEFAULT "/etc/gpufrac/policy.conf"
@@ -35,7 +36,7 @@ int gf_user_listen(gf_agent *a, const char *policy, gf_error *err);
 bool gf_user_fraction(gf_agent *a, const gf_afraction *f);
 
 /* Serves the verbs above; false when the verb is not one of them. */
-bool gf_user_dispatch(gf_agent *a, const gf_msg *in, gf_msg *out, const struct ucred *cr);
+bool gf_user_dispatch(gf_agent *a, const gf_msg *in, gf_msg *out, const gf_peer *cr);
 
 /* A user fraction whose run died without "end" (its supervisor's pidfd
  * fired, no process holds a slot; found by gf_release_stale): moved to

@@ -79,6 +79,8 @@ static int victim(const gf_afraction *f, int i, int n)
 static uint64_t bound(gf_agent *a, const gf_afraction *f, const gf_config_device *cd, int g)
 {
     uint64_t b;
+    if (!cd)
+        return 0; /* a GPU the fraction was not given: any footprint there is a bypass */
     if (!f->cfg.agent[0] || cd->limit <= cd->request)
         return cd->limit; /* no burst through this agent: the shim's cap is the limit */
     b = cd->request + gf_loans_of(a, f, g);
@@ -93,7 +95,7 @@ static void enforce(gf_agent *a, int g, int i, int n)
     uint64_t b;
     int k;
 
-    if (!cd || w->killed == wd.tick)
+    if (w->killed == wd.tick)
         return;
     b = bound(a, f, cd, g);
     if (w->sum <= b + gf_watchdog_tolerance(a, g))
@@ -117,9 +119,11 @@ static void enforce(gf_agent *a, int g, int i, int n)
         /* a ledger the tenant broke: metrics still have it */
     }
     gf_agent_event(a, "watchdog: killed pid %d of fraction %s: driver reports %llu bytes on %s, "
-                      "bound %llu (limit %llu)",
+                      "bound %llu (%s %llu)",
                    (int)wd.procs[k].pid, f->cfg.name, (unsigned long long)w->sum,
-                   a->gpus[g].uuid, (unsigned long long)b, (unsigned long long)cd->limit);
+                   a->gpus[g].uuid, (unsigned long long)b,
+                   cd ? "limit" : "a GPU the fraction was not given: limit",
+                   (unsigned long long)(cd ? cd->limit : 0));
     gf_counters_save(a);
 }
 
@@ -136,10 +140,6 @@ static int sum_gpu(gf_agent *a, int g, int n)
         gf_afraction *f = &a->fractions[wd.who[k]];
         const gf_config_device *cd = gf_aconfig_device(&f->cfg, a->gpus[g].uuid);
         wd_frac *w = &wd.frac[wd.who[k]];
-        if (!cd) {
-            wd.who[k] = -1; /* a GPU the fraction was not given: not its limit to judge */
-            continue;
-        }
         if (w->stamp != wd.stamp) {
             w->stamp = wd.stamp;
             w->sum = 0;
@@ -148,7 +148,8 @@ static int sum_gpu(gf_agent *a, int g, int n)
         }
         w->sum += wd.procs[k].used;
         w->n++;
-        f->driver_used[cd - f->cfg.devices] += wd.procs[k].used;
+        if (cd) /* on a GPU it was not given it has no figure, only a bound of 0 */
+            f->driver_used[cd - f->cfg.devices] += wd.procs[k].used;
     }
     return touched;
 }

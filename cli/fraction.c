@@ -139,13 +139,35 @@ bool gf_fraction_made_by_run(const char *dir)
     return lstat(path, &st) < 0 && errno == ENOENT;
 }
 
+/* A users.sock fraction: the agent made the directory (root's) and gave its
+ * ledger to a user. Only the agent, which holds its supervisor's pidfd,
+ * decides when it ends. */
+static bool made_by_agent_for_a_user(const char *dir)
+{
+    char path[GF_PATH_MAX];
+    struct stat d, l;
+
+    return gf_path_join(path, sizeof(path), dir, "ledger") == 0 && lstat(dir, &d) == 0 &&
+           lstat(path, &l) == 0 && d.st_uid == 0 && l.st_uid != 0;
+}
+
+/* Whether the pid its supervisor record names still runs (a reused number
+ * keeps the fraction: keeping a stale one is the safe mistake). */
+static bool supervisor_alive(const char *dir)
+{
+    pid_t pid;
+
+    gf_fraction_supervised(dir, &pid);
+    return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+}
+
 static bool fraction_stale(const char *dir)
 {
     gf_fraction_state st;
     size_t n;
     gf_error err;
 
-    if (!gf_fraction_made_by_run(dir))
+    if (!gf_fraction_made_by_run(dir) || made_by_agent_for_a_user(dir) || supervisor_alive(dir))
         return false;
     if (gf_fraction_inspect(dir, &st, NULL, 0, &n, &err) < 0)
         return false; /* cannot tell: leave it */

@@ -329,6 +329,13 @@ int gf_user_policy_check(const gf_user_policy *p, const gf_user_policy_rules *r,
                  ask->compute_percent == 100 ? " (no --compute is the whole GPU)" : "");
         return refuse(p, s, GF_POL_MAX_COMPUTE, val, err, "", asked);
     }
+    if (!r->from[GF_POL_MAX_FRACTIONS] &&
+        ask->fractions_held + 1 > GF_USER_POLICY_MAX_FRACTIONS_DEFAULT)
+        return gf_error_set(err, GF_ERANGE, "refused by policy %s: no max-fractions rule applies to you, so the "
+                            "built-in bound of %d fractions at once does; you hold %zu already "
+                            "(an administrator sets max-fractions in %s to change it)",
+                            p->file, GF_USER_POLICY_MAX_FRACTIONS_DEFAULT, ask->fractions_held,
+                            p->file);
     if ((s = r->from[GF_POL_MAX_FRACTIONS]) &&
         ask->fractions_held + 1 > s->v[GF_POL_MAX_FRACTIONS].count) {
         snprintf(val, sizeof(val), "%llu", (unsigned long long)s->v[GF_POL_MAX_FRACTIONS].count);

@@ -17,7 +17,7 @@
  *
  * For each key the most specific section that sets it decides: [user],
  * else the most generous of the user's [group]s, else [default], else no
- * limit. Root is never limited. A refusal names the file, line, section and
+ * limit (max-fractions: GF_USER_POLICY_MAX_FRACTIONS_DEFAULT). Root is never limited. A refusal names the file, line, section and
  * key of the rule that decided. */
 #ifndef GPUFRAC_USER_POLICY_H
 #define GPUFRAC_USER_POLICY_H
@@ -32,6 +32,9 @@
 
 #define GF_USER_POLICY_SECTIONS_MAX 256
 #define GF_USER_POLICY_NAME_MAX 33 /* user and group names: 32 characters */
+/* Fractions one user may hold at once where no max-fractions rule applies
+ * to them (no policy file, or none that sets it): every user is bounded. */
+#define GF_USER_POLICY_MAX_FRACTIONS_DEFAULT 32
 
 typedef enum gf_user_policy_key {
     GF_POL_MAX_GUARANTEED,

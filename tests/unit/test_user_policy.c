@@ -108,13 +108,23 @@ static void test_user_beats_group_beats_default(void **state)
     free(p);
 }
 
-static void test_empty_policy_limits_nothing(void **state)
+/* No rule limits amounts or modes; every user is still bounded in count. */
+static void test_empty_policy_bounds_only_the_count(void **state)
 {
     (void)state;
     gf_user_policy *p = parse_ok("# nothing here\n\n");
     gf_error err = {0};
     assert_int_equal(ask(p, "bob", NULL, 0, GF_MODE_SM_SHARING, 100, 80 * GF_GIB, 80 * GF_GIB,
-                         1000, &err), 0);
+                         GF_USER_POLICY_MAX_FRACTIONS_DEFAULT - 1, &err), 0);
+    assert_int_equal(ask(p, "bob", NULL, 0, GF_MODE_SM_SHARING, 100, 80 * GF_GIB, 80 * GF_GIB,
+                         GF_USER_POLICY_MAX_FRACTIONS_DEFAULT, &err), -1);
+    assert_non_null(strstr(err.msg, "no max-fractions rule applies to you"));
+    assert_non_null(strstr(err.msg, "built-in bound of 32"));
+    free(p);
+    /* a rule overrides the built-in bound, both ways */
+    p = parse_ok("[default]\nmax-fractions = 5000\n");
+    assert_int_equal(ask(p, "bob", NULL, 0, GF_MODE_TIME_SLICING, 100, GF_GIB, GF_GIB, 4000, &err),
+                     0);
     free(p);
 }
 
@@ -155,7 +165,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_default_applies_and_names_the_rule),
         cmocka_unit_test(test_user_beats_group_beats_default),
-        cmocka_unit_test(test_empty_policy_limits_nothing),
+        cmocka_unit_test(test_empty_policy_bounds_only_the_count),
         cmocka_unit_test(test_bad_lines_are_named),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
