@@ -6,7 +6,10 @@
  *   2. /metrics with many fractions, beside /healthz and an empty agent;
  *   3. the agent's VmRSS / VmHWM with many fractions, beside 0 fractions;
  *   4. the watchdog's reaction: a process that bypasses the shim allocates
- *      past its fraction's limit; time from its allocation to its death.
+ *      past its fraction's limit; time from its allocation to its death;
+ *   5. admission through users.sock: one local user's `run`s one after
+ *      another, each from its own process that stays as the supervisor,
+ *      the last ones' round trip beside the first ones' (as root only).
  *
  * Everything is timed here in C with CLOCK_MONOTONIC. On gpusim (no GPU, or
  * --sim) the agent and the allocating children get gpusim's environment; on a
@@ -52,7 +55,7 @@ typedef struct ab_opts {
     bool quick, force_sim;
     const char *build, *json;
     long borrow_n, borrow_many_n;
-    int scrapes, fractions, wd_runs;
+    int scrapes, fractions, wd_runs, admissions;
 } ab_opts;
 
 typedef struct ab_env {
@@ -64,6 +67,7 @@ typedef struct ab_agent {
     pid_t pid;
     int port;
     char state[GF_PATH_MAX], sock[GF_PATH_MAX + 16], log[GF_PATH_MAX + 16];
+    char policy[GF_PATH_MAX + 16]; /* --policy FILE, "" for the default */
 } ab_agent;
 
 static double ns_us(uint64_t ns) { return (double)ns / 1e3; }
@@ -184,7 +188,7 @@ static void agent_child(const ab_env *e, const ab_agent *ag)
         _exit(127);
     execl(e->agent_bin, e->agent_bin, "--state-dir", ag->state, "--metrics-listen",
           "127.0.0.1:0", "--watchdog-period-ms", "500", "--mps-control", "/bin/false",
-          (char *)NULL);
+          ag->policy[0] ? "--policy" : (char *)NULL, ag->policy, (char *)NULL);
     _exit(127);
 }
 
@@ -814,6 +818,114 @@ static int run_many(const ab_env *e, const ab_opts *o, const char *uuid, bench_r
     return rc;
 }
 
+/* ---- admissions through users.sock ---------------------------------------- */
+
+#define AB_USER_UID 65534
+
+/* One admission from a process of its own (uid AB_USER_UID): connect, run,
+ * reply; its round trip goes to fd, then it stays the fraction's supervisor
+ * until it is killed. */
+static void user_child(const char *sock, const char *uuid, int i, int fd)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    char req[512], reply[GF_PROTO_MAX];
+    uint64_t t0, ns = 0;
+    int s;
+
+    if (setgid(AB_USER_UID) < 0 || setuid(AB_USER_UID) < 0)
+        _exit(1);
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+    snprintf(req, sizeof(req), GF_PROTO_MAGIC " run name=u%05d mode=time-slicing compute=100 "
+             "devices=%s/%llu/%llu", i, uuid, (unsigned long long)AB_MANY_REQUEST,
+             (unsigned long long)AB_MANY_REQUEST);
+    t0 = bench_now_ns();
+    s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (s >= 0 && connect(s, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+        send(s, req, strlen(req), 0) > 0) {
+        ssize_t n = recv(s, reply, sizeof(reply) - 1, 0);
+        if (n > 0 && strncmp(reply, GF_PROTO_MAGIC " ok", strlen(GF_PROTO_MAGIC " ok")) == 0)
+            ns = bench_now_ns() - t0;
+    }
+    if (write(fd, &ns, sizeof(ns)) != (ssize_t)sizeof(ns))
+        _exit(1);
+    close(s);
+    close(fd);
+    pause();
+    _exit(0);
+}
+
+/* n admissions, one after another; ns[i] is admission i's round trip. */
+static int admit_users(const ab_agent *ag, const char *uuid, int n, uint64_t *ns, pid_t *kids,
+                       gf_error *err)
+{
+    char sock[GF_PATH_MAX + 16];
+    int p[2], rc = 0;
+
+    snprintf(sock, sizeof(sock), "%s/users.sock", ag->state);
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return gf_error_sys(err, "pipe");
+    for (int i = 0; i < n && rc == 0; i++) {
+        if ((kids[i] = fork()) < 0) {
+            kids[i] = 0;
+            rc = gf_error_sys(err, "fork (admission %d)", i);
+        } else if (kids[i] == 0) {
+            user_child(sock, uuid, i, p[1]);
+        } else if (read(p[0], &ns[i], sizeof(ns[i])) != (ssize_t)sizeof(ns[i]) || ns[i] == 0) {
+            rc = gf_error_set(err, GF_ESTATE, "admission %d through users.sock was refused", i);
+        }
+    }
+    close(p[0]);
+    close(p[1]);
+    return rc;
+}
+
+static void kill_kids(pid_t *kids, int n)
+{
+    for (int i = 0; i < n && kids[i] > 0; i++)
+        kill(kids[i], SIGKILL);
+    for (int i = 0; i < n && kids[i] > 0; i++)
+        waitpid(kids[i], NULL, 0);
+}
+
+/* Agent D: one user's admissions, the first tenth beside the last tenth. */
+static int run_users(const ab_env *e, const ab_opts *o, const char *uuid, bench_results *r,
+                     gf_error *err)
+{
+    char text[64];
+    int n = o->admissions, tenth = n / 10 > 0 ? n / 10 : 1, rc = -1;
+    uint64_t *ns = calloc((size_t)n, sizeof(*ns));
+    pid_t *kids = calloc((size_t)n + 1, sizeof(*kids));
+    ab_agent ag;
+
+    bench_put_u64(r, "users_admissions", (uint64_t)n);
+    if (!ns || !kids) {
+        free(ns);
+        free(kids);
+        return gf_error_sys(err, "allocating");
+    }
+    if (state_dir(e, &ag, "users", err) < 0)
+        goto out;
+    snprintf(ag.policy, sizeof(ag.policy), "%s/policy.conf", e->tmp);
+    snprintf(text, sizeof(text), "[default]\nmax-fractions = %d\n", n);
+    if (chmod(e->tmp, 0755) < 0 || chmod(ag.state, 0755) < 0 ||
+        write_file(ag.policy, text, err) < 0 || agent_start(e, &ag, "users", err) < 0)
+        goto out;
+    if (admit_users(&ag, uuid, n, ns, kids, err) == 0) {
+        put_dist(r, "users_first", "us", ns, (size_t)tenth);
+        put_dist(r, "users_last", "us", ns + n - tenth, (size_t)tenth);
+        bench_put_num(r, "users_last_over_first", 2,
+                      atof(bench_get(r, "users_last_median_us")) /
+                          atof(bench_get(r, "users_first_median_us")));
+        rc = 0;
+    }
+    kill_kids(kids, n);
+    agent_stop(&ag, "users_agent_stop_status", r);
+out:
+    free(ns);
+    free(kids);
+    return rc;
+}
+
 /* ---- set-up, report, main ------------------------------------------------- */
 
 static bool real_gpu_present(void)
@@ -907,6 +1019,9 @@ static const ab_row rows[] = {
     {"watchdog reaction, median ms", "watchdog_median_ms", "watchdog_period_ms", "", NULL},
     {"watchdog reaction, max ms", "watchdog_max_ms", "watchdog_period_ms", "< 500 ms (1 period)",
      "watchdog_target"},
+    {"users.sock admission, last tenth, us", "users_last_median_us", "users_first_median_us",
+     "<= 1.25 x first", "users_flat_target"},
+    {"users.sock admission, last tenth p99", "users_last_p99_us", "users_first_p99_us", "", NULL},
 };
 
 static void print_table(const bench_results *r)
@@ -917,8 +1032,9 @@ static void print_table(const bench_results *r)
                bench_get(r, rows[i].baseline), rows[i].target,
                rows[i].verdict ? bench_get(r, rows[i].verdict) : "");
     printf("baselines: ping round trip (same socket), /healthz GET (same agent), the same agent\n"
-           "with 0 fractions, the watchdog period. \"many\" = fractions=%s.\n\n",
-           bench_get(r, "fractions"));
+           "with 0 fractions, the watchdog period, the first tenth of users_admissions=%s.\n"
+           "\"many\" = fractions=%s.\n\n",
+           bench_get(r, "users_admissions"), bench_get(r, "fractions"));
 }
 
 static void verdicts(bench_results *r)
@@ -928,6 +1044,8 @@ static void verdicts(bench_results *r)
     put_verdict(r, "burst_many_target", atof(bench_get(r, "burst_many_borrow_median_us")) < 50.0);
     put_verdict(r, "metrics_target", atof(bench_get(r, "metrics_median_ms")) < 5.0);
     put_verdict(r, "rss_target", strcmp(hwm, "-") != 0 && atof(hwm) < AB_RSS_TARGET_KIB);
+    if (strcmp(bench_get(r, "users_last_over_first"), "-") != 0)
+        put_verdict(r, "users_flat_target", atof(bench_get(r, "users_last_over_first")) <= 1.25);
 }
 
 static const char usage[] =
@@ -959,6 +1077,7 @@ static int parse_opts(int argc, char **argv, ab_opts *o)
     o->scrapes = o->quick ? 10 : 50;
     o->fractions = o->quick ? 200 : 1000;
     o->wd_runs = o->quick ? 3 : 10;
+    o->admissions = o->quick ? 50 : 4000;
     return optind < argc ? (fputs(usage, stderr), 2) : -1;
 }
 
@@ -972,6 +1091,12 @@ static int run(const ab_env *e, const ab_opts *o, bench_results *r, gf_error *er
     bench_put_u64(r, "borrow_bytes", AB_BORROW_BYTES);
     if (run_small(e, o, uuid, sizeof(uuid), r, err) < 0 || run_many(e, o, uuid, r, err) < 0)
         return -1;
+    if (geteuid() != 0) {
+        bench_put_str(r, "users_admissions", "skipped (needs root: the admissions run as uid "
+                                             "65534)");
+    } else if (run_users(e, o, uuid, r, err) < 0) {
+        return -1;
+    }
     bench_put_str(r, "gpu_uuid", uuid);
     verdicts(r);
     return 0;
