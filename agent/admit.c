@@ -16,47 +16,10 @@
 #include <unistd.h>
 
 #include "admit.h"
+#include "fsat.h"
 #include "place.h"
 #include "quantity.h"
 #include "user_admit.h"
-
-/* Files the agent writes into a fraction's directory: relative to its fd,
- * never through a link, mode set on the open file. */
-int gf_write_file_at(int dfd, const char *name, const char *text, mode_t mode, gf_error *err)
-{
-    size_t len = strlen(text);
-    int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
-                    mode);
-
-    if (fd < 0)
-        return gf_error_sys(err, "creating %s", name);
-    if (write(fd, text, len) != (ssize_t)len || fchmod(fd, mode) < 0) {
-        gf_error_sys(err, "writing %s", name);
-        close(fd);
-        return -1;
-    }
-    close(fd);
-    return 0;
-}
-
-/* Empties and removes directory `name` of dfd: one level (what a fraction
- * holds), unlinkat never follows a link. */
-void gf_rm_dir_at(int dfd, const char *name)
-{
-    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    struct dirent *de;
-    DIR *d;
-
-    if (fd >= 0 && (d = fdopendir(fd))) {
-        while ((de = readdir(d)))
-            if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
-                unlinkat(fd, de->d_name, 0);
-        closedir(d);
-    } else if (fd >= 0) {
-        close(fd);
-    }
-    unlinkat(dfd, name, AT_REMOVEDIR);
-}
 
 /* "uuid/request/limit,..." into cfg->devices. */
 static int parse_devices(const char *v, gf_fraction_config *cfg, gf_error *err)
@@ -154,15 +117,15 @@ static int make_fraction(gf_agent *a, gf_fraction_config *cfg, const gf_msg *in,
         return gf_error_set(err, GF_EINVAL, "state directory path too long");
     if ((size_t)snprintf(cfg->agent, sizeof(cfg->agent), "%s/agent.sock", dir) >= sizeof(cfg->agent))
         return gf_error_set(err, GF_EINVAL, "state directory path too long");
-    gf_rm_dir_at(a->frac_dfd, tmp);
+    gf_at_rmdir(a->frac_dfd, tmp);
     if (mkdirat(a->frac_dfd, tmp, 0711) < 0)
         return gf_error_sys(err, "creating %s/fractions/%s", a->state_dir, tmp);
-    if ((dfd = openat(a->frac_dfd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+    if ((dfd = gf_at_dir(a->frac_dfd, tmp)) < 0) {
         gf_error_sys(err, "opening %s/fractions/%s", a->state_dir, tmp);
         goto fail;
     }
     if (gf_config_format(cfg, text, sizeof(text)) < 0 ||
-        gf_write_file_at(dfd, "config", text, 0444, err) < 0)
+        gf_at_write(dfd, "config", text, 0444, err) < 0)
         goto fail;
     /* termlog= only from root's socket (gf_admit_container's caller checks):
      * the host file containerd mounts at the terminationMessagePath */
@@ -173,7 +136,7 @@ static int make_fraction(gf_agent *a, gf_fraction_config *cfg, const gf_msg *in,
              gf_msg_get(in, "termlog") ? gf_msg_get(in, "termlog") : "");
     snprintf(ledger_tmp, sizeof(ledger_tmp), "%s/fractions/%s/ledger", a->state_dir, tmp);
     /* the directory is root's and new: a path into it is not redirected */
-    if (gf_write_file_at(dfd, "identity", id, 0444, err) < 0 ||
+    if (gf_at_write(dfd, "identity", id, 0444, err) < 0 ||
         gf_ledger_create_for(ledger_tmp, cfg, 0600, err) < 0)
         goto fail;
     /* the fraction is given to the container's user: its ledger, nobody else's */
@@ -192,7 +155,7 @@ static int make_fraction(gf_agent *a, gf_fraction_config *cfg, const gf_msg *in,
 fail:
     if (dfd >= 0)
         close(dfd);
-    gf_rm_dir_at(a->frac_dfd, tmp);
+    gf_at_rmdir(a->frac_dfd, tmp);
     return -1;
 }
 
@@ -317,10 +280,10 @@ void gf_attach(gf_agent *a, const gf_msg *in, gf_msg *out, const gf_peer *cr, ui
     if (attach_pid_or_same(a, f, (pid_t)pid, runtime ? 0 : cr->start, runtime, &err) < 0)
         return gf_reply_error(out, err.msg);
     if (runtime) { /* shown by gpufrac status; the agent itself never reads it back */
-        int dfd = openat(a->frac_dfd, f->cfg.name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int dfd = gf_at_dir(a->frac_dfd, f->cfg.name);
         snprintf(text, sizeof(text), "%" PRIu64 "\n", pid);
         if (dfd >= 0) {
-            gf_write_file_at(dfd, "supervisor", text, 0444, &err);
+            gf_at_write(dfd, "supervisor", text, 0444, &err);
             close(dfd);
         }
     }
@@ -333,7 +296,7 @@ void gf_remove_fraction_dir(gf_agent *a, const char *name)
 
     snprintf(old, sizeof(old), ".old-%s", name);
     if (renameat(a->frac_dfd, name, a->frac_dfd, old) == 0)
-        gf_rm_dir_at(a->frac_dfd, old);
+        gf_at_rmdir(a->frac_dfd, old);
 }
 
 void gf_release_fraction(gf_agent *a, gf_afraction *f)

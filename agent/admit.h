@@ -14,12 +14,6 @@ void gf_reply_error(gf_msg *out, const char *msg);
 /* name= mode= compute= devices=uuid/request/limit,... into cfg (no paths). */
 int gf_admit_parse(const gf_msg *in, gf_fraction_config *cfg, gf_error *err);
 /* Guarantees must fit each GPU; modes never share one. */
-/* Creates name in directory dfd with text: never through a link, mode set
- * on the open file. */
-int gf_write_file_at(int dfd, const char *name, const char *text, mode_t mode, gf_error *err);
-/* Empties and removes directory name of dfd (one level; unlinkat never
- * follows a link). */
-void gf_rm_dir_at(int dfd, const char *name);
 int gf_admit_check_fit(gf_agent *a, const gf_fraction_config *cfg, gf_error *err);
 void gf_admit_container(gf_agent *a, const gf_msg *in, gf_msg *out, const gf_peer *cr);
 void gf_attach(gf_agent *a, const gf_msg *in, gf_msg *out, const gf_peer *cr, uint64_t fid);

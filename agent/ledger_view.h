@@ -67,6 +67,15 @@ const gf_ledger_view_entry *gf_ledger_view_entry_of(const gf_ledger_view *v, int
  * gf_ledger_device) into the file. */
 int gf_ledger_view_publish(int fd, int dev, size_t field, uint64_t value);
 
+/* Writes the agent's count of watchdog kills into the header (for gpufrac
+ * status). */
+int gf_ledger_view_publish_kills(int fd, uint64_t kills);
+
+/* A ledger's size is fixed for its life: one found larger (its owner grew
+ * it, to fill the file system it lives on) is cut back. Returns the size it
+ * had when it was cut, 0 when it was not. */
+long long gf_ledger_view_keep_size(int fd);
+
 /* Whether any process holds a slot lock (one F_OFD_GETLK over all slots: the
  * kernel's answer, not the file's). A failed query counts as held. */
 bool gf_ledger_view_any_live(int fd);

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 
 #include "agent.h"
+#include "fsat.h"
 #include "server.h"
 
 /* Names to fraction indexes: open addressing, twice the most fractions, so a
@@ -58,55 +59,16 @@ static gf_afraction *by_name(gf_agent *a, const char *name)
     return NULL;
 }
 
-/* A regular file in dfd, opened without following a link or blocking on a
- * FIFO; -1 with errno otherwise. */
-static int open_file(int dfd, const char *name, int flags, struct stat *st)
-{
-    int fd = openat(dfd, name, flags | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
-    if (fd < 0)
-        return -1;
-    if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode)) {
-        close(fd);
-        errno = EINVAL;
-        return -1;
-    }
-    return fd;
-}
-
-static ssize_t read_file(int dfd, const char *name, char *buf, size_t len)
-{
-    struct stat st;
-    size_t got = 0;
-    int fd = open_file(dfd, name, O_RDONLY, &st);
-
-    if (fd < 0)
-        return -1;
-    while (got < len) {
-        ssize_t n = read(fd, buf + got, len - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
-    close(fd);
-    return (ssize_t)got;
-}
-
-/* A ledger's size is fixed for its life: its owner growing it (to fill the
- * state directory's file system) is tampering, cut back at once. */
+/* Growing a ledger is tampering: cut back, said once per fraction. */
 static void keep_ledger_size(gf_agent *a, gf_afraction *f)
 {
-    struct stat st;
+    long long grown = gf_ledger_view_keep_size(f->ledger_fd);
 
-    if (f->ledger_fd < 0 || fstat(f->ledger_fd, &st) < 0 ||
-        (uint64_t)st.st_size <= sizeof(gf_ledger_header))
-        return;
-    if (ftruncate(f->ledger_fd, (off_t)sizeof(gf_ledger_header)) < 0)
+    if (!grown)
         return;
     if (!f->ledger_grew)
         gf_agent_event(a, "fraction %s: its ledger was grown to %lld bytes; cut back to %zu "
-                          "(a ledger's size is fixed)", f->cfg.name, (long long)st.st_size,
+                          "(a ledger's size is fixed)", f->cfg.name, grown,
                        sizeof(gf_ledger_header));
     f->ledger_grew = true;
 }
@@ -115,7 +77,7 @@ static void keep_ledger_size(gf_agent *a, gf_afraction *f)
 static void read_identity(gf_afraction *f, int dfd)
 {
     char text[2048];
-    ssize_t n = read_file(dfd, "identity", text, sizeof(text) - 1);
+    ssize_t n = gf_at_read(dfd, "identity", text, sizeof(text) - 1);
 
     if (n <= 0)
         return;
@@ -174,7 +136,7 @@ static void restore_supervisor(gf_agent *a, gf_afraction *f)
 static int load_config(int dfd, const char *name, gf_fraction_config *cfg, gf_error *err)
 {
     char text[GF_CONFIG_TEXT_MAX + 1];
-    ssize_t n = read_file(dfd, "config", text, sizeof(text));
+    ssize_t n = gf_at_read(dfd, "config", text, sizeof(text));
 
     if (n < 0)
         return gf_error_sys(err, "opening %s/config", name);
@@ -209,7 +171,7 @@ static int open_fraction(gf_agent *a, const char *name, gf_error *err)
     /* the shim's ledger path in the config is the tenant's business: the
      * agent's is always the one in the fraction's directory */
     snprintf(ledger, sizeof(ledger), "%s/ledger", dir);
-    dfd = openat(a->frac_dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    dfd = gf_at_dir(a->frac_dfd, name);
     if (dfd < 0)
         return gf_error_sys(err, "opening %s", dir);
     if (load_config(dfd, name, &cfg, err) < 0 || gf_aconfig_set(&f->cfg, &cfg, ledger, err) < 0)
@@ -218,7 +180,7 @@ static int open_fraction(gf_agent *a, const char *name, gf_error *err)
         gf_error_sys(err, "fraction %s", name);
         goto fail;
     }
-    if ((f->ledger_fd = open_file(dfd, "ledger", O_RDWR, &st)) < 0) {
+    if ((f->ledger_fd = gf_at_file(dfd, "ledger", O_RDWR, &st)) < 0) {
         gf_error_sys(err, "opening %s/ledger", dir);
         goto fail;
     }

@@ -5,6 +5,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fsat.h"
 #include "quantity.h"
 #include "terminated.h"
 
@@ -82,10 +83,8 @@ void gf_terminated_record(gf_agent *a, gf_afraction *f, pid_t pid, int gpu, gf_t
         return;
     /* in the fraction's directory as the agent opened it (relative to the
      * fractions dir fd, no link followed on the way or at the file) */
-    dfd = openat(a->frac_dfd, f->cfg.name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    fd = dfd < 0 ? -1
-                 : openat(dfd, "terminated", O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW |
-                                                O_CLOEXEC | O_NONBLOCK, 0644);
+    dfd = gf_at_dir(a->frac_dfd, f->cfg.name);
+    fd = dfd < 0 ? -1 : gf_at_append(dfd, "terminated", 0644);
     if (dfd >= 0)
         close(dfd);
     if (fd < 0) {

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "admit.h"
+#include "fsat.h"
 #include "user_policy.h"
 #include "server.h"
 #include "user_admit.h"
@@ -151,10 +152,10 @@ static int make_user_fraction(gf_agent *a, gf_fraction_config *cfg, const gf_pee
     if ((size_t)snprintf(cfg->ledger, sizeof(cfg->ledger), "%s/ledger", dir) >= sizeof(cfg->ledger) ||
         (size_t)snprintf(cfg->agent, sizeof(cfg->agent), "%s/agent.sock", dir) >= sizeof(cfg->agent))
         return gf_error_set(err, GF_EINVAL, "state directory path too long");
-    gf_rm_dir_at(a->frac_dfd, tmp);
+    gf_at_rmdir(a->frac_dfd, tmp);
     if (mkdirat(a->frac_dfd, tmp, 0711) < 0)
         return gf_error_sys(err, "creating %s/fractions/%s", a->state_dir, tmp);
-    if ((dfd = openat(a->frac_dfd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+    if ((dfd = gf_at_dir(a->frac_dfd, tmp)) < 0) {
         gf_error_sys(err, "opening %s/fractions/%s", a->state_dir, tmp);
         goto fail;
     }
@@ -168,8 +169,8 @@ static int make_user_fraction(gf_agent *a, gf_fraction_config *cfg, const gf_pee
     /* the directory is root's and new: a path into it is not redirected;
      * config and supervisor are for the caller's group alone (the shim of
      * its processes reads the config), never other users' */
-    if (gf_write_file_at(dfd, "config", text, 0440, err) < 0 ||
-        gf_write_file_at(dfd, "supervisor", pid, 0440, err) < 0 ||
+    if (gf_at_write(dfd, "config", text, 0440, err) < 0 ||
+        gf_at_write(dfd, "supervisor", pid, 0440, err) < 0 ||
         gf_ledger_create_for(ledger, cfg, 0600, err) < 0)
         goto fail;
     if (fchownat(dfd, "config", 0, cr->gid, AT_SYMLINK_NOFOLLOW) < 0 ||
@@ -193,7 +194,7 @@ static int make_user_fraction(gf_agent *a, gf_fraction_config *cfg, const gf_pee
 fail:
     if (dfd >= 0)
         close(dfd);
-    gf_rm_dir_at(a->frac_dfd, tmp);
+    gf_at_rmdir(a->frac_dfd, tmp);
     return -1;
 }
 
@@ -255,17 +256,17 @@ static void end_fraction(gf_agent *a, gf_afraction *f, int code)
     snprintf(dest, sizeof(dest), "%s.%d", name, (int)f->supervisor);
     snprintf(text, sizeof(text), "time=%lld\nexit=%d\n", (long long)time(NULL), code);
     if ((mkdirat(a->state_dfd, "ended", 0755) < 0 && errno != EEXIST) ||
-        (edfd = openat(a->state_dfd, "ended", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
-        (dfd = openat(a->frac_dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+        (edfd = gf_at_dir(a->state_dfd, "ended")) < 0 ||
+        (dfd = gf_at_dir(a->frac_dfd, name)) < 0) {
         if (edfd >= 0)
             close(edfd);
         gf_release_fraction(a, f);
         return;
     }
     unlinkat(dfd, "agent.sock", 0);
-    ok = gf_write_file_at(dfd, "ended", text, 0444, &err) == 0;
+    ok = gf_at_write(dfd, "ended", text, 0444, &err) == 0;
     close(dfd);
-    gf_rm_dir_at(edfd, dest); /* a record of an earlier run of that pid */
+    gf_at_rmdir(edfd, dest); /* a record of an earlier run of that pid */
     ok = ok && renameat(a->frac_dfd, name, edfd, dest) == 0;
     close(edfd);
     if (!ok) {
@@ -316,7 +317,7 @@ static void gc_ended(gf_agent *a)
     time_t now = time(NULL);
     struct dirent *de;
     struct stat st;
-    int fd = openat(a->state_dfd, "ended", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = gf_at_dir(a->state_dfd, "ended");
     DIR *d;
 
     if (fd < 0)
@@ -330,7 +331,7 @@ static void gc_ended(gf_agent *a)
             continue;
         if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode) &&
             st.st_uid == 0 && now - st.st_ctime > GF_USER_ENDED_KEEP_S)
-            gf_rm_dir_at(dirfd(d), de->d_name);
+            gf_at_rmdir(dirfd(d), de->d_name);
     }
     closedir(d);
 }

@@ -113,9 +113,7 @@ static void enforce(gf_agent *a, int g, int i, int n)
     a->watchdog_kills_total++;
     gf_journal_fraction_counts(a, f);
     /* the shim's copy, for gpufrac status */
-    if (f->ledger_fd >= 0 &&
-        pwrite(f->ledger_fd, &f->watchdog_kills, sizeof(f->watchdog_kills),
-               (off_t)offsetof(gf_ledger_header, watchdog_kills)) < 0) {
+    if (f->ledger_fd >= 0 && gf_ledger_view_publish_kills(f->ledger_fd, f->watchdog_kills) < 0) {
         /* a ledger the tenant broke: metrics still have it */
     }
     gf_agent_event(a, "watchdog: killed pid %d of fraction %s: driver reports %llu bytes on %s, "
