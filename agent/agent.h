@@ -3,6 +3,8 @@
  * Trusted (the agent's own, root-only):
  *   <state>/agent/journal                               (loans, supervisors, counters;
  *                                                        see journal.c)
+ *   <state>/agent/lock                                  (held while an agent serves the
+ *                                                        directory; singleton.c)
  *   <state>/agent.sock                                  (root's socket, see core/proto.h)
  *   the fraction configs, read once when a fraction appears
  * Tenant-written (untrusted, read only through bounded copies):
@@ -285,6 +287,11 @@ void gf_metrics_stop(gf_agent *a);
 
 /* counters.c: the agent-wide counters survive restarts in the journal. */
 void gf_counters_save(gf_agent *a);
+
+/* singleton.c: takes <state>/agent/lock for the process' life (after the
+ * private directory is opened, before anything else in the state directory is
+ * touched); fails naming the pid of the agent that holds it. */
+int gf_agent_lock(gf_agent *a, gf_error *err);
 
 /* publish.c: the node annotation gpufrac.io/gpus (when --node-name is set). */
 void gf_publish_tick(gf_agent *a);

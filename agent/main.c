@@ -55,7 +55,8 @@ static const char usage[] =
     "\n"
     "Runs in the foreground; stop it with SIGTERM. Its own state (loans, supervisors,\n"
     "counters) is journaled in <state-dir>/agent, so the agent can be SIGKILLed and\n"
-    "restarted at any moment without losing anything.\n";
+    "restarted at any moment without losing anything. One agent serves a state\n"
+    "directory (<state-dir>/agent/lock): a second one exits, naming the first.\n";
 
 static gf_agent *loop_agent;
 
@@ -222,6 +223,8 @@ static int make_dirs(gf_agent *a, gf_error *err)
         return -1;
     snprintf(shown, sizeof(shown), "%s/agent", a->state_dir);
     if ((a->priv_dfd = open_dir(a->state_dfd, "agent", 0700, true, shown, err)) < 0)
+        return -1;
+    if (gf_agent_lock(a, err) < 0) /* before anything of a running agent is touched */
         return -1;
     snprintf(shown, sizeof(shown), "%s/fractions", a->state_dir);
     if ((a->frac_dfd = open_dir(a->state_dfd, "fractions", 0755, false, shown, err)) < 0)
