@@ -3,6 +3,8 @@
  * Trusted (the agent's own, root-only):
  *   <state>/agent/journal                               (loans, supervisors, counters;
  *                                                        see journal.c)
+ *   <state>/agent/lock                                  (held while an agent serves the
+ *                                                        directory; singleton.c)
  *   <state>/agent.sock                                  (root's socket, see core/proto.h)
  *   the fraction configs, read once when a fraction appears
  * Tenant-written (untrusted, read only through bounded copies):
@@ -15,7 +17,8 @@
  *   <state>/fractions/<name>/terminated                 (why it terminated a process)
  *   <state>/ended/<name>.<pid>/                         (users' ended fractions, for status)
  *   <state>/mps/<short-uuid>/                           (MPS pipe dirs, sm-sharing)
- *   <state>/events.log                                  (one line per reclaim/eviction/kill)
+ *   <state>/events.log, events.log.1                    (one line per reclaim/eviction/kill;
+ *                                                        bounded, rotated: events.c)
  * Every pid the agent keeps is a host pid with its start time, and every
  * signal goes through a pidfd (proc.h). */
 #ifndef GPUFRAC_AGENT_H
@@ -41,6 +44,7 @@
 #define GF_AGENT_CLIENT_IDLE_S 60        /* an idle connection is closed after this */
 #define GF_AGENT_RECLAIMS_MAX 64         /* reclaims waiting for their victims to exit */
 #define GF_AGENT_RECLAIM_WAIT_MS 5000    /* the longest a reclaim waits for them */
+#define GF_EVENTS_MAX_BYTES (4ULL << 20) /* events.log's bound unless --events-max-bytes */
 
 /* A loan the agent granted: the truth about burst memory (DESIGN 3.4). */
 typedef struct gf_loan {
@@ -128,6 +132,7 @@ typedef struct gf_agent {
     int watchdog_period_ms;     /* default 500 */
     uint64_t watchdog_tolerance; /* bytes per GPU over the limit; 0 = gf_watchdog_tolerance() */
     int client_idle_s;          /* GF_AGENT_CLIENT_IDLE_S unless --client-idle-s */
+    uint64_t events_max_bytes;  /* events.log's bound (--events-max-bytes) */
     int state_dfd, priv_dfd, frac_dfd; /* <state>, <state>/agent (0700), <state>/fractions */
     char mps_control[GF_PATH_MAX]; /* nvidia-cuda-mps-control to run */
     gf_gpu gpus[GF_AGENT_GPUS_MAX];
@@ -292,11 +297,19 @@ void gf_metrics_stop(gf_agent *a);
 /* counters.c: the agent-wide counters survive restarts in the journal. */
 void gf_counters_save(gf_agent *a);
 
+/* singleton.c: takes <state>/agent/lock for the process' life (after the
+ * private directory is opened, before anything else in the state directory is
+ * touched); fails naming the pid of the agent that holds it. */
+int gf_agent_lock(gf_agent *a, gf_error *err);
+
 /* publish.c: the node annotation gpufrac.io/gpus (when --node-name is set). */
 void gf_publish_tick(gf_agent *a);
 
-/* events: one line per reclaim/eviction/kill in the log and events.log. */
+/* events.c: one line per reclaim/eviction/kill in the log and events.log
+ * (bounded and rotated; lines of one fmt rate-limited). gf_events_flush, at
+ * every tick, says how many lines were suppressed. */
 void gf_agent_event(gf_agent *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void gf_events_flush(gf_agent *a);
 int64_t gf_now_ms(void);
 
 #endif

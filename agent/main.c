@@ -29,6 +29,7 @@ static const char usage[] =
     "Usage: gpufracd [--state-dir DIR] [--socket PATH] [--metrics-listen HOST:PORT]\n"
     "                [--watchdog-period-ms N] [--watchdog-tolerance BYTES]\n"
     "                [--client-idle-s N] [--mps-control PATH] [--policy FILE]\n"
+    "                [--events-max-bytes N]\n"
     "\n"
     "The gpufrac node agent: lends burst memory between a fraction's request and\n"
     "its limit and takes it back when a guaranteed owner needs it, runs one MPS\n"
@@ -44,6 +45,10 @@ static const char usage[] =
     "                           per GPU (default: 64 MiB or 1/512 of the GPU, the larger)\n"
     "  --client-idle-s N        close a connection idle this long (default 60)\n"
     "  --mps-control PATH       nvidia-cuda-mps-control to run (default: from PATH)\n"
+    "  --events-max-bytes N     <state-dir>/events.log is renamed to events.log.1 (one\n"
+    "                           old file kept) before it would pass N bytes (default\n"
+    "                           4194304, at least 4096); lines of one kind past 50, then\n"
+    "                           10 a second, are counted in one \"suppressed\" line\n"
     "  --policy FILE            what each local user may ask (default " GF_USER_POLICY_DEFAULT ";\n"
     "                           missing: no limits); users reach the agent through\n"
     "                           <state-dir>/users.sock\n"
@@ -55,7 +60,8 @@ static const char usage[] =
     "\n"
     "Runs in the foreground; stop it with SIGTERM. Its own state (loans, supervisors,\n"
     "counters) is journaled in <state-dir>/agent, so the agent can be SIGKILLed and\n"
-    "restarted at any moment without losing anything.\n";
+    "restarted at any moment without losing anything. One agent serves a state\n"
+    "directory (<state-dir>/agent/lock): a second one exits, naming the first.\n";
 
 static gf_agent *loop_agent;
 
@@ -65,43 +71,6 @@ void gf_loop_watch(gf_agent *a, int fd, uint64_t data)
     (void)loop_agent;
     if (a->loop_epfd >= 0 && fd >= 0)
         epoll_ctl(a->loop_epfd, EPOLL_CTL_ADD, fd, &ev);
-}
-
-void gf_agent_event(gf_agent *a, const char *fmt, ...)
-{
-    char line[1024];
-    struct stat st;
-    va_list ap;
-    time_t now = time(NULL);
-    struct tm tm;
-    int n, fd;
-
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof(line), fmt, ap);
-    va_end(ap);
-    gf_log_write(a->log_fd, GF_LOG_INFO, "gpufracd", "%s", line);
-    /* the state directory may be a user's: no link is followed, and only a
-     * plain file of the agent's own, linked once, is appended to */
-    fd = a->state_dfd < 0 ? -1
-                          : openat(a->state_dfd, "events.log",
-                                   O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW |
-                                       O_NONBLOCK, 0644);
-    if (fd < 0)
-        return;
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
-        st.st_nlink != 1) {
-        close(fd);
-        return;
-    }
-    gmtime_r(&now, &tm);
-    char stamp[32];
-    strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", &tm);
-    char out[1100];
-    n = snprintf(out, sizeof(out), "%s %s\n", stamp, line);
-    if (n > 0 && write(fd, out, (size_t)n) < 0) {
-        /* the log line above already carries it */
-    }
-    close(fd);
 }
 
 static char policy[GF_PATH_MAX] = GF_USER_POLICY_DEFAULT; /* --policy */
@@ -122,6 +91,7 @@ static int parse_args(gf_agent *a, int argc, char **argv)
         {"insecure-skip-tls-verify", no_argument, NULL, 'i'},
         {"ca-file", required_argument, NULL, 'C'},
         {"policy", required_argument, NULL, 'p'},
+        {"events-max-bytes", required_argument, NULL, 'E'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -135,6 +105,7 @@ static int parse_args(gf_agent *a, int argc, char **argv)
         snprintf(a->node_name, sizeof(a->node_name), "%s", getenv("NODE_NAME"));
     a->watchdog_period_ms = 500;
     a->client_idle_s = GF_AGENT_CLIENT_IDLE_S;
+    a->events_max_bytes = GF_EVENTS_MAX_BYTES;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 's': snprintf(a->state_dir, sizeof(a->state_dir), "%s", optarg); break;
@@ -171,6 +142,14 @@ static int parse_args(gf_agent *a, int argc, char **argv)
             if (*end || a->client_idle_s < 1 || a->client_idle_s > 86400) {
                 fprintf(stderr, "gpufracd: --client-idle-s: \"%s\" is not a number of seconds "
                                 "from 1 to 86400\n", optarg);
+                return 2;
+            }
+            break;
+        case 'E':
+            a->events_max_bytes = strtoull(optarg, &end, 10);
+            if (*end || a->events_max_bytes < 4096 || a->events_max_bytes > (1ULL << 40)) {
+                fprintf(stderr, "gpufracd: --events-max-bytes: \"%s\" is not a number of bytes "
+                                "from 4096 to 2^40\n", optarg);
                 return 2;
             }
             break;
@@ -223,6 +202,8 @@ static int make_dirs(gf_agent *a, gf_error *err)
     snprintf(shown, sizeof(shown), "%s/agent", a->state_dir);
     if ((a->priv_dfd = open_dir(a->state_dfd, "agent", 0700, true, shown, err)) < 0)
         return -1;
+    if (gf_agent_lock(a, err) < 0) /* before anything of a running agent is touched */
+        return -1;
     snprintf(shown, sizeof(shown), "%s/fractions", a->state_dir);
     if ((a->frac_dfd = open_dir(a->state_dfd, "fractions", 0755, false, shown, err)) < 0)
         return -1;
@@ -274,6 +255,7 @@ static void tick(gf_agent *a)
     gf_reclaim_expire(a);
     gf_server_sweep(a);
     gf_journal_counters(a);
+    gf_events_flush(a);
     for (int i = 0; i < a->n_fractions; i++)
         gf_loans_publish(a, &a->fractions[i]); /* the shim's copy, restored if a tenant wrote it */
     gf_publish_tick(a);

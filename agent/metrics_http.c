@@ -1,6 +1,12 @@
-/* The metrics endpoint: libmicrohttpd with its own polling thread, so a slow
- * scraper never stalls the agent's loop (it only waits for a->lock while
- * the page is rendered). One endpoint per process. */
+/* The metrics endpoint: libmicrohttpd, so a slow scraper never stalls the
+ * agent's loop (a render only waits for a->lock). Its listening port may be
+ * reachable by every pod, so no client can hold it: a small pool of epoll
+ * workers (a slow render blocks only the connections of its own worker, and
+ * /healthz never takes a->lock), a connection idle for HTTP_IDLE_S is closed,
+ * one address holds at most HTTP_PER_IP connections (others are served while
+ * it is at its bound), HTTP_CONNECTIONS in all (past that new ones wait in
+ * the kernel's backlog), and a request's headers fit in HTTP_REQUEST_MEMORY.
+ * One endpoint per process. */
 #include <microhttpd.h>
 #include <netdb.h>
 #include <stdio.h>
@@ -12,6 +18,11 @@
 #include "netaddr.h"
 
 #define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
+#define HTTP_THREADS 4
+#define HTTP_CONNECTIONS 256u
+#define HTTP_PER_IP 16u          /* well under HTTP_CONNECTIONS / HTTP_THREADS */
+#define HTTP_IDLE_S 5u
+#define HTTP_REQUEST_MEMORY ((size_t)16 << 10)
 
 static struct MHD_Daemon *daemon_;
 
@@ -111,7 +122,7 @@ int gf_metrics_start(gf_agent *a, gf_error *err)
     struct addrinfo *ai = NULL;
     const union MHD_DaemonInfo *info;
     char host[128];
-    unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO;
+    unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL;
 
     if (daemon_)
         return gf_error_set(err, GF_ESTATE, "the metrics endpoint is already running");
@@ -120,8 +131,12 @@ int gf_metrics_start(gf_agent *a, gf_error *err)
     if (ai->ai_family == AF_INET6)
         flags |= MHD_USE_IPv6;
     daemon_ = MHD_start_daemon(flags, 0, NULL, NULL, handle, a, MHD_OPTION_SOCK_ADDR,
-                               ai->ai_addr, MHD_OPTION_CONNECTION_TIMEOUT, 10U,
-                               MHD_OPTION_CONNECTION_LIMIT, 64U, MHD_OPTION_END);
+                               ai->ai_addr, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)HTTP_THREADS,
+                               MHD_OPTION_CONNECTION_TIMEOUT, HTTP_IDLE_S,
+                               MHD_OPTION_CONNECTION_LIMIT, HTTP_CONNECTIONS,
+                               MHD_OPTION_PER_IP_CONNECTION_LIMIT, HTTP_PER_IP,
+                               MHD_OPTION_CONNECTION_MEMORY_LIMIT, HTTP_REQUEST_MEMORY,
+                               MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!daemon_)
         return gf_error_set(err, GF_ESYS,

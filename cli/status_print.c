@@ -250,19 +250,24 @@ static void gpu_block(const layout *l, const status_view *v, const gf_gpu *g)
 
 enum { RECENT_EVENTS = 5 };
 
-/* The agent's last few events (reclaims, watchdog kills, MPS faults). */
+/* The agent's last few events (reclaims, watchdog kills, MPS faults): the
+ * agent rotates events.log to events.log.1, so the newest are in either. */
 static void print_events(const char *state, int cols)
 {
     char path[GF_PATH_MAX + 16], lines[RECENT_EVENTS][512];
     int n = 0;
     FILE *fp;
 
-    snprintf(path, sizeof(path), "%s/events.log", state);
-    if (!(fp = fopen(path, "re")))
-        return;
-    while (fgets(lines[n % RECENT_EVENTS], sizeof(lines[0]), fp))
-        n++;
-    fclose(fp);
+    snprintf(path, sizeof(path), "%s/events.log.1", state);
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1)
+            snprintf(path, sizeof(path), "%s/events.log", state);
+        if (!(fp = fopen(path, "re")))
+            continue;
+        while (fgets(lines[n % RECENT_EVENTS], sizeof(lines[0]), fp))
+            n++;
+        fclose(fp);
+    }
     if (n == 0)
         return;
     printf("Recent agent events (%s):\n", path);
