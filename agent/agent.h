@@ -44,6 +44,7 @@
 #define GF_AGENT_CLIENT_IDLE_S 60        /* an idle connection is closed after this */
 #define GF_AGENT_RECLAIMS_MAX 64         /* reclaims waiting for their victims to exit */
 #define GF_AGENT_RECLAIM_WAIT_MS 5000    /* the longest a reclaim waits for them */
+#define GF_AGENT_ATTACH_TIMEOUT_S 60     /* an admitted container's init attaches within this */
 #define GF_EVENTS_MAX_BYTES (4ULL << 20) /* events.log's bound unless --events-max-bytes */
 
 /* A loan the agent granted: the truth about burst memory (DESIGN 3.4). */
@@ -104,6 +105,7 @@ typedef struct gf_afraction {
     uint64_t evictions[GF_CONFIG_DEVICES_MAX]; /* the agent's own counts, per config device */
     char ns[64], pod[128], container[64]; /* Kubernetes identity, "" on one host */
     bool has_identity;         /* an identity record (a container's), read at open */
+    time_t admitted_at;        /* a container's: when the agent admitted it (identity) */
     bool ledger_grew;          /* its ledger was found past its size (cut back; logged once) */
     char *termlog;             /* host file of the container's termination message (root's
                                 * runtime named it at admit), NULL when none */
@@ -132,6 +134,7 @@ typedef struct gf_agent {
     int watchdog_period_ms;     /* default 500 */
     uint64_t watchdog_tolerance; /* bytes per GPU over the limit; 0 = gf_watchdog_tolerance() */
     int client_idle_s;          /* GF_AGENT_CLIENT_IDLE_S unless --client-idle-s */
+    int attach_timeout_s;       /* GF_AGENT_ATTACH_TIMEOUT_S unless --attach-timeout-s */
     uint64_t events_max_bytes;  /* events.log's bound (--events-max-bytes) */
     int state_dfd, priv_dfd, frac_dfd; /* <state>, <state>/agent (0700), <state>/fractions */
     char mps_control[GF_PATH_MAX]; /* nvidia-cuda-mps-control to run */

@@ -29,7 +29,7 @@ static const char usage[] =
     "Usage: gpufracd [--state-dir DIR] [--socket PATH] [--metrics-listen HOST:PORT]\n"
     "                [--watchdog-period-ms N] [--watchdog-tolerance BYTES]\n"
     "                [--client-idle-s N] [--mps-control PATH] [--policy FILE]\n"
-    "                [--events-max-bytes N]\n"
+    "                [--events-max-bytes N] [--attach-timeout-s N]\n"
     "\n"
     "The gpufrac node agent: lends burst memory between a fraction's request and\n"
     "its limit and takes it back when a guaranteed owner needs it, runs one MPS\n"
@@ -49,8 +49,10 @@ static const char usage[] =
     "                           old file kept) before it would pass N bytes (default\n"
     "                           4194304, at least 4096); lines of one kind past 50, then\n"
     "                           10 a second, are counted in one \"suppressed\" line\n"
+    "  --attach-timeout-s N     a container admitted but not attached within N s is\n"
+    "                           released (default 60)\n"
     "  --policy FILE            what each local user may ask (default " GF_USER_POLICY_DEFAULT ";\n"
-    "                           missing: no limits); users reach the agent through\n"
+    "                           missing: at most 32 fractions a user); users reach the agent through\n"
     "                           <state-dir>/users.sock\n"
     "  --node-name NAME         publish the GPU inventory as annotation gpufrac.io/gpus of\n"
     "                           this Node (default: $NODE_NAME; unset = do not publish)\n"
@@ -92,6 +94,7 @@ static int parse_args(gf_agent *a, int argc, char **argv)
         {"ca-file", required_argument, NULL, 'C'},
         {"policy", required_argument, NULL, 'p'},
         {"events-max-bytes", required_argument, NULL, 'E'},
+        {"attach-timeout-s", required_argument, NULL, 'A'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -106,6 +109,7 @@ static int parse_args(gf_agent *a, int argc, char **argv)
     a->watchdog_period_ms = 500;
     a->client_idle_s = GF_AGENT_CLIENT_IDLE_S;
     a->events_max_bytes = GF_EVENTS_MAX_BYTES;
+    a->attach_timeout_s = GF_AGENT_ATTACH_TIMEOUT_S;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 's': snprintf(a->state_dir, sizeof(a->state_dir), "%s", optarg); break;
@@ -150,6 +154,14 @@ static int parse_args(gf_agent *a, int argc, char **argv)
             if (*end || a->events_max_bytes < 4096 || a->events_max_bytes > (1ULL << 40)) {
                 fprintf(stderr, "gpufracd: --events-max-bytes: \"%s\" is not a number of bytes "
                                 "from 4096 to 2^40\n", optarg);
+                return 2;
+            }
+            break;
+        case 'A':
+            a->attach_timeout_s = (int)strtol(optarg, &end, 10);
+            if (*end || a->attach_timeout_s < 1 || a->attach_timeout_s > 86400) {
+                fprintf(stderr, "gpufracd: --attach-timeout-s: \"%s\" is not a number of "
+                                "seconds from 1 to 86400\n", optarg);
                 return 2;
             }
             break;

@@ -91,6 +91,8 @@ static void read_identity(gf_afraction *f, int dfd)
             snprintf(f->pod, sizeof(f->pod), "%.127s", line + 4);
         else if (strncmp(line, "container=", 10) == 0)
             snprintf(f->container, sizeof(f->container), "%.63s", line + 10);
+        else if (strncmp(line, "admitted=", 9) == 0)
+            f->admitted_at = (time_t)strtoll(line + 9, NULL, 10);
         else if (strncmp(line, "termlog=/", 9) == 0) {
             free(f->termlog);
             f->termlog = strndup(line + 8, GF_PATH_MAX - 1); /* NULL (none) without memory */

@@ -149,6 +149,45 @@ class MidAdmissionTest(CrashTest):
             lambda: self.gpu_metric("gpufrac_gpu_memory_guaranteed_bytes"), "the guarantee"), Gi)
 
 
+class UnattachedTest(CrashTest):
+    """An admission whose container never attaches (its runtime died, or the
+    agent died inside the admission and the runtime did not retry) gives
+    its guarantee back after --attach-timeout-s."""
+    extra_args = ["--attach-timeout-s", "2"]
+
+    def admit_1g(self):
+        uuid = kv(subprocess.run([PROBE, "uuid"], env=self.env, capture_output=True,
+                                 text=True).stdout)["uuid"]
+        return self.ask(("gpufrac/1 admit name=k8s.lost.main ns=n pod=lost container=main "
+                         "devices=%s/%d/%d" % (uuid, Gi, Gi)).encode())
+
+    def assert_released(self):
+        d = os.path.join(self.state, "fractions", "k8s.lost.main")
+        self.wait_for(lambda: not os.path.exists(d), "the unattached fraction to be released")
+        self.assertRegex(self.events(), r"fraction k8s\.lost\.main: admitted \d+ s ago and its "
+                         r"container never attached: releasing its guarantee")
+        self.assertEqual(self.wait_for(
+            lambda: self.gpu_metric("gpufrac_gpu_memory_guaranteed_bytes") == 0 or None,
+            "the guarantee to end"), True)
+
+    def test_an_admission_never_attached_is_released(self):
+        self.assertTrue(self.admit_1g().startswith("gpufrac/1 ok"))
+        self.assert_released()
+
+
+class UnattachedAfterCrashTest(UnattachedTest):
+    crash_at = "admit"
+
+    def test_an_admission_never_attached_is_released(self):
+        try:
+            self.admit_1g()
+        except OSError:
+            pass  # the agent died inside the request; this runtime does not retry
+        self.wait_crash()
+        self.start_agent()
+        self.assert_released()
+
+
 if __name__ == "__main__":
     if not os.path.exists(HOOKED):
         print("gpufracd-testhooks is not built; skipped")
