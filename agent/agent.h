@@ -156,7 +156,6 @@ typedef struct gf_agent {
     time_t publish_next;
     uint64_t requests_total, requests_bad;
     uint64_t evictions_total, watchdog_kills_total; /* journaled */
-    uint64_t counters_saved;   /* sum of the four when last journaled */
     uint64_t ticks;            /* rounds of the loop, for "is the agent alive" alerts */
     time_t last_tick;
     int log_fd;
@@ -250,8 +249,13 @@ void gf_loan_watch(gf_agent *a, int i);
 int gf_journal_open(gf_agent *a, gf_error *err);
 void gf_journal(gf_agent *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void gf_journal_compact(gf_agent *a);
-/* Journals the agent-wide counters when they changed since the last time. */
+/* Journals the agent-wide and per-GPU counters when they changed since the
+ * last time (ticks alone excepted: an idle agent writes nothing). */
 void gf_journal_counters(gf_agent *a);
+/* Journals every counter the metrics page shows that the journal does not
+ * hold yet, so no value a scrape saw is lost to a SIGKILL (counters never go
+ * down across a restart). Call under a->lock, before the page is rendered. */
+void gf_journal_exposed(gf_agent *a);
 /* A fraction's own counters (watchdog kills, evictions per device): journaled
  * when they change, restored when the fraction is opened again. */
 void gf_journal_fraction_counts(gf_agent *a, const gf_afraction *f);

@@ -10,7 +10,8 @@
  * rewritten as a snapshot (temp file, fsync, renameat).
  *
  *   seq N                                     newest loan number
- *   count EVICTIONS KILLS REQUESTS BAD        agent-wide counters
+ *   count EVICTIONS KILLS REQUESTS BAD TICKS  agent-wide counters (TICKS may be absent)
+ *   gcount UUID MPS_FAULTS                    a GPU's counter
  *   sup FRACTION PID START ADMITTED           a supervisor the agent attached
  *   unsup FRACTION
  *   lend FRACTION UUID PID START BYTES SEQ    a loan (or more of one)
@@ -18,7 +19,13 @@
  *   evict FRACTION UUID PID START             SIGKILL decided, not yet seen done
  *   evicted FRACTION UUID PID START           the borrower is gone, counted
  *   gone FRACTION UUID PID START              the borrower ended on its own
- *   fcount FRACTION KILLS EVICTIONS...         a fraction's counters (one per config device) */
+ *   fcount FRACTION KILLS EVICTIONS...         a fraction's counters (one per config device)
+ *
+ * Counters never go down across a restart: a value /metrics shows is
+ * journaled before the page goes out (gf_journal_exposed, under a->lock like
+ * every journal write), so the journal always holds at least what any scrape
+ * saw. Evictions and watchdog kills are journaled as they happen, request
+ * counts at every tick, ticks and MPS faults only when a page shows them. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -55,6 +62,12 @@ typedef struct jcount {
 
 static jcount counts[GF_AGENT_FRACTIONS_MAX];
 static int n_counts;
+
+/* The counters as the journal holds them (replayed, snapshotted or appended). */
+static struct {
+    uint64_t evictions, kills, requests, bad, ticks;
+    uint64_t mps_faults[GF_AGENT_GPUS_MAX];
+} saved;
 
 static void fcount_line(char *out, size_t len, const char *name, uint64_t kills,
                         const uint64_t *ev)
@@ -167,7 +180,7 @@ static gf_loan *loan_new(gf_agent *a)
 static void replay_line(gf_agent *a, char *line)
 {
     char verb[16], frac[GF_NAME_MAX], uuid[GF_UUID_MAX];
-    unsigned long long v[4] = {0};
+    unsigned long long v[5] = {0};
     long pid = 0;
     int n;
     gf_loan *l;
@@ -184,11 +197,18 @@ static void replay_line(gf_agent *a, char *line)
         return;
     }
     if (strcmp(verb, "count") == 0 &&
-        sscanf(line, "count %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3]) == 4) {
+        sscanf(line, "count %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4]) >= 4) {
         a->evictions_total = v[0];
         a->watchdog_kills_total = v[1];
         a->requests_total = v[2];
         a->requests_bad = v[3];
+        a->ticks = v[4];
+        return;
+    }
+    if (strcmp(verb, "gcount") == 0 && sscanf(line, "gcount %95s %llu", uuid, &v[0]) == 2) {
+        int g = gf_gpu_index(a, uuid);
+        if (g >= 0)
+            a->gpus[g].mps_restarts = v[0];
         return;
     }
     if (strcmp(verb, "sup") == 0 &&
@@ -297,8 +317,12 @@ bool gf_journal_supervisor(gf_agent *a, const char *name, pid_t *pid, uint64_t *
 static int snapshot(gf_agent *a, FILE *fp)
 {
     fprintf(fp, "seq %" PRIu64 "\n", a->loan_seq);
-    fprintf(fp, "count %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", a->evictions_total,
-            a->watchdog_kills_total, a->requests_total, a->requests_bad);
+    fprintf(fp, "count %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n",
+            a->evictions_total, a->watchdog_kills_total, a->requests_total, a->requests_bad,
+            a->ticks);
+    for (int g = 0; g < a->n_gpus; g++)
+        if (a->gpus[g].mps_restarts)
+            fprintf(fp, "gcount %s %" PRIu64 "\n", a->gpus[g].uuid, a->gpus[g].mps_restarts);
     for (int i = 0; i < a->n_fractions; i++) {
         const gf_afraction *f = &a->fractions[i];
         if (f->supervisor > 0)
@@ -332,6 +356,22 @@ static int snapshot(gf_agent *a, FILE *fp)
     return fflush(fp) == 0 && fsync(fileno(fp)) == 0 ? 0 : -1;
 }
 
+static void saved_counts(const gf_agent *a)
+{
+    saved.evictions = a->evictions_total;
+    saved.kills = a->watchdog_kills_total;
+    saved.requests = a->requests_total;
+    saved.bad = a->requests_bad;
+    saved.ticks = a->ticks;
+}
+
+static void saved_all(const gf_agent *a)
+{
+    saved_counts(a);
+    for (int g = 0; g < a->n_gpus; g++)
+        saved.mps_faults[g] = a->gpus[g].mps_restarts;
+}
+
 void gf_journal_compact(gf_agent *a)
 {
     int fd = openat(a->priv_dfd, JOURNAL_TMP,
@@ -354,31 +394,56 @@ void gf_journal_compact(gf_agent *a)
         return;
     }
     fsync(a->priv_dfd);
+    saved_all(a);
     if (a->journal_fd >= 0)
         close(a->journal_fd);
     a->journal_fd = openat(a->priv_dfd, JOURNAL, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
     a->journal_bytes = 0;
 }
 
+static void journal_count(gf_agent *a)
+{
+    gf_journal(a, "count %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64,
+               a->evictions_total, a->watchdog_kills_total, a->requests_total, a->requests_bad,
+               a->ticks);
+    saved_counts(a);
+}
+
+static void journal_gpu_counts(gf_agent *a)
+{
+    for (int g = 0; g < a->n_gpus; g++)
+        if (a->gpus[g].mps_restarts != saved.mps_faults[g]) {
+            gf_journal(a, "gcount %s %" PRIu64, a->gpus[g].uuid, a->gpus[g].mps_restarts);
+            saved.mps_faults[g] = a->gpus[g].mps_restarts;
+        }
+}
+
+static bool counts_changed(const gf_agent *a)
+{
+    return a->evictions_total != saved.evictions || a->watchdog_kills_total != saved.kills ||
+           a->requests_total != saved.requests || a->requests_bad != saved.bad;
+}
+
 void gf_journal_counters(gf_agent *a)
 {
-    uint64_t sum = a->evictions_total + a->watchdog_kills_total + a->requests_total +
-                   a->requests_bad;
-    if (sum == a->counters_saved)
-        return;
-    a->counters_saved = sum;
-    gf_journal(a, "count %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64, a->evictions_total,
-               a->watchdog_kills_total, a->requests_total, a->requests_bad);
+    if (counts_changed(a)) /* ticks alone are no reason: an idle agent writes nothing */
+        journal_count(a);
+    journal_gpu_counts(a);
     if (a->journal_bytes > JOURNAL_COMPACT_BYTES)
         gf_journal_compact(a);
+}
+
+void gf_journal_exposed(gf_agent *a)
+{
+    if (counts_changed(a) || a->ticks != saved.ticks)
+        journal_count(a);
+    journal_gpu_counts(a);
 }
 
 int gf_journal_open(gf_agent *a, gf_error *err)
 {
     if (replay(a, err) < 0)
         return -1;
-    a->counters_saved = a->evictions_total + a->watchdog_kills_total + a->requests_total +
-                        a->requests_bad;
     gf_journal_compact(a);
     if (a->journal_fd < 0)
         return gf_error_sys(err, "opening %s/agent/" JOURNAL, a->state_dir);

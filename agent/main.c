@@ -425,8 +425,7 @@ int main(int argc, char **argv)
                  a->n_fractions, a->socket_path, a->metrics_listen[0] ? a->metrics_listen : "off");
     rc = loop(a, lfd, ufd, sfd, tfd, ifd);
     gf_metrics_stop(a);
-    a->counters_saved = 0;
-    gf_journal_counters(a);
+    gf_journal_exposed(a); /* all of them, ticks too */
     unlink(a->socket_path);
     unlinkat(a->state_dfd, "users.sock", 0);
     return rc;

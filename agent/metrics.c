@@ -393,6 +393,7 @@ int gf_metrics_render(gf_agent *a, char **out, size_t *len, gf_error *err)
         snprintf(r.host, sizeof(r.host), "unknown");
 
     pthread_mutex_lock(&a->lock);
+    gf_journal_exposed(a); /* what the page shows survives a SIGKILL */
     rc = render_locked(&r);
     pthread_mutex_unlock(&a->lock);
     free(r.rows);
