@@ -302,12 +302,11 @@ void gf_remove_fraction_dir(gf_agent *a, const char *name)
 void gf_release_fraction(gf_agent *a, gf_afraction *f)
 {
     char name[GF_NAME_MAX];
-    gf_error err;
 
     snprintf(name, sizeof(name), "%s", f->cfg.name);
     gf_remove_fraction_dir(a, name);
     gf_journal(a, "unsup %s", name);
-    gf_registry_scan(a, &err);
+    gf_registry_forget(a, f);
     gf_agent_event(a, "released fraction %s", name);
 }
 

@@ -190,6 +190,9 @@ gf_afraction *gf_registry_find_name_fresh(gf_agent *a, const char *name);
  * full scan: an admission costs the same however many fractions there are);
  * NULL with why when it cannot be opened. */
 gf_afraction *gf_registry_open_new(gf_agent *a, const char *name, gf_error *err);
+/* Forgets f, whose directory is gone (released or ended): closes what it
+ * holds, without a rescan of every fraction. f's slot then holds another. */
+void gf_registry_forget(gf_agent *a, gf_afraction *f);
 void gf_registry_sums(gf_agent *a);
 /* Sizes f's ledger view to the node GPUs its config covers (after f->cfg is
  * set), then reads it. */

@@ -322,6 +322,19 @@ gf_afraction *gf_registry_find_name_fresh(gf_agent *a, const char *name)
     return f;
 }
 
+void gf_registry_forget(gf_agent *a, gf_afraction *f)
+{
+    int i = (int)(f - a->fractions);
+
+    if (i < 0 || i >= a->n_fractions)
+        return;
+    close_fraction(f);
+    a->fractions[i] = a->fractions[--a->n_fractions];
+    index_rebuild(a);
+    gf_registry_sums(a);
+    gf_attrib_dirty();
+}
+
 gf_afraction *gf_registry_open_new(gf_agent *a, const char *name, gf_error *err)
 {
     gf_afraction *f = by_name(a, name);

@@ -274,7 +274,7 @@ static void end_fraction(gf_agent *a, gf_afraction *f, int code)
         return;
     }
     gf_journal(a, "unsup %s", name);
-    gf_registry_scan(a, &err);
+    gf_registry_forget(a, f);
     gf_agent_event(a, "fraction %s ended (exit status %d)", name, code);
 }
 
