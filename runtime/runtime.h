@@ -109,6 +109,8 @@ typedef struct rt_identity {
     const char *ns, *pod, *container, *sandbox;
     const char *termlog; /* host file at the terminationMessagePath, NULL when none */
 } rt_identity;
+/* A reply the wrapper cannot use after the agent said ok is released before
+ * the error is returned: a failed admit leaves nothing at the agent. */
 int rt_agent_admit(const rt_settings *s, const rt_identity *id, const gf_pod_fraction *pf,
                    rt_devices *d, rt_admitted *out, gf_error *err);
 int rt_agent_attach(const rt_settings *s, const char *name, long pid, gf_error *err);
