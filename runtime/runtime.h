@@ -160,8 +160,10 @@ void rt_bundle_free(rt_bundle *b);
 int rt_map_write(const rt_settings *s, const char *id, const char *name, const char *env,
                  gf_error *err);
 int rt_map_read(const rt_settings *s, const char *id, char *name, size_t len);
-/* The environment lines of a container's entry; -1 when it has none. */
-int rt_map_env(const rt_settings *s, const char *id, char *env, size_t len);
+/* The environment lines of a container's entry (*found false: no entry);
+ * an entry that cannot be read whole is an error. */
+int rt_map_env(const rt_settings *s, const char *id, char *env, size_t len, bool *found,
+               gf_error *err);
 /* <state>/pods/<sandbox id>: the container that took the pod-level forms
  * (gpu-fraction, gpu-memory) when they name no container. Sets *mine when
  * container is (or now becomes) that container; fails when it cannot tell. */

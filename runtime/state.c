@@ -90,25 +90,35 @@ int rt_map_read(const rt_settings *s, const char *id, char *name, size_t len)
     return rc;
 }
 
-int rt_map_env(const rt_settings *s, const char *id, char *env, size_t len)
+int rt_map_env(const rt_settings *s, const char *id, char *env, size_t len, bool *found,
+               gf_error *err)
 {
     char path[GF_PATH_MAX + 300], first[GF_NAME_MAX + 2];
     size_t n;
     FILE *fp;
+    int rc = 0;
 
+    *found = false;
+    env[0] = '\0';
     if (!id_valid(id))
-        return -1;
+        return 0; /* create never made an entry for it */
     snprintf(path, sizeof(path), "%s/containers/%s", s->state, id);
     if (!(fp = fopen(path, "re")))
-        return -1;
-    if (!fgets(first, sizeof(first), fp) || !strchr(first, '\n')) {
-        fclose(fp);
-        return -1;
-    }
-    n = fread(env, 1, len - 1, fp);
-    env[n] = '\0';
+        return errno == ENOENT ? 0 : gf_error_sys(err, "reading %s", path);
+    *found = true;
+    if (!fgets(first, sizeof(first), fp) || !strchr(first, '\n'))
+        rc = gf_error_set(err, GF_EINVAL, "%s has no fraction name line", path);
+    else if ((n = fread(env, 1, len - 1, fp)) == len - 1 && fgetc(fp) != EOF)
+        rc = gf_error_set(err, GF_ENOSPACE, "%s: the environment is longer than %zu bytes", path,
+                          len - 1);
+    else if (ferror(fp))
+        rc = gf_error_sys(err, "reading %s", path);
+    else
+        env[n] = '\0';
     fclose(fp);
-    return n > 0 && n < len - 1 ? 0 : -1;
+    if (rc < 0)
+        env[0] = '\0';
+    return rc;
 }
 
 static void pod_path(const rt_settings *s, const char *sandbox, char *path, size_t len)
