@@ -92,6 +92,19 @@ static int placed_devices(const gf_msg *r, rt_devices *d, gf_error *err)
     return 0;
 }
 
+/* What an ok to admit must say. */
+static int admitted(const gf_msg *reply, rt_devices *d, rt_admitted *out, gf_error *err)
+{
+    if (d->place && placed_devices(reply, d, err) < 0)
+        return -1;
+    return copy_reply(reply, "config", out->config, sizeof(out->config), err) < 0 ||
+                   copy_reply(reply, "ledger", out->ledger, sizeof(out->ledger), err) < 0 ||
+                   copy_reply(reply, "socket", out->socket, sizeof(out->socket), err) < 0 ||
+                   copy_reply(reply, "mps", out->mps, sizeof(out->mps), err) < 0
+               ? -1
+               : 0;
+}
+
 int rt_agent_admit(const rt_settings *s, const rt_identity *id, const gf_pod_fraction *pf,
                    rt_devices *d, rt_admitted *out, gf_error *err)
 {
@@ -114,14 +127,12 @@ int rt_agent_admit(const rt_settings *s, const rt_identity *id, const gf_pod_fra
                             "or control characters?)");
     if (gf_agent_request(sock, RT_AGENT_TIMEOUT_S, &req, &reply, err) < 0)
         return -1;
-    if (d->place && placed_devices(&reply, d, err) < 0)
+    if (admitted(&reply, d, out, err) < 0) {
+        gf_error ignored;
+        rt_agent_release(s, id->name, &ignored);
         return -1;
-    return copy_reply(&reply, "config", out->config, sizeof(out->config), err) < 0 ||
-                   copy_reply(&reply, "ledger", out->ledger, sizeof(out->ledger), err) < 0 ||
-                   copy_reply(&reply, "socket", out->socket, sizeof(out->socket), err) < 0 ||
-                   copy_reply(&reply, "mps", out->mps, sizeof(out->mps), err) < 0
-               ? -1
-               : 0;
+    }
+    return 0;
 }
 
 int rt_agent_attach(const rt_settings *s, const char *name, long pid, gf_error *err)

@@ -53,9 +53,11 @@ int rt_exec_verb(const rt_args *a, const rt_settings *s)
 {
     char env[4096], msg[GF_ERROR_MSG_MAX + 300];
     gf_error err = {0};
+    bool found = false;
 
-    if (a->process && a->id && rt_map_env(s, a->id, env, sizeof(env)) == 0 &&
-        add_env(a->process, env, &err) < 0) {
+    if (a->process && a->id &&
+        (rt_map_env(s, a->id, env, sizeof(env), &found, &err) < 0 ||
+         (found && env[0] && add_env(a->process, env, &err) < 0))) {
         /* an exec'd process without the fraction's env would not be an MPS
          * client: refuse rather than start it half set up */
         snprintf(msg, sizeof(msg), "exec in container %s: %s", a->id, err.msg);

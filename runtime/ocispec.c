@@ -1,6 +1,6 @@
-/* The bundle's config.json through jansson: read, edit the few parts the
- * wrapper owns (env, mounts, hooks), write back atomically. Every other
- * field is kept as it was. */
+/* The bundle's config.json through jansson, once bundle.c has read it:
+ * edit the few parts the wrapper owns (env, mounts, hooks), write back
+ * atomically. Every other field is kept as it was. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -10,20 +10,6 @@
 #include <unistd.h>
 
 #include "runtime.h"
-
-int rt_spec_load(const char *path, json_t **out, gf_error *err)
-{
-    json_error_t je;
-
-    *out = json_load_file(path, 0, &je);
-    if (!*out)
-        return gf_error_set(err, GF_EINVAL, "reading %s: %s (line %d)", path, je.text, je.line);
-    if (!json_is_object(*out)) {
-        json_decref(*out);
-        return gf_error_set(err, GF_EINVAL, "%s: not a JSON object", path);
-    }
-    return 0;
-}
 
 static int write_all(int fd, const char *p, size_t n)
 {
@@ -96,28 +82,6 @@ const char *rt_spec_mount_source(json_t *spec, const char *dest)
             found = src;
     }
     return found;
-}
-
-int rt_spec_annotations(json_t *spec, gf_kv **kv, size_t *n, gf_error *err)
-{
-    json_t *ann = json_object_get(spec, "annotations"), *v;
-    const char *key;
-
-    *kv = NULL;
-    *n = 0;
-    if (!json_is_object(ann))
-        return 0;
-    *kv = calloc(json_object_size(ann) + 1, sizeof(**kv));
-    if (!*kv)
-        return gf_error_sys(err, "allocating annotations");
-    json_object_foreach(ann, key, v)
-    {
-        if (!json_is_string(v))
-            continue;
-        (*kv)[*n].key = key;
-        (*kv)[(*n)++].value = json_string_value(v);
-    }
-    return 0;
 }
 
 /* process.env, created when missing. */

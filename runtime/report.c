@@ -43,20 +43,24 @@ static void append_line(const char *path, const char *line)
 
 void rt_report(const rt_args *a, const char *level, const char *msg)
 {
-    char when[40], line[GF_ERROR_MSG_MAX * 2 + 128];
+    char when[40], *line = NULL, *s;
+    int n;
 
     fprintf(stderr, RT_NAME ": %s\n", msg);
     if (!a || !a->log_path)
         return;
     now_rfc3339(when, sizeof(when));
+    /* whole lines, however long msg is: a cut json line is no json */
     if (a->log_format && strcmp(a->log_format, "json") == 0) {
-        char *s = json_line(level, msg, when);
-        if (!s)
+        if (!(s = json_line(level, msg, when)))
             return;
-        snprintf(line, sizeof(line), "%s\n", s);
+        n = asprintf(&line, "%s\n", s);
         free(s);
     } else {
-        snprintf(line, sizeof(line), "time=\"%s\" level=%s msg=\"%s\"\n", when, level, msg);
+        n = asprintf(&line, "time=\"%s\" level=%s msg=\"%s\"\n", when, level, msg);
     }
+    if (n < 0)
+        return;
     append_line(a->log_path, line);
+    free(line);
 }

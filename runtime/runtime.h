@@ -62,15 +62,12 @@ int rt_run_real(const rt_settings *s, char **argv, gf_error *err);
 void rt_report(const rt_args *a, const char *level, const char *msg);
 
 /* ---- the bundle's config.json -------------------------------------------- */
-int rt_spec_load(const char *path, json_t **out, gf_error *err);
 /* Writes a temp file next to path and renames it over path. */
 int rt_spec_save(const char *path, json_t *spec, gf_error *err);
 const char *rt_spec_annotation(json_t *spec, const char *key);
 /* The source of the mount at dest (the last one: it shadows the others in
  * the container), NULL when none. */
 const char *rt_spec_mount_source(json_t *spec, const char *dest);
-/* Every string annotation, pointing into spec; *kv is malloc'ed. */
-int rt_spec_annotations(json_t *spec, gf_kv **kv, size_t *n, gf_error *err);
 const char *rt_spec_env_get(json_t *spec, const char *name);
 int rt_spec_env_unset(json_t *spec, const char *name, gf_error *err);
 int rt_spec_env_set(json_t *spec, const char *name, const char *value, gf_error *err);
@@ -112,10 +109,50 @@ typedef struct rt_identity {
     const char *ns, *pod, *container, *sandbox;
     const char *termlog; /* host file at the terminationMessagePath, NULL when none */
 } rt_identity;
+/* A reply the wrapper cannot use after the agent said ok is released before
+ * the error is returned: a failed admit leaves nothing at the agent. */
 int rt_agent_admit(const rt_settings *s, const rt_identity *id, const gf_pod_fraction *pf,
                    rt_devices *d, rt_admitted *out, gf_error *err);
 int rt_agent_attach(const rt_settings *s, const char *name, long pid, gf_error *err);
 int rt_agent_release(const rt_settings *s, const char *name, gf_error *err);
+
+/* ---- the bundle: config.json read completely, then its fraction ---------- */
+#define RT_SPEC_MAX (16u << 20) /* bytes of config.json */
+
+typedef struct rt_bundle {
+    json_t *spec;
+    gf_kv *kv; /* every annotation (all strings), pointing into spec */
+    size_t n_kv;
+    bool sandbox;       /* io.kubernetes.cri.container-type: sandbox */
+    rt_identity id;     /* from rt_bundle_decode; id.name is create's */
+    gf_pod_fraction pf; /* from rt_bundle_decode */
+} rt_bundle;
+
+typedef struct rt_bundle_opts {
+    bool nvfractions;          /* KAI's pod-level forms count */
+    const char *fallback_name; /* the container's name without CRI's: its id */
+    /* Whether container takes the pod-level forms naming no container (the
+     * pod's first to start; create: rt_pod_claim). Fails when it cannot tell. */
+    int (*claim)(const void *ctx, const char *sandbox, const char *container, bool *mine,
+                 gf_error *err);
+    const void *claim_ctx;
+} rt_bundle_opts;
+
+/* A regular file (no link followed, no FIFO waited on) of at most
+ * RT_SPEC_MAX bytes, then rt_bundle_parse. The error is the reason alone;
+ * the caller names the file. */
+int rt_bundle_read(const char *path, rt_bundle *b, gf_error *err);
+/* One JSON object: no duplicate keys, no \u0000, valid UTF-8, nothing after
+ * it; annotations absent, null or an object of strings. */
+int rt_bundle_parse(const char *text, size_t len, rt_bundle *b, gf_error *err);
+/* The identity and the fraction. Not fractional only when no annotation
+ * names the container (rt_bundle_naming_key); else fractional or an error. */
+int rt_bundle_decode(rt_bundle *b, const rt_bundle_opts *o, gf_error *err);
+/* The first annotation that names container as gpufrac reads keys:
+ * <nvidia.com/container.><container>.*, kai.scheduler/container.<container>
+ * .gpu-memory.portion.limit, gpu-fraction-container-name: <container>. */
+const gf_kv *rt_bundle_naming_key(const gf_kv *kv, size_t n, const char *container);
+void rt_bundle_free(rt_bundle *b);
 
 /* ---- <state>/containers/<id>: container id -> fraction name -------------- */
 /* The first line is the fraction's name; then the NAME=value lines of the
@@ -123,12 +160,15 @@ int rt_agent_release(const rt_settings *s, const char *name, gf_error *err);
 int rt_map_write(const rt_settings *s, const char *id, const char *name, const char *env,
                  gf_error *err);
 int rt_map_read(const rt_settings *s, const char *id, char *name, size_t len);
-/* The environment lines of a container's entry; -1 when it has none. */
-int rt_map_env(const rt_settings *s, const char *id, char *env, size_t len);
+/* The environment lines of a container's entry (*found false: no entry);
+ * an entry that cannot be read whole is an error. */
+int rt_map_env(const rt_settings *s, const char *id, char *env, size_t len, bool *found,
+               gf_error *err);
 /* <state>/pods/<sandbox id>: the container that took the pod-level forms
- * (gpu-fraction, gpu-memory) when they name no container. Returns whether
- * container is (or now becomes) that container. */
-bool rt_pod_claim(const rt_settings *s, const char *sandbox, const char *container);
+ * (gpu-fraction, gpu-memory) when they name no container. Sets *mine when
+ * container is (or now becomes) that container; fails when it cannot tell. */
+int rt_pod_claim(const rt_settings *s, const char *sandbox, const char *container, bool *mine,
+                 gf_error *err);
 void rt_pod_claim_remove(const rt_settings *s, const char *sandbox);
 void rt_map_remove(const rt_settings *s, const char *id);
 /* <state>/ld.so.preload naming RT_SHIM_IN; created when missing. */

@@ -28,7 +28,13 @@ static int write_atomic(const char *path, const char *text, gf_error *err)
     fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return gf_error_sys(err, "creating %s", tmp);
-    if (write(fd, text, n) != (ssize_t)n || close(fd) < 0) {
+    if (write(fd, text, n) != (ssize_t)n) {
+        gf_error_sys(err, "writing %s", tmp);
+        close(fd);
+        unlink(tmp);
+        return -1;
+    }
+    if (close(fd) < 0) {
         gf_error_sys(err, "writing %s", tmp);
         unlink(tmp);
         return -1;
@@ -84,25 +90,35 @@ int rt_map_read(const rt_settings *s, const char *id, char *name, size_t len)
     return rc;
 }
 
-int rt_map_env(const rt_settings *s, const char *id, char *env, size_t len)
+int rt_map_env(const rt_settings *s, const char *id, char *env, size_t len, bool *found,
+               gf_error *err)
 {
     char path[GF_PATH_MAX + 300], first[GF_NAME_MAX + 2];
     size_t n;
     FILE *fp;
+    int rc = 0;
 
+    *found = false;
+    env[0] = '\0';
     if (!id_valid(id))
-        return -1;
+        return 0; /* create never made an entry for it */
     snprintf(path, sizeof(path), "%s/containers/%s", s->state, id);
     if (!(fp = fopen(path, "re")))
-        return -1;
-    if (!fgets(first, sizeof(first), fp) || !strchr(first, '\n')) {
-        fclose(fp);
-        return -1;
-    }
-    n = fread(env, 1, len - 1, fp);
-    env[n] = '\0';
+        return errno == ENOENT ? 0 : gf_error_sys(err, "reading %s", path);
+    *found = true;
+    if (!fgets(first, sizeof(first), fp) || !strchr(first, '\n'))
+        rc = gf_error_set(err, GF_EINVAL, "%s has no fraction name line", path);
+    else if ((n = fread(env, 1, len - 1, fp)) == len - 1 && fgetc(fp) != EOF)
+        rc = gf_error_set(err, GF_ENOSPACE, "%s: the environment is longer than %zu bytes", path,
+                          len - 1);
+    else if (ferror(fp))
+        rc = gf_error_sys(err, "reading %s", path);
+    else
+        env[n] = '\0';
     fclose(fp);
-    return n > 0 && n < len - 1 ? 0 : -1;
+    if (rc < 0)
+        env[0] = '\0';
+    return rc;
 }
 
 static void pod_path(const rt_settings *s, const char *sandbox, char *path, size_t len)
@@ -110,34 +126,55 @@ static void pod_path(const rt_settings *s, const char *sandbox, char *path, size
     snprintf(path, len, "%s/pods/%s", s->state, sandbox);
 }
 
-bool rt_pod_claim(const rt_settings *s, const char *sandbox, const char *container)
+/* Makes path hold container, all or nothing: written under a temp name,
+ * then linked (which, unlike rename, fails when path exists). 1: it existed. */
+static int claim_new(const char *path, const char *container, gf_error *err)
+{
+    char tmp[GF_PATH_MAX + 340];
+    int rc;
+
+    snprintf(tmp, sizeof(tmp), "%s.%ld.tmp", path, (long)getpid());
+    if (write_atomic(tmp, container, err) < 0)
+        return -1;
+    rc = link(tmp, path) == 0 ? 0 : errno == EEXIST ? 1 : gf_error_sys(err, "creating %s", path);
+    unlink(tmp);
+    return rc;
+}
+
+int rt_pod_claim(const rt_settings *s, const char *sandbox, const char *container, bool *mine,
+                 gf_error *err)
 {
     char dir[GF_PATH_MAX + 16], path[GF_PATH_MAX + 300], have[256] = "";
-    gf_error ignored;
     ssize_t n;
-    int fd;
+    int fd, rc;
 
-    if (!id_valid(sandbox) || !container || !*container)
-        return false;
+    *mine = false;
+    if (!id_valid(sandbox))
+        return gf_error_set(err, GF_EINVAL,
+                            "the bundle has no usable io.kubernetes.cri.sandbox-id to record it "
+                            "by (name the container in gpu-fraction-container-name)");
     snprintf(dir, sizeof(dir), "%s/pods", s->state);
-    if (ensure_dir(s->state, &ignored) < 0 || ensure_dir(dir, &ignored) < 0)
-        return false;
+    if (ensure_dir(s->state, err) < 0 || ensure_dir(dir, err) < 0)
+        return -1;
     pod_path(s, sandbox, path, sizeof(path));
     /* the first container of the pod to start takes it: kubelet starts a
      * pod's containers one after another, in the pod spec's order */
-    fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd >= 0) {
-        size_t len = strlen(container);
-        bool ok = write(fd, container, len) == (ssize_t)len;
-        close(fd);
-        return ok;
+    if ((rc = claim_new(path, container, err)) < 0)
+        return -1;
+    if (rc == 0) {
+        *mine = true;
+        return 0;
     }
-    if (errno != EEXIST || (fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
-        return false;
+    if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) < 0)
+        return gf_error_sys(err, "reading %s", path);
     n = read(fd, have, sizeof(have) - 1);
     close(fd);
-    have[n > 0 ? n : 0] = '\0';
-    return strcmp(have, container) == 0;
+    if (n <= 0)
+        return n < 0 ? gf_error_sys(err, "reading %s", path)
+                     : gf_error_set(err, GF_EINVAL, "%s is empty", path);
+    have[n] = '\0';
+    *mine = strcmp(have, container) == 0;
+    return 0;
 }
 
 void rt_pod_claim_remove(const rt_settings *s, const char *sandbox)

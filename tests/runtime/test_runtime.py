@@ -350,11 +350,20 @@ class PassThroughTest(RuntimeTestCase):
     def test_kai_pod_level_forms_need_nvfractions(self):
         # gpu-fraction is KAI's pod-level form (the binder adds gpus.devices):
         # honoured only with NvFractions compatibility on (the chart's
-        # nvFractions.enabled -> nvfractions=1)
+        # nvFractions.enabled -> nvfractions=1). Off, main's own gpus.devices
+        # key asks no memory: refused, never started with the whole GPU
         a = self.pod(**{"gpus.devices": "0"})
         a["gpu-fraction"] = "0.25"
         self.env["GPUFRAC_NVFRACTIONS"] = "0"
-        self.assert_untouched(dict(a), "kai-off")
+        b = self.bundle(["/usr/bin/shimprobe", "info"], dict(a), name="b1")
+        before = read(os.path.join(b, "config.json"), "rb")
+        r = self.create(b, "kai-off")
+        self.assertEqual(r.returncode, 1, r.output)
+        self.assertIn(NV + "main.gpus.devices", r.output)
+        self.assertIn("nvfractions=1", r.output)
+        self.assertEqual(read(os.path.join(b, "config.json"), "rb"), before)
+        self.assertEqual(self.fractions(), [])
+        self.assertIsNone(self.status("kai-off"))
         self.env["GPUFRAC_NVFRACTIONS"] = "1"
         b = self.bundle(["/usr/bin/shimprobe", "info"], a, name="b2")
         out = self.run_container(b, "kai-on")
