@@ -317,9 +317,23 @@ gf_afraction *gf_registry_find_name_fresh(gf_agent *a, const char *name)
 {
     gf_error err;
     gf_afraction *f = by_name(a, name);
-    if (!f && gf_registry_scan(a, &err) == 0)
+    /* rescanned only for a name that is on disk: asking for new names
+     * (every admission does) costs no scan */
+    if (!f && faccessat(a->frac_dfd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0 &&
+        gf_registry_scan(a, &err) == 0)
         f = by_name(a, name);
     return f;
+}
+
+/* After a change the agent made itself: the directory as it is now counts
+ * as scanned. What another process made in the same instant is opened by
+ * the tick's full scan. */
+static void own_change_seen(gf_agent *a)
+{
+    struct stat st;
+
+    if (fstat(a->frac_dfd, &st) == 0)
+        a->scanned_mtime = st.st_mtim;
 }
 
 void gf_registry_forget(gf_agent *a, gf_afraction *f)
@@ -333,6 +347,7 @@ void gf_registry_forget(gf_agent *a, gf_afraction *f)
     index_rebuild(a);
     gf_registry_sums(a);
     gf_attrib_dirty();
+    own_change_seen(a);
 }
 
 gf_afraction *gf_registry_open_new(gf_agent *a, const char *name, gf_error *err)
@@ -344,6 +359,7 @@ gf_afraction *gf_registry_open_new(gf_agent *a, const char *name, gf_error *err)
     if (open_fraction(a, name, err) < 0)
         return NULL;
     gf_registry_sums(a);
+    own_change_seen(a);
     return by_name(a, name);
 }
 

@@ -832,9 +832,9 @@ static void user_child(const char *sock, const char *uuid, int i, int fd)
     uint64_t t0, ns = 0;
     int s;
 
-    if (setgid(AB_USER_UID) < 0 || setuid(AB_USER_UID) < 0)
+    if (setgid(AB_USER_UID) < 0 || setuid(AB_USER_UID) < 0 || strlen(sock) >= sizeof(sa.sun_path))
         _exit(1);
-    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+    memcpy(sa.sun_path, sock, strlen(sock) + 1);
     snprintf(req, sizeof(req), GF_PROTO_MAGIC " run name=u%05d mode=time-slicing compute=100 "
              "devices=%s/%llu/%llu", i, uuid, (unsigned long long)AB_MANY_REQUEST,
              (unsigned long long)AB_MANY_REQUEST);
