@@ -12,7 +12,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
 from harness import PROBE, kv  # noqa: E402
-from test_agent import AgentTestCase  # noqa: E402
+from test_agent import AgentTestCase, UsersBase  # noqa: E402
 
 
 def alloc_lines(text):
@@ -52,6 +52,20 @@ class StoppedAgentTest(AgentTestCase):
         st = self.wait_for(lambda: self.status().get("b"), "the fraction's status")
         self.assertLessEqual(st["used"], 3 << 30)
         self.assertLessEqual(st["burst"], (3 << 30) - (512 << 20))
+
+
+class UserRunRestartTest(UsersBase):
+    def test_a_users_run_started_while_the_agent_restarts_succeeds(self):
+        self.stop_agent(signal.SIGKILL)
+        t0 = time.monotonic()
+        p = self.as_user("run", "--name", "early", "--memory", "1Gi", "--", "true", bg="early")
+        time.sleep(0.2)
+        self.start_agent()
+        p.wait(timeout=60)
+        print("\ngpufrac run through a restart took %.2f s" % (time.monotonic() - t0),
+              file=sys.stderr)
+        self.assertEqual(p.returncode, 0, self.output("early"))
+        self.assertIn("fraction early ended", self.events())
 
 
 class ShimRestartTest(AgentTestCase):
