@@ -8,14 +8,13 @@
  * the ledger; this process remembers what it borrowed itself, in its own
  * memory (a fork's child has borrowed nothing).
  *
- * No call waits on the agent without a bound (docs/operations.md, "When the
+ * No call waits on the agent without a bound (docs/agent-trust.md, "When the
  * agent is stopped or restarting"): connect and send are bounded on the
  * connection when it is made, the answer by a deadline per call, and an
  * agent that is restarting is waited for a bounded time. Past a bound the
  * fraction has what the ledger already allows: a borrow is refused, so the
  * allocation fails unless the cap it had covers it; the cap only ever comes
  * from the agent's published `lent`, so a loan is never taken unrecorded. */
-#include <errno.h>
 #include <pthread.h>
 #include <string.h>
 #include <time.h>
@@ -100,7 +99,7 @@ static int agent_call(const gf_msg *req, gf_msg *reply, const bounds *b, gf_erro
         nanosleep(&pause, NULL);
     }
     agent_gone = rc < 0 && gf_agent_unreachable(err);
-    if (rc < 0 && err->code == GF_ESYS && err->sys_errno == ETIMEDOUT)
+    if (rc < 0 && err->code == GF_ESYS && !agent_gone) /* there, and silent */
         atomic_store(&silent_until, now_ms() + GF_AGENT_SILENT_BACKOFF_MS);
     pthread_mutex_unlock(&agent_lock);
     return rc;
