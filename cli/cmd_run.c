@@ -27,7 +27,7 @@ static int attach_self(const run_plan *p, gf_error *err)
 
     gf_msg_init(&req, "attach");
     gf_msg_add(&req, "name", p->cfg.name);
-    return gf_agent_request(p->cfg.agent, 5, &req, &reply, err);
+    return gf_agent_request_retry(p->cfg.agent, 5, GF_RUN_AGENT_RESTART_MS, &req, &reply, err);
 }
 
 /* A run made while no agent was up is attached once one is: its socket

@@ -52,6 +52,9 @@ int run_supervise(char **cmd, gf_ledger *lg, pid_t *child);
 
 /* A user other than root with gpufracd serving the state directory: the
  * agent makes, admits and ends the fraction (cli/user_run.c). */
+/* How long a run waits for an agent that is restarting (its socket refuses,
+ * or the connection was cut before the answer), asking again every 50 ms. */
+#define GF_RUN_AGENT_RESTART_MS 5000
 struct gf_fraction;
 bool run_via_agent(const char *state);
 int run_via_agent_create(run_plan *p, struct gf_fraction *f, gf_error *err);

@@ -107,7 +107,7 @@ int run_env_mps(const run_plan *p, gf_error *err)
     gf_msg_init(&req, "mps");
     gf_msg_add(&req, "dev", p->gpus.gpus[0].uuid);
     if (gf_agent_wait_socket(p->cfg.agent, err) < 0 ||
-        gf_agent_request(p->cfg.agent, 0, &req, &reply, err) < 0)
+        gf_agent_request_retry(p->cfg.agent, 0, GF_RUN_AGENT_RESTART_MS, &req, &reply, err) < 0)
         return -1;
     if (!(pipe = gf_msg_get(&reply, "pipe")) || setenv("CUDA_MPS_PIPE_DIRECTORY", pipe, 1) < 0)
         return gf_error_set(err, GF_ESTATE, "gpufracd gave no MPS pipe directory");

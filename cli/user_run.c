@@ -2,7 +2,8 @@
  * directory: the agent makes the fraction (<state>/users.sock, see
  * agent/user_admit.h), admitted against every fraction on the GPU and the
  * administrator's policy; the run holds a read lock on its supervisor record
- * while it lives, and asks the agent to end the fraction when it is over. */
+ * while it lives, and asks the agent to end the fraction when it is over.
+ * Both requests ride out an agent restart (GF_RUN_AGENT_RESTART_MS). */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -76,7 +77,9 @@ int run_via_agent_create(run_plan *p, gf_fraction *f, gf_error *err)
     gf_msg_add_u64(&req, "compute", (uint64_t)p->cfg.compute_percent);
     gf_msg_add(&req, "devices", devices);
     users_socket(p->state, sock, sizeof(sock));
-    if (gf_agent_request(sock, 30, &req, &reply, err) < 0)
+    /* sent again only if the agent never answered; one cut after the agent
+     * made the fraction is refused then ("in use"), never made twice */
+    if (gf_agent_request_retry(sock, 30, GF_RUN_AGENT_RESTART_MS, &req, &reply, err) < 0)
         return gf_error_wrap(err, "gpufracd refused the fraction");
     if ((v = gf_msg_get(&reply, "ledger")))
         snprintf(p->cfg.ledger, sizeof(p->cfg.ledger), "%s", v);
@@ -101,7 +104,7 @@ void run_via_agent_end(const run_plan *p, gf_fraction *f, int code)
     gf_msg_add(&req, "name", p->cfg.name);
     gf_msg_add_u64(&req, "exit", (uint64_t)(code < 0 ? 0 : code));
     users_socket(p->state, sock, sizeof(sock));
-    if (gf_agent_request(sock, 30, &req, &reply, &err) < 0)
+    if (gf_agent_request_retry(sock, 30, GF_RUN_AGENT_RESTART_MS, &req, &reply, &err) < 0)
         fprintf(stderr, "gpufrac run: %s (gpufracd ends the fraction itself shortly)\n", err.msg);
     if (f->lock_fd >= 0)
         close(f->lock_fd);

@@ -6,8 +6,15 @@
  *
  * The agent keeps the record of loans and writes the fraction's `lent` into
  * the ledger; this process remembers what it borrowed itself, in its own
- * memory (a fork's child has borrowed nothing). */
-#include <errno.h>
+ * memory (a fork's child has borrowed nothing).
+ *
+ * No call waits on the agent without a bound (docs/agent-trust.md, "When the
+ * agent is stopped or restarting"): connect and send are bounded on the
+ * connection when it is made, the answer by a deadline per call, and an
+ * agent that is restarting is waited for a bounded time. Past a bound the
+ * fraction has what the ledger already allows: a borrow is refused, so the
+ * allocation fails unless the cap it had covers it; the cap only ever comes
+ * from the agent's published `lent`, so a loan is never taken unrecorded. */
 #include <pthread.h>
 #include <string.h>
 #include <time.h>
@@ -19,36 +26,81 @@
 
 #define GF_BURST_CHUNK (64ULL << 20)
 
-#define GF_AGENT_RESTART_WAIT_MS 10000 /* a reclaim waits this long for a restarting agent */
+#define GF_AGENT_IO_TIMEOUT_S 2 /* connect (a stopped agent's full backlog) and send */
+
+typedef struct bounds {
+    int answer_ms;  /* for the answer on a connection */
+    int restart_ms; /* for an unreachable (restarting) agent to come back */
+} bounds;
+
+/* borrow and return: the agent answers at once */
+static const bounds quick = {2000, 5000};
+/* reclaim: the agent answers within 5 s of starting the evictions
+ * (agent/lender.c, GF_AGENT_RECLAIM_WAIT_MS); a guaranteed owner waits longer
+ * for a restarting agent */
+static const bounds reclaim = {8000, 10000};
+
+/* After an agent that did not answer, loans are not given back for a while:
+ * a free must not wait on a stopped agent (the loan goes back at a later
+ * free, or when the process ends). */
+#define GF_AGENT_SILENT_BACKOFF_MS 5000
 
 static pthread_mutex_t agent_lock = PTHREAD_MUTEX_INITIALIZER;
 static int agent_fd = -1;
+static bool agent_gone; /* the last call found no agent: borrows do not wait for one */
+static _Atomic int64_t silent_until;
 static _Atomic uint64_t borrowed[GF_LEDGER_DEVICES]; /* what this process holds on loan */
 
-/* One request, one reply on the process's connection; a connection the
- * agent dropped (it restarted, or closed it idle) is made again once, or,
- * for a reclaim, for up to wait_ms while the agent comes back. */
-static int agent_call(const gf_msg *req, gf_msg *reply, int wait_ms, gf_error *err)
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* One try on the process's connection, made first if need be. A connection
+ * that failed is closed: after a timeout the agent's late answer would be
+ * read as the next request's. */
+static int agent_try(const gf_msg *req, gf_msg *reply, int answer_ms, bool *fresh, gf_error *err)
 {
     const char *path = gf_state.cfg.agent;
-    struct timespec pause = {0, 50 * 1000 * 1000};
-    int rc = -1, waited = 0;
 
-    pthread_mutex_lock(&agent_lock);
-    for (int attempt = 0; attempt < 2 || waited < wait_ms; attempt++) {
-        if (agent_fd < 0 && (agent_fd = gf_agent_connect(path, 0, err)) < 0) {
-            if (waited >= wait_ms)
-                break;
-            nanosleep(&pause, NULL);
-            waited += 50;
-            continue;
-        }
-        if ((rc = gf_agent_exchange(agent_fd, path, req, reply, err)) == 0 ||
-            err->code != GF_ESYS)
-            break;
+    *fresh = agent_fd < 0;
+    if (*fresh && (agent_fd = gf_agent_connect(path, GF_AGENT_IO_TIMEOUT_S, err)) < 0)
+        return -1;
+    if (gf_agent_exchange_within(agent_fd, path, req, reply, answer_ms, err) == 0)
+        return 0;
+    if (err->code == GF_ESYS) {
         close(agent_fd);
         agent_fd = -1;
     }
+    return -1;
+}
+
+/* One request, one reply. A request the agent did not get or did not answer
+ * because it is not there (gf_agent_unreachable) is sent again on a new
+ * connection until b->restart_ms have passed; one it answered, or that got no
+ * answer within b->answer_ms from an agent that is there, is not. */
+static int agent_call(const gf_msg *req, gf_msg *reply, const bounds *b, gf_error *err)
+{
+    struct timespec pause = {0, GF_AGENT_RETRY_PAUSE_MS * 1000L * 1000L};
+    int64_t until;
+    bool fresh;
+    int rc;
+
+    pthread_mutex_lock(&agent_lock);
+    until = now_ms() + (agent_gone && b != &reclaim ? 0 : b->restart_ms);
+    while ((rc = agent_try(req, reply, b->answer_ms, &fresh, err)) < 0 &&
+           gf_agent_unreachable(err)) {
+        if (!fresh)
+            continue; /* a kept connection the agent closed (idle, or it died): a new one */
+        if (now_ms() >= until)
+            break;
+        nanosleep(&pause, NULL);
+    }
+    agent_gone = rc < 0 && gf_agent_unreachable(err);
+    if (rc < 0 && err->code == GF_ESYS && !agent_gone) /* there, and silent */
+        atomic_store(&silent_until, now_ms() + GF_AGENT_SILENT_BACKOFF_MS);
     pthread_mutex_unlock(&agent_lock);
     return rc;
 }
@@ -62,14 +114,13 @@ static int agent_ask(const char *verb, const char *uuid, uint64_t bytes, gf_msg 
     gf_msg_init(&req, verb);
     gf_msg_add(&req, "dev", uuid);
     gf_msg_add_u64(&req, "bytes", bytes);
-    if (agent_call(&req, reply, strcmp(verb, "reclaim") == 0 ? GF_AGENT_RESTART_WAIT_MS : 0,
-                   &err) == 0)
+    if (agent_call(&req, reply, strcmp(verb, "reclaim") == 0 ? &reclaim : &quick, &err) == 0)
         return 0;
     if (err.code == GF_ESTATE) {
         gf_log(GF_LOG_INFO, "agent refused %s: %s", verb, err.msg);
         return 1;
     }
-    gf_log(GF_LOG_WARN, "agent %s: no answer (%s)", gf_state.cfg.agent, err.msg);
+    gf_log(GF_LOG_WARN, "agent %s: no answer to %s (%s)", gf_state.cfg.agent, verb, err.msg);
     return -1;
 }
 
@@ -88,6 +139,13 @@ GF_HIDDEN bool gf_agent_borrow(const gf_ordinal *o, uint64_t bytes)
         ask = GF_BURST_CHUNK;
     if (ask > o->limit - cap)
         ask = o->limit - cap;
+    /* Sent again if a crash cut it (agent_call): safe, since the agent
+     * journals a loan before it answers (agent/lender.c gf_lend) and after a
+     * restart finds the borrower again by pid + start time (agent/journal.c
+     * replay, gf_loans_recover). A loan granted before the crash is published
+     * in `lent` and counted in the fraction's room below its limit, so the
+     * second grant never takes the fraction past it; that first loan, unknown
+     * here, stays lent until this process ends. */
     if (agent_ask("borrow", o->uuid, ask, &reply) != 0 ||
         gf_msg_get_u64(&reply, "granted", &granted, &err) < 0)
         return false;
@@ -101,10 +159,14 @@ GF_HIDDEN bool gf_agent_reclaim(const gf_ordinal *o, uint64_t bytes)
     gf_msg reply;
     if (!gf_state.cfg.agent[0])
         return false;
-    /* any answer is worth one more try of the driver: a refusal may mean
-     * the borrowers are already gone (an agent that restarted mid-reclaim
-     * finished the eviction itself) */
-    return agent_ask("reclaim", o->uuid, bytes, &reply) >= 0;
+    /* Any answer, or none within the bounds, is worth one more try of the
+     * driver: the bytes are reserved in the ledger within the fraction's
+     * request already, so the driver only says whether the memory is there.
+     * A refusal may mean the borrowers are gone (an agent that restarted
+     * mid-reclaim finished the eviction itself), a timeout that the agent is
+     * slow to see them exit. */
+    agent_ask("reclaim", o->uuid, bytes, &reply);
+    return true;
 }
 
 /* After a free: a loan the fraction no longer needs goes back. */
@@ -121,7 +183,7 @@ GF_HIDDEN void gf_agent_maybe_return(const gf_ordinal *o)
         return;
     d = &gf_state.ledger.hdr->devices[o->dev];
     cap = d->request + atomic_load(&d->lent);
-    if (atomic_load(&d->used) + mine > cap)
+    if (atomic_load(&d->used) + mine > cap || now_ms() < atomic_load(&silent_until))
         return;
     if (agent_ask("return", o->uuid, mine, &reply) == 0)
         atomic_fetch_sub(&borrowed[o->dev], mine);
@@ -136,4 +198,6 @@ GF_HIDDEN void gf_agent_after_fork(void)
     if (agent_fd >= 0)
         close(agent_fd);
     agent_fd = -1;
+    agent_gone = false;
+    atomic_store(&silent_until, 0);
 }

@@ -422,9 +422,9 @@ class PublishTest(AgentTestCase):
 NOBODY = 65534
 
 
-class UsersTest(AgentTestCase):
-    """Every local user's gpufrac run through the agent: admitted against all
-    fractions on the GPU, within the administrator's policy, state root's."""
+class UsersBase(AgentTestCase):
+    """Runs of uid 65534 through users.sock: the build staged where that
+    user can reach it, a policy of the test's own."""
 
     @classmethod
     def setUpClass(cls):
@@ -476,6 +476,11 @@ class UsersTest(AgentTestCase):
         r = self.as_user("status", "--json", *flags)
         self.assertEqual(r.returncode, 0, r.stderr)
         return {f["name"]: f for f in json.loads(r.stdout)}
+
+
+class UsersTest(UsersBase):
+    """Every local user's gpufrac run through the agent: admitted against all
+    fractions on the GPU, within the administrator's policy, state root's."""
 
     def test_a_users_run_is_admitted_against_everyone_within_the_policy(self):
         # the policy: refused with the rule named, nothing made

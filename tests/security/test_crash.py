@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -124,6 +125,23 @@ class MidLendTest(CrashTest):
         p.wait(timeout=30)
         self.wait_for(lambda: self.gpu_metric("gpufrac_gpu_memory_lent_bytes") == 0,
                       "the loan to end with its borrower")
+
+
+class MidLendRetryTest(CrashTest):
+    crash_at = "lend"
+
+    def test_a_borrow_cut_by_the_crash_is_asked_again(self):
+        self.run_bg("b", "--memory", "512Mi", "--limit", "2Gi", "--", PROBE, "alloc", "1Gi",
+                    "hold", "120")
+        self.wait_crash()
+        t0 = time.monotonic()
+        self.start_agent()
+        self.wait_for(lambda: "alloc=" in self.output("b"), "the allocation's answer", 30)
+        print("\nthe cut borrow was answered %.2f s after the restart began" % (time.monotonic() - t0),
+              file=sys.stderr)
+        # within its limit, so the loan asked again is granted
+        self.assertIn("alloc=ok", self.output("b"))
+        self.assertLessEqual(self.status()["b"]["burst"], 2 * Gi - 512 * Mi)
 
 
 class MidAdmissionTest(CrashTest):
