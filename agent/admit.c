@@ -172,6 +172,8 @@ void gf_admit_container(gf_agent *a, const gf_msg *in, gf_msg *out, const gf_pee
         return gf_reply_error(out, err.msg);
     gf_registry_scan_if_changed(a, &err);
     if (!gf_registry_find_name_fresh(a, cfg.name)) {
+        if (gf_journal_refuses(a, "an admission", &err) < 0)
+            return gf_reply_error(out, err.msg);
         if ((gf_msg_get(in, "place") && gf_place(a, in, &cfg, &err) < 0) ||
             gf_admit_check_fit(a, &cfg, &err) < 0 || make_fraction(a, &cfg, in, &err) < 0)
             return gf_reply_error(out, err.msg);
@@ -210,6 +212,12 @@ int gf_attach_pid(gf_agent *a, gf_afraction *f, pid_t pid, uint64_t start, bool 
             close(fd);
         return gf_error_set(err, GF_ENOTFOUND, "pid= is no live process of this node");
     }
+    /* a supervisor the journal does not hold would be lost to a restart */
+    if (gf_journal_refuses(a, "a supervisor", err) < 0 ||
+        gf_journal(a, "sup %s %d %" PRIu64 " %d", f->cfg.name, (int)pid, start, admitted) < 0) {
+        close(fd);
+        return gf_journal_refuses(a, "a supervisor", err);
+    }
     if (f->sup_pidfd >= 0) {
         epoll_ctl(a->loop_epfd, EPOLL_CTL_DEL, f->sup_pidfd, NULL);
         close(f->sup_pidfd);
@@ -219,7 +227,6 @@ int gf_attach_pid(gf_agent *a, gf_afraction *f, pid_t pid, uint64_t start, bool 
     f->sup_pidfd = fd;
     f->sup_admitted = admitted;
     f->sup_seen = true;
-    gf_journal(a, "sup %s %d %" PRIu64 " %d", f->cfg.name, (int)pid, start, admitted);
     gf_loop_watch(a, fd, GF_EV(GF_EV_SUP, f->fid));
     gf_attrib_dirty();
     return 0;

@@ -148,6 +148,8 @@ typedef struct gf_agent {
     int loans_high;            /* entries at or above this were never used */
     int journal_fd;            /* <state>/agent/journal, append-only */
     size_t journal_bytes;
+    _Atomic bool journal_full; /* no room: nothing new is granted (/healthz reads it) */
+    _Atomic int journal_errno; /* why */
     struct timespec scanned_mtime; /* of <state>/fractions at the last scan */
     /* publishing the GPU inventory on the Node (for gpufrac-scheduler) */
     char node_name[256], api_server[512], token_file[GF_PATH_MAX];
@@ -250,7 +252,17 @@ void gf_loan_watch(gf_agent *a, int i);
 /* journal.c: the agent's durable state in <state>/agent/journal, one line per
  * change (append + fdatasync), compacted at start and when it grows. */
 int gf_journal_open(gf_agent *a, gf_error *err);
-void gf_journal(gf_agent *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends one record; -1 when it could not be made durable (the journal is
+ * then full until gf_journal_reserve finds room). */
+int gf_journal(gf_agent *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Keeps space allocated past the journal's end, so records that give back
+ * (return, evict, unsup) fit when the file system fills; when it cannot, or
+ * the file system has less free than that reserve, the journal is full and
+ * nothing new is granted. From the tick. */
+void gf_journal_reserve(gf_agent *a);
+/* -1 with why (and an event) when the journal is full: `what` (a loan, an
+ * admission, a run) is not granted. */
+int gf_journal_refuses(gf_agent *a, const char *what, gf_error *err);
 void gf_journal_compact(gf_agent *a);
 /* Journals the agent-wide and per-GPU counters when they changed since the
  * last time (ticks alone excepted: an idle agent writes nothing). */

@@ -29,12 +29,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <linux/falloc.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -42,6 +44,7 @@
 
 #define JOURNAL "journal"
 #define JOURNAL_TMP "journal.tmp"
+#define JOURNAL_RESERVE (1 << 20)        /* kept allocated past the journal's end */
 #define JOURNAL_MAX_READ (64u << 20)
 #define JOURNAL_COMPACT_BYTES (1u << 20)
 
@@ -132,7 +135,19 @@ void gf_test_crash_point(const char *step)
 }
 #endif
 
-void gf_journal(gf_agent *a, const char *fmt, ...)
+/* The journal is full: nothing new is granted until gf_journal_reserve
+ * finds room again. Said once per episode. */
+static void journal_full(gf_agent *a, int e)
+{
+    if (!a->journal_full)
+        gf_agent_event(a, "journal: no room in %s/agent (%s): granting no loan, admission or "
+                          "run until there is; what is granted already is kept",
+                       a->state_dir, strerror(e));
+    a->journal_full = true;
+    a->journal_errno = e;
+}
+
+int gf_journal(gf_agent *a, const char *fmt, ...)
 {
     char line[512];
     va_list ap;
@@ -142,14 +157,51 @@ void gf_journal(gf_agent *a, const char *fmt, ...)
     n = vsnprintf(line, sizeof(line) - 1, fmt, ap);
     va_end(ap);
     if (n < 0 || a->journal_fd < 0)
-        return;
+        return -1;
     if ((size_t)n > sizeof(line) - 2)
         n = (int)sizeof(line) - 2;
     line[n++] = '\n';
     /* one write: a SIGKILL lands before or after it, never inside */
-    if (write(a->journal_fd, line, (size_t)n) != n || fdatasync(a->journal_fd) < 0)
-        gf_log_write(a->log_fd, GF_LOG_ERROR, "gpufracd", "journal: %s", strerror(errno));
+    if (write(a->journal_fd, line, (size_t)n) != n || fdatasync(a->journal_fd) < 0) {
+        int e = errno;
+        gf_log_write(a->log_fd, GF_LOG_ERROR, "gpufracd", "journal: %s", strerror(e));
+        journal_full(a, e);
+        return -1;
+    }
     a->journal_bytes += (size_t)n;
+    return 0;
+}
+
+void gf_journal_reserve(gf_agent *a)
+{
+    struct statvfs vfs;
+    struct stat st;
+
+    if (a->journal_fd < 0 || fstat(a->journal_fd, &st) < 0)
+        return journal_full(a, EBADF);
+    /* allocates only what is missing of the range: once reserved, a full
+     * file system does not fail it */
+    if (fallocate(a->journal_fd, FALLOC_FL_KEEP_SIZE, st.st_size, JOURNAL_RESERVE) < 0 &&
+        errno != EOPNOTSUPP) /* a file system that cannot reserve: its writes tell */
+        return journal_full(a, errno);
+    /* the reserve is for records that give back; past it, nothing new */
+    if (fstatvfs(a->journal_fd, &vfs) == 0 &&
+        (uint64_t)vfs.f_bavail * vfs.f_frsize < JOURNAL_RESERVE)
+        return journal_full(a, ENOSPC);
+    if (a->journal_full)
+        gf_agent_event(a, "journal: room in %s/agent again: granting resumes", a->state_dir);
+    a->journal_full = false;
+}
+
+int gf_journal_refuses(gf_agent *a, const char *what, gf_error *err)
+{
+    if (!a->journal_full)
+        return 0;
+    gf_agent_event(a, "refused %s: the agent cannot record it (%s in %s/agent)", what,
+                   strerror(a->journal_errno), a->state_dir);
+    return gf_error_set(err, GF_ESTATE, "refused: the node agent cannot record %s (its journal: "
+                        "%s); what it could not record it does not grant", what,
+                        strerror(a->journal_errno));
 }
 
 gf_loan *gf_loan_find(gf_agent *a, const char *frac, int gpu, pid_t pid, uint64_t start)
@@ -386,8 +438,10 @@ void gf_journal_compact(gf_agent *a)
                      strerror(errno));
         return;
     }
-    ok = snapshot(a, fp) == 0;
-    fclose(fp);
+    /* every byte on disk before it replaces the journal: a full disk fails
+     * the compaction, never truncates the journal */
+    ok = snapshot(a, fp) == 0 && fflush(fp) == 0 && fsync(fd) == 0;
+    ok = fclose(fp) == 0 && ok;
     if (!ok || renameat(a->priv_dfd, JOURNAL_TMP, a->priv_dfd, JOURNAL) < 0) {
         unlinkat(a->priv_dfd, JOURNAL_TMP, 0);
         gf_log_write(a->log_fd, GF_LOG_ERROR, "gpufracd", "journal: cannot compact");
@@ -399,6 +453,7 @@ void gf_journal_compact(gf_agent *a)
         close(a->journal_fd);
     a->journal_fd = openat(a->priv_dfd, JOURNAL, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
     a->journal_bytes = 0;
+    gf_journal_reserve(a);
 }
 
 static void journal_count(gf_agent *a)
@@ -445,7 +500,11 @@ int gf_journal_open(gf_agent *a, gf_error *err)
     if (replay(a, err) < 0)
         return -1;
     gf_journal_compact(a);
+    if (a->journal_fd < 0) /* not compacted (a full disk): go on appending to it */
+        a->journal_fd = openat(a->priv_dfd, JOURNAL,
+                               O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (a->journal_fd < 0)
         return gf_error_sys(err, "opening %s/agent/" JOURNAL, a->state_dir);
+    gf_journal_reserve(a);
     return 0;
 }

@@ -56,6 +56,14 @@ void gf_loans_publish(gf_agent *a, gf_afraction *f)
     }
 }
 
+/* A loan that was never granted: its slot and pidfd go. */
+static void forget_loan(gf_loan *l)
+{
+    if (l->pidfd >= 0)
+        close(l->pidfd); /* leaves the loop's epoll with it */
+    *l = (gf_loan){.pidfd = -1};
+}
+
 static int free_loan_slot(gf_agent *a)
 {
     for (int i = 0; i < GF_AGENT_LOANS_MAX; i++)
@@ -81,6 +89,10 @@ int gf_lend(gf_agent *a, gf_afraction *f, pid_t pid, int pidfd, int gpu, uint64_
         close(pidfd);
         return gf_error_set(err, GF_EINVAL, "fraction %s has no share of %s", f->cfg.name,
                             g->uuid);
+    }
+    if (gf_journal_refuses(a, "a loan", err) < 0) {
+        close(pidfd);
+        return -1;
     }
     if (!gf_proc_stat(pid, &start, NULL)) {
         close(pidfd);
@@ -117,11 +129,16 @@ int gf_lend(gf_agent *a, gf_afraction *f, pid_t pid, int pidfd, int gpu, uint64_
         snprintf(l->fraction, sizeof(l->fraction), "%s", f->cfg.name);
         gf_loan_watch(a, i);
     }
+    /* journaled before anyone can act on it: a crash from here on keeps it;
+     * a loan the journal did not take is not granted */
+    if (gf_journal(a, "lend %s %s %d %" PRIu64 " %" PRIu64 " %" PRIu64, f->cfg.name, g->uuid,
+                   (int)pid, start, give, a->loan_seq + 1) < 0) {
+        if (!l->bytes)
+            forget_loan(l);
+        return gf_journal_refuses(a, "a loan", err);
+    }
     l->bytes += give;
     l->seq = ++a->loan_seq;
-    /* journaled before anyone can act on it: a crash from here on keeps it */
-    gf_journal(a, "lend %s %s %d %" PRIu64 " %" PRIu64 " %" PRIu64, f->cfg.name, g->uuid,
-               (int)pid, start, give, l->seq);
     gf_test_crash_point("lend");
     g->lent += give;
     gf_loans_publish(a, f);

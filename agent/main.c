@@ -267,6 +267,7 @@ static void tick(gf_agent *a)
     gf_reclaim_expire(a);
     gf_server_sweep(a);
     gf_journal_counters(a);
+    gf_journal_reserve(a);
     gf_events_flush(a);
     for (int i = 0; i < a->n_fractions; i++)
         gf_loans_publish(a, &a->fractions[i]); /* the shim's copy, restored if a tenant wrote it */

@@ -66,13 +66,20 @@ static enum MHD_Result metrics(struct MHD_Connection *c, gf_agent *a)
  * a loop stuck holding it must still show as unhealthy. */
 static enum MHD_Result healthz(struct MHD_Connection *c, gf_agent *a)
 {
-    char msg[160];
+    char msg[256];
     int64_t now = gf_now_ms(), limit = 3LL * a->watchdog_period_ms;
     int64_t loop_age = now - atomic_load(&a->loop_beat);
     int64_t wd_age = now - atomic_load(&a->watchdog_beat);
 
     if (limit < 2000)
         limit = 2000;
+    if (loop_age <= limit && wd_age <= limit && atomic_load(&a->journal_full)) {
+        /* serving what is durable; a restart would not make room */
+        snprintf(msg, sizeof(msg), "ok, degraded: the journal has no room (%s); no new loan, "
+                 "admission or run is granted\n", strerror(atomic_load(&a->journal_errno)));
+        return reply(c, MHD_HTTP_OK, "text/plain; charset=utf-8", msg, strlen(msg),
+                     MHD_RESPMEM_MUST_COPY);
+    }
     if (loop_age <= limit && wd_age <= limit)
         return text(c, MHD_HTTP_OK, "ok\n");
     snprintf(msg, sizeof(msg), "unhealthy: main loop last ticked %lld ms ago, watchdog %lld ms "

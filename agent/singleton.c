@@ -78,8 +78,10 @@ int gf_agent_lock(gf_agent *a, gf_error *err)
         close(fd);
         return -1;
     }
-    n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
-    if (ftruncate(fd, 0) < 0 || pwrite(fd, pid, (size_t)n, 0) != n) {
+    /* fixed width, written over the last holder's: on a full file system
+     * the page it had is reused, so a restart never needs new space */
+    n = snprintf(pid, sizeof(pid), "%-20ld\n", (long)getpid());
+    if (pwrite(fd, pid, (size_t)n, 0) != n) {
         gf_error_sys(err, "writing %s/agent/" LOCK_FILE, a->state_dir);
         close(fd);
         return -1;

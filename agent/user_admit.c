@@ -209,6 +209,8 @@ static void do_run(gf_agent *a, const gf_msg *in, gf_msg *out, const gf_peer *cr
         return gf_reply_error(out, "root's gpufrac run makes its own fraction");
     if (gf_refuse_if_attributed(a, cr->pid, NULL, out))
         return;
+    if (gf_journal_refuses(a, "a run", &err) < 0)
+        return gf_reply_error(out, err.msg);
     if (gf_admit_parse(in, &cfg, &err) < 0)
         return gf_reply_error(out, err.msg);
     if (strncmp(cfg.name, "k8s.", 4) == 0)

@@ -69,6 +69,12 @@ int rt_bundle_parse(const char *text, size_t len, rt_bundle *b, gf_error *err)
     if (len > RT_SPEC_MAX)
         return gf_error_set(err, GF_ERANGE, "larger than %u MiB (%zu bytes)", RT_SPEC_MAX >> 20,
                             len);
+    /* JSON has no raw NUL byte; jansson's reader would take one as the end
+     * of a number and go on, reading a document no other reader agrees on */
+    const char *nul = memchr(text, '\0', len);
+    if (nul)
+        return gf_error_set(err, GF_EINVAL, "a NUL byte at offset %zu (not JSON)",
+                            (size_t)(nul - text));
     b->spec = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
     if (!b->spec)
         return gf_error_set(err, GF_EINVAL, "%s (line %d)", je.text, je.line);

@@ -147,6 +147,12 @@ class UnreadableBundleTest(BundleAttackCase):
         self.rewrite(b, b"@@BAD@@", b"\xff\xfe")
         self.refused(b, "utf8", ["unable to decode byte 0xff"])
 
+    def test_a_raw_nul_byte(self):
+        # found by fuzz_bundle: jansson took a raw NUL after a number as its end
+        b = self.plain_bundle(self.frac(**{"example.com/note": "x"}))
+        self.rewrite(b, b'"x"', b'0\x00')
+        self.refused(b, "nul", ["a NUL byte at offset"])
+
     def test_truncated_file(self):
         b = self.plain_bundle(self.frac())
         data = read(self.config(b), "rb")
