@@ -93,7 +93,7 @@ int gf_admit_check_fit(gf_agent *a, const gf_fraction_config *cfg, gf_error *err
                            sizeof(h1));
             gf_bytes_human(d->request, h2, sizeof(h2));
             return gf_error_set(err, GF_ESTATE, "GPU %s has %s not guaranteed to other "
-                                "fractions; the container requests %s", d->uuid, h1, h2);
+                                "fractions; the fraction asks for %s", d->uuid, h1, h2);
         }
     }
     return 0;
