@@ -20,7 +20,8 @@ int gf_state_lock(const char *state, gf_error *err)
     int fd;
 
     snprintf(path, sizeof(path), "%s/fractions/.lock", state);
-    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    /* never through a link: root's run may use a state directory a user can write */
+    fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
     if (fd < 0)
         return gf_error_sys(err, "opening %s", path);
     if (flock(fd, LOCK_EX) < 0) {

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fsat.h"
 #include "runtime.h"
 
 static const char *type_name(const json_t *v)
@@ -132,8 +133,8 @@ static int read_bounded(int fd, char **text, size_t *len, gf_error *err)
 
 int rt_bundle_read(const char *path, rt_bundle *b, gf_error *err)
 {
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     struct stat st;
+    int fd = gf_at_file(AT_FDCWD, path, O_RDONLY, &st);
     char *text = NULL;
     size_t len = 0;
     int rc;
@@ -141,13 +142,11 @@ int rt_bundle_read(const char *path, rt_bundle *b, gf_error *err)
     memset(b, 0, sizeof(*b));
     if (fd < 0 && errno == ELOOP)
         return gf_error_set(err, GF_EINVAL, "not a regular file (a symbolic link)");
+    if (fd < 0 && errno == EINVAL)
+        return gf_error_set(err, GF_EINVAL, "not a regular file");
     if (fd < 0)
         return gf_error_sys(err, "cannot be opened");
-    if (fstat(fd, &st) < 0)
-        rc = gf_error_sys(err, "fstat");
-    else if (!S_ISREG(st.st_mode))
-        rc = gf_error_set(err, GF_EINVAL, "not a regular file");
-    else if ((unsigned long long)st.st_size > RT_SPEC_MAX)
+    if ((unsigned long long)st.st_size > RT_SPEC_MAX)
         rc = gf_error_set(err, GF_ERANGE, "larger than %u MiB (%lld bytes)", RT_SPEC_MAX >> 20,
                           (long long)st.st_size);
     else
