@@ -47,7 +47,7 @@
 #define GF_AGENT_ATTACH_TIMEOUT_S 60     /* an admitted container's init attaches within this */
 #define GF_EVENTS_MAX_BYTES (4ULL << 20) /* events.log's bound unless --events-max-bytes */
 
-/* A loan the agent granted: the truth about burst memory (DESIGN 3.4). */
+/* A loan the agent granted: the truth about burst memory. */
 typedef struct gf_loan {
     bool used;
     char fraction[GF_NAME_MAX];
@@ -311,7 +311,7 @@ int gf_mps_terminate_clients(gf_agent *a, int gpu, const pid_t *pids, int n, gf_
 int gf_mps_check(gf_agent *a, int gpu, gf_error *err);   /* fault detection + recovery */
 int gf_mps_stop_idle(gf_agent *a, gf_error *err);        /* stop daemons of GPUs with no sm-sharing fraction */
 
-/* metrics.c: Prometheus text format 0.0.4 (DESIGN 3.6). */
+/* metrics.c: Prometheus text format 0.0.4. */
 int gf_metrics_render(gf_agent *a, char **out, size_t *len, gf_error *err);
 int gf_metrics_start(gf_agent *a, gf_error *err); /* HTTP server on metrics_listen */
 void gf_metrics_stop(gf_agent *a);

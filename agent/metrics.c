@@ -1,4 +1,4 @@
-/* Prometheus text format 0.0.4 (DESIGN 3.6). Every label set is rendered
+/* Prometheus text format 0.0.4. Every label set is rendered
  * once per (fraction, GPU) row; each metric then walks the rows, so all
  * samples of a name stay contiguous and a scrape of 1000 fractions is a few
  * memcpy per line rather than a printf. */

@@ -1,5 +1,5 @@
-/* One legacy MPS control daemon per GPU in sm-sharing use (DESIGN 3.5,
- * REFERENCE 3). The daemon is driven only through its documented interface:
+/* One legacy MPS control daemon per GPU in sm-sharing use. The daemon is
+ * driven only through its documented interface:
  * `nvidia-cuda-mps-control` with one command on stdin, answer on stdout. */
 #include "mps.h"
 

@@ -14,7 +14,7 @@
 #include "agent.h"
 
 #define GF_MPS_TIMEOUT_MS 5000   /* one command; also daemon start and quit */
-#define GF_MPS_PIPE_DIR_MAX 83   /* NVIDIA's cap: sun_path 108 - reserve (REFERENCE 3.1) */
+#define GF_MPS_PIPE_DIR_MAX 83   /* NVIDIA's cap: sun_path 108 - reserve */
 #define GF_MPS_CONTROL_DEFAULT "nvidia-cuda-mps-control"
 
 /* Writes GPU gpu's pipe dir into buf. Fails for an unknown GPU, a uuid

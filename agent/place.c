@@ -1,5 +1,5 @@
 /* Placement of a container fraction that came without a device assignment
- * (no fraction-aware scheduler wrote gpus.devices; DESIGN 3.5a): the agent
+ * (no fraction-aware scheduler wrote gpus.devices): the agent
  * picks the GPUs itself, from its own view of the node (trusted: NVML's
  * totals and the guarantees of the fractions it admitted).
  *

@@ -1,4 +1,4 @@
-/* Every local user's `gpufrac run` through the agent (DESIGN 3.5a):
+/* Every local user's `gpufrac run` through the agent:
  *
  *   <state>/users.sock     0666: anyone may connect; who they are is
  *                          SO_PEERCRED, decided per request

@@ -1,4 +1,4 @@
-/* The watchdog (DESIGN 3.3, the enforcement layer): the driver's per-process
+/* The watchdog (the enforcement layer): the driver's per-process
  * memory on every GPU (NVML, host pids), summed per fraction, against the
  * fraction's bound. A process belongs to a fraction as attrib.c decides from
  * the kernel (ancestry to a supervisor the agent attached, or a container's

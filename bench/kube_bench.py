@@ -22,7 +22,7 @@ but a fifth of the nodes are deleted (after its janitor's trim).
   bench/kube_bench.py [--nodes 100,500] [--pods 2000] [--rounds 3]
                       [--filter-answer best|fitting] [--json FILE] [--perf DIR]
 
-Targets (issue 13): extender pods/s >= 0.7 x plain in the same run; RSS after
+Targets: extender pods/s >= 0.7 x plain in the same run; RSS after
 within 10 % of before; gpufrac-scheduler CPU per pod flat across node counts."""
 import argparse
 import json

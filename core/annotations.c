@@ -385,7 +385,7 @@ static int decode_key(decoder *d, const gf_kv *kv, gf_error *err)
     return decode_pod_value(d, k, kv, err);
 }
 
-/* Rules between the pod-level keys (REFERENCE 1.2 and 1.5). */
+/* Rules between the pod-level keys. */
 static int check_pod_keys(const decoder *d, gf_error *err)
 {
     const gf_kv *const *p = d->pod;

@@ -1,4 +1,4 @@
-/* Decoding of the KAI NvFractions pod annotations (DESIGN 3.1) for one
+/* Decoding of the KAI NvFractions pod annotations for one
  * container: the per-container keys under a prefix and the pod-level
  * legacy forms. Container names are compared as whole key segments
  * ("trainer" never matches "trainer-2"). */

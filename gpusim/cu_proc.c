@@ -1,4 +1,4 @@
-/* gpusim entry-point lookup (cuGetProcAddress, REFERENCE.md 4.3) and error
+/* gpusim entry-point lookup (cuGetProcAddress) and error
  * strings. The pointer returned for a name is the library's own export
  * (linked with -Bsymbolic-functions, so it equals dlsym(libcuda, name) even
  * when a preloaded library defines the same name). */

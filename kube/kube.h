@@ -1,4 +1,4 @@
-/* A small Kubernetes REST client on libcurl (REFERENCE 6.4): in-cluster or
+/* A small Kubernetes REST client on libcurl: in-cluster or
  * flag-given endpoint, bearer token re-read as the kubelet rotates it, CA
  * verification, paged lists, watches with bookmarks, pod bindings.
  * Thread-safe: every call uses its own curl handle; connections and TLS

@@ -1,5 +1,5 @@
 /* exec --process FILE: containerd builds an exec'd process from its own copy
- * of the spec, not from the config.json create edited (REFERENCE 8.1), so the
+ * of the spec, not from the config.json create edited, so the
  * fraction's environment (NVIDIA_*, CUDA_MPS_*) is added to the process file
  * here, from the container's entry in <state>/containers. The preload and
  * the fraction's files are mounts of the container: exec'd processes have

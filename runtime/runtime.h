@@ -1,4 +1,4 @@
-/* gpufrac-runtime: an OCI runtime wrapper around runc (REFERENCE 5.3). It
+/* gpufrac-runtime: an OCI runtime wrapper around runc. It
  * acts on `create` (and `run`) of a container whose spec carries fraction
  * annotations, on `delete`, and on its own `hook attach|release` mode;
  * everything else execs the real runtime with the argv untouched. */

@@ -1,5 +1,5 @@
 /* preempt: ExtenderPreemptionArgs in, ExtenderPreemptionResult out
- * (REFERENCE 6.2). kube-scheduler proposes victims per node from what it
+ *. kube-scheduler proposes victims per node from what it
  * sees (not GPU shares); for a fractional pod the extender keeps the nodes
  * where some lower-priority fractional pods can make room and adds those
  * pods to the node's victims; nodes where nothing helps are left out. */

@@ -1,4 +1,4 @@
-/* The kube-scheduler extender's verbs (REFERENCE 6.2, 6.3) as plain
+/* The kube-scheduler extender's verbs as plain
  * functions over request bodies, independent of the HTTP server: filter,
  * prioritize, bind, the metrics page and health. */
 #ifndef GPUFRAC_SCHED_EXTENDER_H

@@ -1,4 +1,4 @@
-/* List+watch of nodes and pods feeding the model (REFERENCE 6.4): one
+/* List+watch of nodes and pods feeding the model: one
  * thread per kind, re-list at start and after 410 Gone, resume from the
  * last resourceVersion after a normal disconnect; a janitor drops binds
  * the watch never confirmed. */

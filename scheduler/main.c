@@ -1,4 +1,4 @@
-/* gpufrac-scheduler: the kube-scheduler extender (DESIGN 3.7). */
+/* gpufrac-scheduler: the kube-scheduler extender. */
 #include <getopt.h>
 #include <malloc.h>
 #include <signal.h>

@@ -1,6 +1,6 @@
-/* The scheduler extender's in-memory cluster model (DESIGN 3.7, REFERENCE
- * 1.8): GPU inventory per node, the fractional pods placed on each GPU, and
- * the placement of a new fractional pod.
+/* The scheduler extender's in-memory cluster model: GPU inventory per node,
+ * the fractional pods placed on each GPU, and the placement of a new
+ * fractional pod.
  *
  * Accounting. Per GPU: total memory (bytes), requested bytes (the sum of the
  * REQUESTS of the pods placed there, never the limits), the compute mode of
@@ -35,14 +35,14 @@
  *
  * Inventory. From the node agent's annotation gpufrac.io/gpus (see below),
  * else from GPU Feature Discovery labels nvidia.com/gpu.count and
- * nvidia.com/gpu.memory (MiB; values >= 1048576 are bytes, REFERENCE 1.8 GFD
+ * nvidia.com/gpu.memory (MiB; values >= 1048576 are bytes, a GFD
  * bug), with ids "<node>/gpu<i>" and no UUIDs. A count without memory: the
  * node cannot host fractions (memory unknown, every request refused with a
  * reason saying so; portions too, since accounting is in bytes).
  *
  * Out of scope: whole-GPU pods (nvidia.com/gpu resource requests) are not
  * seen or counted here; keep fractional and whole-GPU nodes apart, or run a
- * reservation scheme as KAI does (REFERENCE 1.8).
+ * reservation scheme as KAI does.
  *
  * Threads: one writer (the watch thread; gf_model_reserve/forget from HTTP
  * threads also write) and concurrent readers; one rwlock inside. */

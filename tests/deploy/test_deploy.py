@@ -197,7 +197,7 @@ class Manifests(unittest.TestCase):
         rc = find(docs(rendered()), "RuntimeClass")
         self.assertEqual(rc["metadata"]["name"], "gpufrac")
         self.assertEqual(rc["handler"], "gpufrac")
-        # no GFD label required: agent-only nodes host gpufrac pods (issue 13)
+        # no GFD label required: agent-only nodes host gpufrac pods
         self.assertNotIn("nodeSelector", rc["scheduling"])
         rc = find(docs(rendered('runtimeClass.nodeSelector.gpufrac-node=yes')), "RuntimeClass")
         self.assertEqual(rc["scheduling"]["nodeSelector"], {"gpufrac-node": "yes"})

@@ -5,7 +5,7 @@
 #
 #   tests/gpu/mps_check.sh [OUT_DIR]     (default: $OUT or ./gpu-out/mps)
 #
-# Checks (REFERENCE 3.5, 3.7; H200 figures measured there):
+# Checks (with the H200 figures measured on such a machine):
 #   sm_share     client with CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=25 sees 32 of 132 SMs
 #                (other GPUs: fewer SMs than without MPS, at most ceil(25 %))
 #   pinned_limit client with CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=8G: free <= 8.5 GB,

@@ -572,7 +572,7 @@ class DeviceMappingTest(SimTestCase):
 
     def test_cuda_visible_devices_maps_by_uuid(self):
         # only the second GPU is in the fraction; it is ordinal 0 when
-        # CUDA_VISIBLE_DEVICES=1 (the index-space trap of REFERENCE 4.5)
+        # CUDA_VISIBLE_DEVICES=1 (the index-space trap: CUDA indexes only the visible GPUs)
         env = dict(self.env, CUDA_VISIBLE_DEVICES="1")
         uuid = kv(self.probe("uuid", env=env).stdout)["uuid"]
         uuid0 = kv(self.probe("uuid", shim=False).stdout)["uuid"]

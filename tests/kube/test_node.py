@@ -7,7 +7,7 @@ handler, local umoci images) with gpufrac-runtime over runc, and gpufracd
 publishing the node's GPUs with --node-name. The GPU is gpusim, MPS is
 tests/fakes/nvidia-cuda-mps-control: the only stand-ins.
 
-What the kubelet needs here (REFERENCE §8.6): a loopback-only CNI conflist
+What the kubelet needs here: a loopback-only CNI conflist
 (hostNetwork pods), --hostname-override=127.0.0.1 (loopback InternalIP, so the
 API server reaches the kubelet for pods/log), the cgroupfs driver, its own
 --cgroup-root, --fail-swap-on=false, and the not-ready taint removed (no

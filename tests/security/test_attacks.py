@@ -1,4 +1,4 @@
-"""The node agent against a hostile tenant (issue 8, DESIGN 3.3). Every
+"""The node agent against a hostile tenant. Every
 attack runs as uid 65534 in a fraction given to it (admitted on root's
 socket as the container runtime does, its init attached), some inside a
 user + PID namespace, against the real gpufracd over gpusim. After each:
@@ -419,7 +419,7 @@ for payload in sys.argv[2:]:
 
 
 class UsersSockTest(AttackBase):
-    """<state>/users.sock (issue 12) is everyone's: through it a user gets
+    """<state>/users.sock is everyone's: through it a user gets
     ping, run and end of their own fraction, and nothing of root's socket,
     whoever connects (root included)."""
 

@@ -1,4 +1,4 @@
-"""The agent's own state survives SIGKILL at any point (issue 8): the agent
+"""The agent's own state survives SIGKILL at any point: the agent
 built with crash points (gpufracd-testhooks, GPUFRAC_TEST_CRASH_AT=<step>)
 dies mid-lend, mid-reclaim and mid-admission; after a restart of the real
 agent the invariants hold: loan order intact, a half-done eviction finished,
