@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The two commands of the README:
 #   make demo   builds everything and runs `gpufrac demo`
 #   make check  builds the sanitized test build and runs the whole suite

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Container fractions, made by the agent for the OCI runtime wrapper:
  * admit (check and create), attach (the container's init process), release
  * (remove), and reconcile (remove what a missed poststop hook left). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Container fractions (for gpufrac-runtime): admit, attach, release,
  * reconcile. See admit.c. */
 #ifndef GPUFRAC_AGENT_ADMIT_H

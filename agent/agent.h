@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpufracd internals: the pieces of the node agent and what they share.
  *
  * Trusted (the agent's own, root-only):

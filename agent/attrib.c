@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Attribution: the fraction a host process belongs to, decided from the
  * kernel alone. A process belongs to fraction F when F's supervisor (a
  * process the agent attached itself, pid + start time checked through a

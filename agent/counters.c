@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Agent-wide counters outlive the fractions they counted, and restarts: they
  * are journaled (journal.c) when they change, at once for evictions and
  * watchdog kills, on the next tick for request counts, and in any case before

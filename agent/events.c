@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The agent's events: one line each in its log and in <state>/events.log.
  *
  * events.log never holds more than a->events_max_bytes: a line that would

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A fraction's own heap parts (agent.h): its config as the agent keeps it,
  * its paths, and the ledger entries of the GPUs it covers. Each is sized to
  * what it holds, so a thousand fractions cost a thousand small blocks, not a

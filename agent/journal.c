@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The agent's own state, durable across SIGKILL: <state>/agent/journal.
  *
  * <state>/agent is the agent's (0700, checked to be a directory it owns, not

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Tells a pod's owner why the agent terminated one of its processes: a
  * Warning Event on the pod, so `kubectl describe pod` shows it. Only for
  * container fractions (their namespace/pod from the agent's own admission

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* See ledger_view.h: the agent reads a ledger only through a private copy,
  * and every write the agent makes into a tenant's ledger is here too. */
 #include "ledger_view.h"

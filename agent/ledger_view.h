@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The agent's view of a fraction's ledger. The ledger is tenant data (every
  * process of the fraction can write it, truncate it or replace it), so the
  * agent never maps it: it reads the part before the slots with pread into a

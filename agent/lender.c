@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Burst: memory between a fraction's request and its limit is lent only from
  * what no fraction on that GPU is guaranteed and nobody has on loan, and is
  * taken back, newest loan first, when a guaranteed owner needs it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpufracd: the node agent. One loop: the socket, a timer for the watchdog
  * and MPS health, signals. Metrics are served from their own thread. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Prometheus text format 0.0.4. Every label set is rendered
  * once per (fraction, GPU) row; each metric then walks the rows, so all
  * samples of a name stay contiguous and a scrape of 1000 fractions is a few

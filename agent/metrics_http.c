@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The metrics endpoint: libmicrohttpd, so a slow scraper never stalls the
  * agent's loop (a render only waits for a->lock). Its listening port may be
  * reachable by every pod, so no client can hold it: a small pool of epoll

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One legacy MPS control daemon per GPU in sm-sharing use. The daemon is
  * driven only through its documented interface:
  * `nvidia-cuda-mps-control` with one command on stdin, answer on stdout. */

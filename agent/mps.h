@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* mps.c's own helpers (the rest of its interface is in agent.h).
  *
  * One legacy (v2) MPS control daemon per GPU in sm-sharing use, pipe dir

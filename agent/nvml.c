@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The agent's NVML, loaded at run time so that gpufracd builds and starts
  * without the driver. One library per process: the handle and the device
  * handles are module state. */

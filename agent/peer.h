@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Who is speaking on a connection, from the kernel alone, bound to the very
  * process that connected: SO_PEERCRED for its credentials at connect time,
  * and a pidfd of that process (SO_PEERPIDFD, Linux >= 6.5). A pid number is

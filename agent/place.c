@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Placement of a container fraction that came without a device assignment
  * (no fraction-aware scheduler wrote gpus.devices): the agent
  * picks the GPUs itself, from its own view of the node (trusted: NVML's

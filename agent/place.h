@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The agent's placement of a container fraction without gpus.devices. */
 #ifndef GPUFRAC_AGENT_PLACE_H
 #define GPUFRAC_AGENT_PLACE_H

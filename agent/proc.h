@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What the kernel says about a process: pidfds, identity (pid + start time),
  * parent, cgroup, namespaced pids. The agent attributes processes only from
  * these, never from a ledger or a file a tenant can write. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Publishes this node's GPU inventory for gpufrac-scheduler: the node
  * annotation gpufrac.io/gpus = [{"uuid","index","memory"}, ...] (bytes), one
  * merge patch of the Node. Retried on the tick until it lands. */

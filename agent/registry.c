@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The registry: every <state>/fractions/<name> with a config and a ledger is
  * a fraction. A scan opens new ones, closes gone ones, refreshes each
  * ledger's view and recomputes what each GPU has guaranteed and lent.

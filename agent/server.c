@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The agent's sockets: one request per datagram (core/proto.h). Callers are
  * who the kernel says they are (peer.h: the credentials and a pidfd of the
  * process that connected, taken at accept; a request from a connection whose

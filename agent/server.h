@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #ifndef GPUFRAC_AGENT_SERVER_H
 #define GPUFRAC_AGENT_SERVER_H
 

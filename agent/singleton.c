@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One agent per state directory: <state>/agent/lock carries an OFD write
  * lock for as long as the agent lives (the kernel drops it with the last
  * descriptor, so a SIGKILLed agent leaves nothing to clean up). It is taken

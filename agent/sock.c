@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Listening sockets of the agent: its own and one per fraction. */
 #include <errno.h>
 #include <string.h>

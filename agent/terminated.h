@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Why the agent terminated a process, told to the process's owner.
  *
  *   <fraction dir>/terminated   one line per process the agent terminated:

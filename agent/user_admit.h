@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Every local user's `gpufrac run` through the agent:
  *
  *   <state>/users.sock     0666: anyone may connect; who they are is

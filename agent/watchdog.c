@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The watchdog (the enforcement layer): the driver's per-process
  * memory on every GPU (NVML, host pids), summed per fraction, against the
  * fraction's bound. A process belongs to a fraction as attrib.c decides from

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpufracd-bench: what the node agent costs, measured in one run against a
  * real gpufracd (see docs/benchmarks.md, "The agent"):
  *

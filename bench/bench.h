@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpufrac-bench: the shim against no shim, measured in one run.
  *
  * The parent (main.c, measure.c) never touches the driver itself: every

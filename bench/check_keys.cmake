@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The quick bench tests: runs a bench with its quick arguments and checks that
 # it completed and printed every key of a keys file. Timings are never
 # asserted. Registered by gf_bench_quick_test (bench/CMakeLists.txt):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The driver entry points the workers call, found at run time with
  * dlopen("libcuda.so.1") + dlsym: no link-time libcuda, and a preloaded shim
  * answers these lookups with its hooks exactly as it would for a framework. */

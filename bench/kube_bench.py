@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """gpufrac-scheduler at scale against the REAL kube-apiserver, kube-scheduler
 and etcd (tests/kube/cluster.py; build them with scripts/kube-build.sh).
 

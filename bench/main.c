@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpufrac-bench: measures the shim against no shim in one run.
  *
  *   gpufrac-bench [--quick] [--sim] [--json FILE] [--n PAIRS] [--runs N]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The measurements, parent side: start workers on both sides, turn what they
  * print into figures. Ratios are shim throughput / no-shim throughput. */
 #include <fcntl.h>

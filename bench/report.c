@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Results: an ordered list of key=value figures, printed as a table for
  * people, as key=value lines for scripts, and as JSON on request. */
 #include <errno.h>

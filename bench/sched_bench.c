@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpufrac-sched-bench: the scheduler extender's cluster model against a
  * synthetic cluster (default 5,000 nodes x 8 GPUs, 40,000 fractional pods):
  * memory, rebuild from a full list, and filter + prioritize per pod, each

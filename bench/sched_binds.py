@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Sustained binds per second through gpufrac-scheduler against the test API
 server, beside the same binds POSTed straight to the API server (the
 baseline: what the API server itself costs) in the same run.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Where the shim and gpusim are, which platform we run on, the private
  * fraction (ledger + config) and the two child environments. */
 #include <dirent.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Child processes: `exe --worker ...` with a side's environment, stdout
  * captured through a pipe, optionally stdin from a start-signal pipe. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The child side: `gpufrac-bench --worker KIND ARGS...`. Each kind sets up
  * the driver the way an application would, runs one timed loop and prints
  * `key=value` lines on stdout. Exit 0, or 1 after a message on stderr. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What a new fraction must not break: on each GPU the requests of all
  * fractions fit in the device (a guarantee is real), and time-slicing and
  * sm-sharing fractions never share a GPU. Checked and installed under one

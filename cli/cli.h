@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shared pieces of the gpufrac command: exit codes and the subcommands. */
 #ifndef GPUFRAC_CLI_H
 #define GPUFRAC_CLI_H

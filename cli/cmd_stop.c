@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpufrac stop NAME: asks a fraction's gpufrac run to stop it (SIGTERM,
  * which the run passes on to every process of the fraction). A user stops
  * only their own fractions (whose ledger is theirs); root stops any. The

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpufrac top: the status table, redrawn every interval until interrupted. */
 #include <getopt.h>
 #include <poll.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* `gpufrac demo`: runs gpufrac-probe with and without a fraction and reads
  * its key=value lines. */
 #ifndef GPUFRAC_CLI_DEMO_H

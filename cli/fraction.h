@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fractions on disk. A fraction made by `gpufrac run` is a directory
  *
  *   <state>/fractions/<name>/config      gf_config_format text, 0444

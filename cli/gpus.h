@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The host's GPUs as NVML reports them, and choosing among them. */
 #ifndef GPUFRAC_CLI_GPUS_H
 #define GPUFRAC_CLI_GPUS_H

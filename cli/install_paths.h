@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Where gpufrac finds its companions (the shim, the probe, the simulated
  * driver): next to the running executable as the build tree lays them out,
  * else where `make install` put them (GNUInstallDirs, relative to the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpufrac-probe: what a CUDA program sees, one key=value per line.
  *
  *   gpufrac-probe [--device N] [--hold SECONDS] STEP...

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpufrac-probe: the CUDA driver and NVML, loaded at run time (no link-time
  * dependency, so it runs on gpusim, the real driver, or under the shim). */
 #ifndef GPUFRAC_CLI_PROBE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* `gpufrac run`, in steps: flags -> plan (spec, GPUs, config) -> fraction
  * on disk -> child environment -> supervised child. */
 #ifndef GPUFRAC_CLI_RUN_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The end of a run: why gpufracd terminated a process of the fraction (its
  * own record, <fraction>/terminated, see agent/terminated.h), and the ended
  * fraction kept for `gpufrac status`. */

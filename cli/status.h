@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What `gpufrac status` knows: the host's GPUs, the fractions on them (live,
  * and ended in the last GF_ENDED_KEEP_S), their processes. */
 #ifndef GPUFRAC_CLI_STATUS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The status table, laid out like nvidia-smi: a block per GPU (index, name,
  * used/total, mode), the fractions on it with their figures on that GPU,
  * and under each its processes with the memory the driver measures. Fits

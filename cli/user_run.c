@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* `gpufrac run` by a user other than root where gpufracd serves the state
  * directory: the agent makes the fraction (<state>/users.sock, see
  * agent/user_admit.h), admitted against every fraction on the GPU and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Talking to gpufracd: one SOCK_SEQPACKET datagram each way (core/proto.h).
  * Used by the CLI, the runtime wrapper and the shim. */
 #ifndef GPUFRAC_AGENT_CLIENT_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Asking gpufracd again across its restart (30-110 ms from SIGKILL to a
  * socket that answers). Only a request the agent never answered is sent
  * again, and only while the agent is unreachable: a refusal is final, and a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A memory amount as a person writes it: a quantity ("40Gi", "1G") or a
  * portion of the device ("0.5", "50%"). A bare number up to 1 is a portion;
  * any other value must be a quantity. */

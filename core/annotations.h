@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Decoding of the KAI NvFractions pod annotations for one
  * container: the per-container keys under a prefix and the pod-level
  * legacy forms. Container names are compared as whole key segments

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The fraction config file: what a fraction's processes are allowed, written
  * by `gpufrac run` or the runtime wrapper, read (only) by the shim.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One error object threaded through every fallible call: functions return 0
  * or -1 and, on -1, leave a message a person can act on in *err. */
 #ifndef GPUFRAC_ERROR_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Files in a directory someone else can write (a user's state directory, a
  * fraction's directory, a bundle): every path is one name relative to a
  * directory descriptor, opened without following a link, without blocking

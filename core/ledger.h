@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The ledger: one shared file per fraction, mapped by every process of the
  * fraction, that counts device memory across them without a lock.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Log lines: "gpufrac[<pid>] <component> <level>: <message>". The caller owns
  * the level and the file descriptor: the core keeps no global state. */
 #ifndef GPUFRAC_LOG_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Listen addresses for the HTTP endpoints (the agent's /metrics, the
  * scheduler extender): "host:port", "[v6]:port" or ":port" (loopback),
  * split into a host and a port for getaddrinfo. Pure: resolves nothing. */

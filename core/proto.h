@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The agent's wire protocol: one request or reply per SOCK_SEQPACKET
  * datagram, text, at most GF_PROTO_MAX bytes:
  *

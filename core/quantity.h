@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Kubernetes resource quantities, as byte counts.
  * Grammar: [+-]? digits[.digits] | .digits, then one of:
  *   binary Ki Mi Gi Ti Pi Ei, decimal n u m k M G T P E, or an exponent e<int>/E<int>.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The fraction spec: what a workload asks for, before and after resolving
  * portions against a device. */
 #ifndef GPUFRAC_SPEC_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The administrator's policy for a shared host (/etc/gpufrac/policy.conf):
  * what each local user may ask of gpufracd.
  *

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Render the gpufrac Helm chart without helm.
 
 A small, dependency-free renderer for exactly the template subset the chart

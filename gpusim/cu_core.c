@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpusim CUDA side: initialisation, devices, contexts, streams, fork. */
 #include <stdio.h>
 #include <stdlib.h>

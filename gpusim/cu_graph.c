@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpusim CUDA graphs (memory nodes only) and kernel launches.
  *
  * Model: a launch runs to completion at once. At launch the process's graph

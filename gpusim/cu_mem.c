@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpusim plain device memory: cuMemAlloc / cuMemFree / pitched / managed,
  * the legacy 32-bit ABI, and cuMemGetInfo. */
 #include "gs.h"

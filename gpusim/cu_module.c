@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpusim modules and libraries: loading code takes device memory, as on a
  * real driver. No code is simulated: an image is the text
  * "gpusim-module <bytes>" (file or memory), and loading it charges <bytes>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpusim stream-ordered allocation: memory pools with reserved/used
  * accounting like the driver's (see README.md). Work completes at once, so a
  * free makes the memory reusable immediately; reserved memory above the

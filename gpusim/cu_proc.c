@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpusim entry-point lookup (cuGetProcAddress) and error
  * strings. The pointer returned for a name is the library's own export
  * (linked with -Bsymbolic-functions, so it equals dlsym(libcuda, name) even

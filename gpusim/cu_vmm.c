@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpusim virtual memory management (physical handles are charged, address
  * reservations and mappings are bookkeeping only) and CUDA arrays (charged
  * exactly what the memory-requirements queries report). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* GPUSIM_FAIL="name:N[:error],name2:M": the Nth call (1-based, per process)
  * of entry point `name` fails with `error` (default 2, out of memory) before
  * doing anything. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpusim internals: a simulated NVIDIA driver (libcuda.so.1 + libnvidia-ml.so.1)
  * for tests. See gpusim/README.md for the model. Nothing here is product code.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Every CUDA entry point gpusim exports, one line each:
  *   X(export, base name for cuGetProcAddress, CUDA version that introduced it,
  *     per-thread-default-stream variant, parameters)

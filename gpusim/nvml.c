@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpusim NVML (libnvidia-ml.so.1): the same devices and host-wide memory
  * figures as the CUDA side, read from the shared state. Like the real NVML
  * it ignores CUDA_VISIBLE_DEVICES and shows every device. */

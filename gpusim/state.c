@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpusim shared state: devices from the environment, one shared file per
  * simulated host counting device memory across processes, and process
  * liveness by OFD locks (see README.md). Shared by libcuda and libnvidia-ml. */

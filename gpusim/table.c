@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Striped hash tables for device pointers and handles: one mutex per stripe,
  * so threads allocating at once rarely meet. Keys are 256-byte aligned fake
  * addresses or handle values. */

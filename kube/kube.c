@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Kubernetes REST client: endpoint, credentials, one request. */
 #include <curl/curl.h>
 #include <errno.h>

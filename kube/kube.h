@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A small Kubernetes REST client on libcurl: in-cluster or
  * flag-given endpoint, bearer token re-read as the kubelet rotates it, CA
  * verification, paged lists, watches with bookmarks, pod bindings.

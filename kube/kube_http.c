@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One HTTP exchange with the API server, with the token retried on 401. */
 #include <jansson.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Private to the kube client's files. */
 #ifndef GPUFRAC_SCHED_KUBE_IMPL_H
 #define GPUFRAC_SCHED_KUBE_IMPL_H

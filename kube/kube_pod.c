@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* GET one pod. */
 #include <stdio.h>
 #include <stdlib.h>

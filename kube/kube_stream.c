@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Watch stream framing and event lines (no libcurl: fuzzed on its own). */
 #include <stdlib.h>
 #include <string.h>

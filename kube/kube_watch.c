@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Lists page by page, watches as newline-delimited event streams, binds. */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The agent's verbs the wrapper uses: admit, attach, release (root only),
  * one SOCK_SEQPACKET datagram each way, with a time limit so a stuck agent
  * fails a create instead of hanging it. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* runc's command line: global flags, the verb, the verb's flags and the
  * container id. Only what the wrapper needs is picked out; argv is never
  * changed. Flags may be written -x, --x, --x=v (Go's flag syntax). */

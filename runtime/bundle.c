@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The bundle's config.json is read completely or refused: every byte parsed
  * under jansson's strictest rules, every annotation a string the decoder sees
  * whole. What the wrapper cannot read so never reaches the real runtime: runc

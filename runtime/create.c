@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* create/run: a fractional container is admitted by the agent and its spec
  * gets the shim, the fraction's files, the env and the hooks. The real
  * runtime gets the bundle untouched only when it was read completely and no

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A bundle's identity and fraction, from its annotations. A container that
  * any annotation names (rt_bundle_naming_key) is fractional or refused:
  * "not fractional" for it would start it with the whole GPU. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* delete <id>: the real runtime deletes the container (running its poststop
  * hooks); then, best effort, the fraction it had is released, in case the
  * hook never ran (runc killed, state lost). */

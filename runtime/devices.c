@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The GPUs of a fractional container, as UUIDs with their amounts in bytes.
  * NVML (libnvidia-ml.so.1 through dlopen) knows the UUIDs and the totals. */
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Handing over to the real runtime, with the caller's argv. */
 #include <errno.h>
 #include <signal.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* exec --process FILE: containerd builds an exec'd process from its own copy
  * of the spec, not from the config.json create edited, so the
  * fraction's environment (NVIDIA_*, CUDA_MPS_*) is added to the process file

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* `gpufrac-runtime hook attach|release <fraction>`: run by runc as the
  * container's createRuntime and poststop hooks, with the OCI state JSON on
  * stdin (pid = the container's init as seen from the runtime namespace). */

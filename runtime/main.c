@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpufrac-runtime: see runtime.h and docs/runtime.md. */
 #include <stdio.h>
 #include <string.h>

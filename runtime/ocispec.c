@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The bundle's config.json through jansson, once bundle.c has read it:
  * edit the few parts the wrapper owns (env, mounts, hooks), write back
  * atomically. Every other field is kept as it was. */

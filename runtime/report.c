@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Refusals reach the person twice: on stderr, and as a line in runc's --log
  * file, which containerd's shim turns into the error of the pod's event. */
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpufrac-runtime: an OCI runtime wrapper around runc. It
  * acts on `create` (and `run`) of a container whose spec carries fraction
  * annotations, on `delete`, and on its own `hook attach|release` mode;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Where things are: the real runtime, the agent's state directory and the
  * shim. Each from its environment variable, else /etc/gpufrac/runtime.conf
  * (key=value lines: real_runtime, state_dir, shim, nvfractions), else the default. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The wrapper's own files in the agent's state directory (root's, trusted):
  *   containers/<container id>   the fraction name of a container (for delete),
  *                               then the fraction's env lines (for exec)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* v1.Pod / v1.Node JSON -> the model's records (decode.h). */
 #include "decode.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Kubernetes JSON (jansson) -> the model's pod and node records. */
 #ifndef GPUFRAC_SCHED_DECODE_H
 #define GPUFRAC_SCHED_DECODE_H

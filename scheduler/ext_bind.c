@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* bind: choose the GPUs on the node under the model's write lock, count
  * them at once, POST one Binding carrying the annotations, roll back on an
  * API error. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The pods filter saw last, for bind (which carries only their names). Each
  * record is its own allocation, freed once its bind succeeds, so nothing of
  * a burst stays resident after its pods are bound. */

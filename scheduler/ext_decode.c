@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Decoding of the extender's request bodies. Keys are matched as Go's
  * encoding/json does: exact first, then case-insensitively. */
 #include <stdlib.h>

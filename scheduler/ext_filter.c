@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* filter and prioritize: ExtenderArgs in, ExtenderFilterResult or
  * HostPriorityList out. */
 #include <stdint.h>

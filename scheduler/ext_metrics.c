@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The extender's /metrics page (Prometheus text 0.0.4) and /healthz. */
 #include <inttypes.h>
 #include <stdio.h>

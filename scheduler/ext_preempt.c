@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* preempt: ExtenderPreemptionArgs in, ExtenderPreemptionResult out
  *. kube-scheduler proposes victims per node from what it
  * sees (not GPU shares); for a fractional pod the extender keeps the nodes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Building the extender's answers. */
 #include <stdlib.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The extender's state. */
 #include <stdio.h>
 #include <string.h>

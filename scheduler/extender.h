@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The kube-scheduler extender's verbs as plain
  * functions over request bodies, independent of the HTTP server: filter,
  * prioritize, bind, the metrics page and health. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Nodes and pods from the API server into the model. */
 #include <stdlib.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* List+watch of nodes and pods feeding the model: one
  * thread per kind, re-list at start and after 410 Gone, resume from the
  * last resourceVersion after a normal disconnect; a janitor drops binds

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The kube client as the extender's gf_ext_kube. */
 #include "kube_ext.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The kube client plugged into the extender. */
 #ifndef GPUFRAC_SCHED_KUBE_EXT_H
 #define GPUFRAC_SCHED_KUBE_EXT_H

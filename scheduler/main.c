@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpufrac-scheduler: the kube-scheduler extender. */
 #include <getopt.h>
 #include <malloc.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The cluster model's bookkeeping: node and pod records in two hash tables,
  * per-GPU accounting kept in step with every update (model.h). */
 #include "model.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The scheduler extender's in-memory cluster model: GPU inventory per node,
  * the fractional pods placed on each GPU, and the placement of a new
  * fractional pod.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The model's records, shared by model.c (bookkeeping) and placement.c
  * (choosing GPUs). Not part of the API. */
 #ifndef GPUFRAC_SCHED_MODEL_INT_H

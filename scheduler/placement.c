@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Placement: which GPUs of a node take a fractional pod, the node's filter
  * verdict and score, and the bind-time reservation (model.h). */
 #include <stdarg.h>

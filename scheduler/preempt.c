@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Preemption: which lower-priority fractional pods must go so that a pod
  * fits a node (model.h, gf_model_preempt). Works on a scratch copy of the
  * node's GPU accounting; the model itself is only read. */

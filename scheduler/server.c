@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* HTTP routing and request bodies for the extender. */
 #include <microhttpd.h>
 #include <netdb.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The extender's HTTP endpoint (libmicrohttpd, a thread per connection):
  * POST <prefix>filter, <prefix>prioritize, <prefix>bind; GET /metrics,
  * /healthz. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The scheduler's log: stderr, one process-wide level set by main. */
 #ifndef GPUFRAC_SCHED_SLOG_H
 #define GPUFRAC_SCHED_SLOG_H

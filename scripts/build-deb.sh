@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds the Debian packages (dpkg-buildpackage -b -us -uc) from a copy of
 # this tree, so that nothing is written next to the checkout, and checks them
 # with lintian (errors fail).

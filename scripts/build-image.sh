@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds the node image and the scheduler's image offline from Debian packages
 # only: a Debian 12 root filesystem from Debian's archive (mmdebstrap, through
 # this machine's apt access to the archive; no container registry) plus the

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Builds every CMake build type with gcc and with clang-14, warnings as errors
 # (the project's flags), one build at a time, and says which failed. The None
 # type gets Debian's dpkg-buildflags, as dh_auto_configure passes them.

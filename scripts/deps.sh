@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Installs what building and testing gpufrac needs on Debian 12, when missing.
 set -eu
 PKGS="cmake make gcc clang-14 libclang-rt-14-dev pkg-config libcmocka-dev libjansson-dev libmicrohttpd-dev python3 python3-prometheus-client python3-yaml runc busybox-static libcurl4-openssl-dev binutils procps"

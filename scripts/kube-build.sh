@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Builds the real Kubernetes components the tests/kube suite and bench/kube run against:
 # kube-apiserver, kube-scheduler and kubelet from Debian 12's `kubernetes` source package
 # (it ships upstream's vendored tree), with Debian's Go, and installs etcd-server.

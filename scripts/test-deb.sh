@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # The packaging check: builds the .debs (scripts/build-deb.sh, lintian
 # included), installs them with apt, runs `gpufrac demo` from /usr/bin and the
 # installed man pages through man --warnings, then purges the packages and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Talking to gpufracd, only ever off the fast path: to borrow burst memory
  * when the fraction is past its request, to give a loan back, and to have
  * the agent take loans back when this fraction's guaranteed memory is held

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Plain, legacy, pitched and managed allocations and their frees. */
 #include <limits.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Stream-ordered allocation. A pool's memory is charged as the driver
  * reserves it (RESERVED_MEM_CURRENT), not per request: that is what the
  * device loses. Each allocation is admitted for its size first, then the

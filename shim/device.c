@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Device ordinals of this process, mapped to the fraction's ledger devices. */
 #include <pthread.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* dlsym interposition. Frameworks dlopen libcuda/libnvidia-ml and look entry
  * points up by name, which a preloaded definition alone does not catch. The
  * exported dlsym is a few instructions of assembly (dlsym_x86_64.S): it asks

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* dlsym@@GLIBC_2.34 and dlsym@GLIBC_2.2.5: see dlsym.c. */
     .text
     .globl gf_dlsym_new

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What a process holds on a device beyond its allocations: its contexts,
  * their limit reservations (stack size x resident threads, printf FIFO,
  * malloc heap) and its loaded modules. None of it has a size the API tells,

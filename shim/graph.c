@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Graph memory nodes. Their memory is backed at launch from the device's
  * graph pool, so the charge follows that pool: a launch is admitted for the
  * growth its allocation nodes may need, then trued up to what the driver

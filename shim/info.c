@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What a fractional process sees: total = its limit, free = min(limit - used
  * by the whole fraction, physical free), never negative, never an error. */
 #include <limits.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Finding the real driver, the fraction's config and ledger, once. */
 #include <dlfcn.h>
 #include <errno.h>

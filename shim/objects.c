@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* VMM physical handles and CUDA arrays: charged per object, keyed by handle. */
 #include "shim.h"
 #include "table.h"

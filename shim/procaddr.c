@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Entry points reached by lookup (cuGetProcAddress, dlsym) get the same hooks
  * as the direct symbols. The real lookup always runs first with the caller's
  * exact arguments (so its result code and symbolStatus are the driver's), and

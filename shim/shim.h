@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libgpufrac internals. Everything here is hidden; only the hooks in
  * hooks.def (and dlsym) leave the library. */
 #ifndef GPUFRAC_SHIM_H

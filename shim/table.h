@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A process-local map from a handle (device pointer, VMM handle, array) to
  * what was charged for it. Striped locks keep threads apart; each stripe is
  * an open-addressing table that grows. All-zero is a valid empty table, so

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Writes kube-scheduler's KubeSchedulerConfiguration with gpufrac-scheduler as
 its extender, in the schema version the cluster's kube-scheduler accepts.
 

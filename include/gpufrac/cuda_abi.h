@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The subset of the CUDA driver API ABI that gpufrac needs, declared here so
  * that no CUDA toolkit is required to build. tests/abi cross-checks every
  * type, value and prototype against the toolkit's cuda.h where one exists. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The subset of the NVML ABI that gpufrac needs (see cuda_abi.h). */
 #ifndef GPUFRAC_NVML_ABI_H
 #define GPUFRAC_NVML_ABI_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Prints the layout of every ABI type and the value of every constant gpufrac
  * declares. Built twice, against include/gpufrac/cuda_abi.h and against the
  * toolkit's cuda.h; the test compares the two outputs line by line. */

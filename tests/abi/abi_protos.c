@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Compiled against the CUDA toolkit's cuda.h (never against ours): every
  * prototype in shim/hooks.def must be exactly the toolkit's. */
 #define __CUDA_API_VERSION_INTERNAL 1

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 execute_process(COMMAND ${OURS} OUTPUT_VARIABLE ours RESULT_VARIABLE r1)
 execute_process(COMMAND ${TOOLKIT} OUTPUT_VARIABLE toolkit RESULT_VARIABLE r2)
 if(NOT r1 EQUAL 0 OR NOT r2 EQUAL 0)

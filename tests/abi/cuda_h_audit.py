@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The cuda.h audit: every allocation-like entry point the toolkit's cuda.h
 declares (legacy names, _ptsz/_ptds variants and versioned names included)
 is either hooked by the shim (shim/hooks.def) or listed, with the reason, in

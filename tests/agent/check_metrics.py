@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Checks a gpufracd metrics page with Prometheus' own parser.
 
     check_metrics.py PAGE EXPECTED

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A stand-in for the agent's gf_agent_event, for tests that link only some
  * parts of the agent: keeps the text of the last event in last_event and
  * counts them in n_events (the test resets both). Include from one source

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """gpufracd driven for real over gpusim: burst grant and refusal, reclaim,
 the watchdog, restart with state intact, metrics through a real Prometheus
 parser, sm-sharing against the MPS stand-in, malformed socket messages."""

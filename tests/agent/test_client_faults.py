@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Clients of gpufracd when it is stopped or restarting: the shim's calls to
 the agent are bounded (a stopped agent costs a borrow its bound, then the
 fraction's guarantee is what it gets), and the shim and a user's gpufrac run

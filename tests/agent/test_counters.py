@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Counters never go down across a SIGKILL: requests (good and bad) are sent,
 the page is scraped, the agent is SIGKILLed at once and started again, and
 on the next page every sample of every counter family (agent-wide, per GPU

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """<state>/events.log is bounded and rotated, and a flood of lines of one kind
 is rate-limited: 200 fraction directories with a broken config make the agent
 log "ignoring ..." for each of them at every scan (10 scans a second here);

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The agent on a full state directory (a small tmpfs, filled mid-run, as
 /run fills on a real node): nothing is granted that the journal cannot
 hold, the borrower already lent to is never killed, /healthz says so, and a

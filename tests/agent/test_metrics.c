@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpufracd metrics: the page of a synthetic agent (real ledgers) parsed by
  * Prometheus' own parser (tests/agent/check_metrics.py) with the values
  * cross-checked, label escaping, the HTTP endpoint, and the render time of

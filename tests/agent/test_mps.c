@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* agent/mps.c against the stand-in tests/fakes/nvidia-cuda-mps-control. */
 #include "unit.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The agent's placement of a container fraction without gpus.devices
  * (agent/place.c): binpack, modes apart, and the message when nothing fits. */
 #include <setjmp.h>

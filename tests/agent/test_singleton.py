@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """One gpufracd per state directory: a second agent started on a directory
 another one serves exits non-zero, names the pid that serves it, and leaves
 the first one's sockets (root's, users', a fraction's) as they were, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpufracd watchdog over gpusim: a process that allocates without the shim
  * (shimprobe, no LD_PRELOAD) under a fraction's supervisor is killed once
  * the driver's figure passes the limit; one within its limit, and one that

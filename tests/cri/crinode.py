@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A node for the CRI tests: real containerd (Debian's package) on a private
 socket with private root/state dirs, gpufracd, gpusim, and a CRI v1 client
 that calls containerd as the kubelet does. Nothing here touches a system

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CRI tests' sandbox ("pause") process, built static so the sandbox image
  * needs nothing else: it holds the pod's namespaces, reaps the orphans of a
  * shared PID namespace, and exits on SIGTERM/SIGINT. */

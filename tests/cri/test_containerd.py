@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """gpufrac under real containerd (Debian's 1.6), driven through the CRI v1
 gRPC API the way the kubelet drives it: RunPodSandbox with the pod's
 annotations, CreateContainer, StartContainer, ExecSync, StopContainer,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """gpufracd from the node image `make image` builds, run as the chart's
 DaemonSet runs it, under real containerd through CRI: the OCI layout listed in
 build-image/images is imported into the test's containerd (`ctr images

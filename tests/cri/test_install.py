@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The node installer (the chart's install.sh) the way it is used: run
 against Debian's stock /etc/containerd/config.toml and `containerd config
 default` (copies in a temp dir; the host's /etc is only read), in each mode

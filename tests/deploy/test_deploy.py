@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Checks the Helm chart, the rendered manifests and the containerd snippets.
 
 Needs Debian's python3-yaml (PyYAML) and Python 3.11 (tomllib). Runs

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Runs the commands of README.md and docs/*.md, so a wrong command fails CI.
 
 The convention (README, "Commands in these docs"):

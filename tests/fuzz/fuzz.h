@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shared by the libFuzzer targets: a NUL-terminated copy of the input and
  * an invariant check that aborts (the fuzzer then keeps the input). */
 #ifndef GPUFRAC_FUZZ_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Amounts: accepted values are in range and resolve within the device. */
 #include "fuzz.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Annotations: the first byte picks the options, then one "key=value" per
  * line. A decoded fraction is always finished and consistent. */
 #include "fuzz.h"

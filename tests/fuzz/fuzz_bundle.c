@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A whole config.json, as gpufrac-runtime's create reads it up to admission
  * (rt_bundle_parse, rt_bundle_decode), under each setting of nvfractions
  * and each answer of the pod's first-container claim. The bundle is refused

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Config: parse reads only len bytes (the input is not NUL-terminated), and
  * parse -> format -> parse gives the same config and the same text. */
 #include "fuzz.h"

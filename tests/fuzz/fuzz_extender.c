@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The extender's request decoders (ExtenderArgs, ExtenderBindingArgs) and
  * the watch stream framing + event parser, on arbitrary bytes. */
 #include "fuzz.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The agent's view of a ledger (agent/ledger_view.c) fed arbitrary bytes: a
  * tenant can write anything into its ledger, truncate it or grow it. First
  * byte even: the input is the ledger's beginning as it is; odd: the input

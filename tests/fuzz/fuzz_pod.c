@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The scheduler's JSON decoders and the model behind them. The first byte
  * picks the target: 0 a v1.Pod, 1 a v1.Node, 2 the gpufrac.io/gpus value,
  * 3 GFD labels ("count\nmemory"); the rest is the input. A decoded pod is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The agent's wire protocol: decode -> encode -> decode is the identity,
  * every refusal carries a message, and a message built field by field either
  * is refused by the encoder or decodes back to itself. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Quantities: parse -> format -> parse is the identity, and every refusal
  * carries a message. */
 #include "fuzz.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The policy file: any bytes either parse, and then every user's rules
  * evaluate without fault and a refusal names its rule, or fail with a
  * message that names the line. */

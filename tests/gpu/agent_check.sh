@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # gpufracd on a real NVIDIA GPU: burst beyond the request through the agent,
 # and sm-sharing with the agent's own MPS daemon (SM share seen by torch).
 #

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """CuPy inside a fraction: memGetInfo total = limit, filling past it raises
 cupy.cuda.memory.OutOfMemoryError."""
 import cupy

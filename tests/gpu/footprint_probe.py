@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The fraction's footprint as the driver measures it (docs/footprint.md), on
 the real driver through ctypes (also runs over gpusim for dry runs).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Shared helpers for the GPU probes (tests/gpu/*_probe.py).
 
 Every probe prints one `key=value` per line on stdout, and on failure an

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """JAX inside a fraction (XLA_PYTHON_CLIENT_PREALLOCATE=false): the device's
 bytes_limit is within the limit, and an allocation past the limit fails."""
 import os

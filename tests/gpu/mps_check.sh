@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # MPS (legacy, driver 580) checks on a real NVIDIA GPU, the way gpufracd's
 # agent/mps.c drives it: one control daemon per GPU, pipe dir under a short
 # path, commands on stdin of nvidia-cuda-mps-control.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """NVML inside a fraction: pynvml (if installed) and nvidia-smi report the limit."""
 import subprocess
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The GPU suite: gpufrac on a machine with a real NVIDIA GPU.
 #
 #   tests/gpu/run.sh [BUILD_DIR] [OUT_DIR]      (defaults: build, $OUT or ./gpu-out)

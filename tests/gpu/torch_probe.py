@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """PyTorch inside a fraction.
 
   torch_probe.py limits        mem_get_info / device properties = limit; fill to

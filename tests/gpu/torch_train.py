@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A PyTorch training step, timed: a small transformer encoder, fixed seed,
 fixed batch. Runs inside a fraction or outside (the baseline of the same run).
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Tests of gpusim, the simulated driver. Each test runs in a fresh child
  * process (its own environment, its own dlopen of the libraries, its own
  * GPUSIM_STATE file in a private temp dir); the child checks with CHECK and

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """`cmake --install` into a temporary prefix (and with DESTDIR, so the tree is
 used from where it was staged, as a relocated install): the installed gpufrac
 finds its shim, probe and simulated GPU, `gpufrac demo` succeeds, and a

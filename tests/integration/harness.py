@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Shared helpers for the integration tests: where the build is, a private
 simulated GPU per test, fractions made by hand (config + ledger), and runs of
 the real binaries with the shim preloaded."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`gpufrac run | status | demo` driven as a user would, over gpusim."""
 import json
 import os

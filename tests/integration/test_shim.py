@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """libgpufrac over gpusim: what a fractional process sees, what is charged,
 and that the limit holds across processes, threads and deaths."""
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Real Kubernetes control-plane components on 127.0.0.1 for tests and bench:
 etcd (Debian's etcd-server), kube-apiserver and kube-scheduler (built from
 Debian's `kubernetes` source package by scripts/kube-build.sh), and

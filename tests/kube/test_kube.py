@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """gpufrac-scheduler against the REAL kube-apiserver, kube-scheduler and etcd
 (cluster.py): both layouts (A: a second scheduler with its own profile and
 lease; B: the default scheduler with the extender), the deploy files' RBAC

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A real one-node cluster runs a fractional pod end to end: etcd,
 kube-apiserver, kube-scheduler (layout B: the default scheduler with the
 extender) and gpufrac-scheduler from cluster.py; the REAL kubelet (built by

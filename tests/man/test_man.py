@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The man pages: man --warnings finds nothing to say about them, and every
 flag a program's --help shows is in its page (so they stay in step).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """gpufracd's metrics, dashboard and alert rules against Debian's real
 Prometheus: a private server on loopback scrapes a real gpufracd with live
 fractions over gpusim; promtool checks the page and the rules and runs the

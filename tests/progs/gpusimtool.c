@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpusimtool: reads a gpusim state file (the simulated driver's own count of
  * device memory, what NVML reports) for tests.
  *   gpusimtool dump STATE        dev<i>_used=, dev<i>_peak= per device

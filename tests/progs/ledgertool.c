@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ledgertool create LEDGER NAME | ledgertool dump LEDGER | ledgertool reclaim LEDGER
  * dump prints a ledger's counters as key=value lines for tests:
  *   dev<i>_uuid, dev<i>_used, dev<i>_peak, dev<i>_limit, dev<i>_denied,

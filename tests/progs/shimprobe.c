@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* shimprobe: drives every CUDA entry point the shim hooks, reached the way
  * the caller chooses (--via direct|dlsym|procaddr|procaddr4), and prints one
  * `key=value` line per step so tests can assert on it.

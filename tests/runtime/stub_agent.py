@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A stand-in for gpufracd's admit/attach/release verbs, used by
 test_runtime.py only while the real agent does not serve them yet. It keeps
 fractions where the agent does (<state>/fractions/<name>/{config,ledger}),

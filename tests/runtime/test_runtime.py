@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """gpufrac-runtime driven as containerd's runc shim drives its BinaryName:
 `gpufrac-runtime --root R --log L --log-format json create --bundle B ID`,
 then start, state, delete, against Debian's real runc, with gpufracd (or,

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """A test Kubernetes API server: exactly what gpufrac-scheduler and kubectl
 use, nothing more. FOR TESTS ONLY (no TLS, no admission, no persistence).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The test Kubernetes API server (kube_api_server.py) checked on its own:
 real kubectl against it (get, annotate; skipped when no kubectl is found),
 list pagination and selectors, watch with bookmarks, 410 after expiry and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* v1.Pod / v1.Node JSON -> model records: annotations, inventory
  * annotation, GFD labels and their quirks, and what reaches the filter. */
 #include "../unit/unit.h"

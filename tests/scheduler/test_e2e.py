@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """gpufrac-scheduler end to end: the real binary against the test API server
 (kube_api_server.py, HTTPS + bearer token), with this test playing
 kube-scheduler: POST /filter {"Pod", "NodeNames"}, /prioritize, /bind

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The extender's verbs driven with the JSON kube-scheduler sends (v1.Pod in
  * ExtenderArgs, ExtenderBindingArgs), against a real model and a fake API
  * server (function pointers); the HTTP server over a real socket; the watch

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The extender's cluster model: placement policies, modes, multi-device,
  * portions, reasons, and the assume / confirm / delete bookkeeping. */
 #include "../unit/unit.h"

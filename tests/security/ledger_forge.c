@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What a hostile tenant does to its own fraction's ledger, for the attacker
  * suite (run as the tenant's uid; the ledger is its file):
  *

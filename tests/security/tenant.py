@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What a hostile tenant runs (as uid 65534, possibly inside its own user +
 PID namespace): the first process is the fraction's init, which the test
 attaches; it waits for "go", then runs the attack given as Python code with

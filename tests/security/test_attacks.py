@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The node agent against a hostile tenant. Every
 attack runs as uid 65534 in a fraction given to it (admitted on root's
 socket as the container runtime does, its init attached), some inside a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Attacks on gpufrac-runtime through the bundle it is handed: a config.json
 the wrapper cannot read completely, or one whose gpufrac/KAI annotations it
 would skip, must never reach the real runtime. Each test says what the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The agent's own state survives SIGKILL at any point: the agent
 built with crash points (gpufracd-testhooks, GPUFRAC_TEST_CRASH_AT=<step>)
 dies mid-lend, mid-reclaim and mid-admission; after a restart of the real

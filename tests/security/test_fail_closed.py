@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Fail closed where a tenant or a local user speaks first, against the real
 gpufracd over gpusim. Each test is an attack: what the attacker sends, what
 the agent refuses, and what must stay alive (AttackBase's canaries: a root

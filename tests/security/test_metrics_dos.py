@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Slow clients cannot take /healthz and /metrics away: 200 connections to the
 agent's metrics port, half sending a partial request and then nothing, half
 sending a whole request and never reading the reply, all from 127.0.0.1;

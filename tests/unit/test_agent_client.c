@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The client side of the agent's socket when the agent is not answering:
  * a silent agent costs the caller its bound and is not asked again; one that
  * is not there (restarting) is asked again until it is, for a bounded time. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The shared ledger: admission never passes the limit, releases return,
  * dead processes' slots are reclaimed, fork gets its own slot. */
 #include <setjmp.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* core/policy: the administrator's policy file, parsed and applied. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shared helpers for the cmocka unit tests. */
 #ifndef GPUFRAC_TEST_UNIT_H
 #define GPUFRAC_TEST_UNIT_H
