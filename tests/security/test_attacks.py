@@ -152,6 +152,17 @@ class AttackBase(AgentTestCase):
                                         re.escape(fraction), self.events()),
                       "the watchdog to kill the bypasser of " + fraction)
 
+    def users_sock(self):
+        return os.path.join(self.state, "users.sock")
+
+    def ask_as(self, uid, *payloads, sock=None):
+        """Each payload on one connection to users.sock (or sock), as uid."""
+        r = subprocess.run([sys.executable, "-c", ASK_USERS, sock or self.users_sock(),
+                            *payloads], user=uid, group=uid, extra_groups=[],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r.stdout.splitlines()
+
 
 class AttackTest(AttackBase):
     # -- the attacks ------------------------------------------------------
@@ -423,16 +434,6 @@ class UsersSockTest(AttackBase):
     """<state>/users.sock is everyone's: through it a user gets
     ping, run and end of their own fraction, and nothing of root's socket,
     whoever connects (root included)."""
-
-    def users_sock(self):
-        return os.path.join(self.state, "users.sock")
-
-    def ask_as(self, uid, *payloads, sock=None):
-        r = subprocess.run([sys.executable, "-c", ASK_USERS, sock or self.users_sock(),
-                            *payloads], user=uid, group=uid, extra_groups=[],
-                           capture_output=True, text=True, timeout=60)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        return r.stdout.splitlines()
 
     def test_root_verbs_through_users_sock_are_refused(self):
         st = os.lstat(self.users_sock())

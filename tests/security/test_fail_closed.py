@@ -12,7 +12,7 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from test_attacks import ASK_USERS, NOBODY, AttackBase  # noqa: E402
+from test_attacks import NOBODY, AttackBase  # noqa: E402
 from harness import Gi, Mi  # noqa: E402
 
 # As uid A: a child connects to users.sock and exits at once, so the
@@ -64,16 +64,6 @@ def spawn_at_pid(pid, argv, **kw):
 
 
 class FailClosedBase(AttackBase):
-    def users_sock(self):
-        return os.path.join(self.state, "users.sock")
-
-    def ask_as(self, uid, *payloads, sock=None):
-        r = subprocess.run([sys.executable, "-c", ASK_USERS, sock or self.users_sock(),
-                            *payloads], user=uid, group=uid, extra_groups=[],
-                           capture_output=True, text=True, timeout=60)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        return r.stdout.splitlines()
-
     def run_payload(self, name, request=Mi, limit=Mi, devices=None):
         return ("gpufrac/1 run name=%s mode=time-slicing compute=100 devices=%s" %
                 (name, devices or "%s/%d/%d" % (self.uuid, request, limit)))
