@@ -834,7 +834,7 @@ static void user_child(const char *sock, const char *uuid, int i, int fd)
 
     if (setgid(AB_USER_UID) < 0 || setuid(AB_USER_UID) < 0)
         _exit(1);
-    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%.*s", (int)sizeof(sa.sun_path) - 1, sock);
     snprintf(req, sizeof(req), GF_PROTO_MAGIC " run name=u%05d mode=time-slicing compute=100 "
              "devices=%s/%llu/%llu", i, uuid, (unsigned long long)AB_MANY_REQUEST,
              (unsigned long long)AB_MANY_REQUEST);
