@@ -371,8 +371,30 @@ static void agent_metrics(render *r)
                  "Unix time of the agent's last round.", (uint64_t)r->a->last_tick);
 }
 
+#ifdef GF_TEST_HOOKS
+#include "log.h"
+
+/* GPUFRAC_TEST_METRICS_STALL=<file>: a render logs that it stalls, then
+ * waits until the file exists (at most 60 s). */
+static void test_stall(const gf_agent *a)
+{
+    const char *path = getenv("GPUFRAC_TEST_METRICS_STALL");
+    struct stat st;
+
+    if (!path || !*path || stat(path, &st) == 0)
+        return;
+    gf_log_write(a->log_fd, GF_LOG_INFO, "gpufracd", "test hook: metrics render stalled until %s "
+                 "exists", path);
+    for (int i = 0; i < 6000 && stat(path, &st) < 0; i++)
+        usleep(10000);
+}
+#else
+#define test_stall(a) ((void)0)
+#endif
+
 static int render_locked(render *r)
 {
+    test_stall(r->a);
     if (build_rows(r) < 0)
         return -1;
     fraction_metrics(r);
