@@ -1,8 +1,8 @@
 /* The metrics endpoint: libmicrohttpd, so a slow scraper never stalls the
- * agent's loop (a render only waits for a->lock). Its listening port may be
+ * agent's loop (a render formats the loop's latest snapshot and never takes
+ * a->lock; user names come from the resolver's cache). Its listening port may be
  * reachable by every pod, so no client can hold it: a small pool of epoll
- * workers (a slow render blocks only the connections of its own worker, and
- * /healthz never takes a->lock), a connection idle for HTTP_IDLE_S is closed,
+ * workers (a slow render blocks only the connections of its own worker), a connection idle for HTTP_IDLE_S is closed,
  * one address holds at most HTTP_PER_IP connections (others are served while
  * it is at its bound), HTTP_CONNECTIONS in all (past that new ones wait in
  * the kernel's backlog), and a request's headers fit in HTTP_REQUEST_MEMORY.
@@ -62,8 +62,8 @@ static enum MHD_Result metrics(struct MHD_Connection *c, gf_agent *a)
     return reply(c, MHD_HTTP_OK, CONTENT_TYPE, body, len, MHD_RESPMEM_MUST_FREE);
 }
 
-/* Healthy while the loop and the watchdog keep ticking. Read without a->lock:
- * a loop stuck holding it must still show as unhealthy. */
+/* Healthy while the loop and the watchdog keep ticking: read from their
+ * beats, so a loop stuck holding a->lock still shows as unhealthy. */
 static enum MHD_Result healthz(struct MHD_Connection *c, gf_agent *a)
 {
     char msg[160];
@@ -126,6 +126,8 @@ int gf_metrics_start(gf_agent *a, gf_error *err)
 
     if (daemon_)
         return gf_error_set(err, GF_ESTATE, "the metrics endpoint is already running");
+    if (gf_usernames_start(err) < 0)
+        return -1;
     if (resolve(a->metrics_listen, &ai, host, sizeof(host), err) < 0)
         return -1;
     if (ai->ai_family == AF_INET6)
