@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "agent.h"
 #include "netaddr.h"
@@ -23,6 +25,7 @@
 #define HTTP_PER_IP 16u          /* well under HTTP_CONNECTIONS / HTTP_THREADS */
 #define HTTP_IDLE_S 5u
 #define HTTP_REQUEST_MEMORY ((size_t)16 << 10)
+#define HTTP_NICE 10 /* the workers yield the CPU to the loop (2-core nodes, a tight scraper) */
 
 static struct MHD_Daemon *daemon_;
 
@@ -79,6 +82,22 @@ static enum MHD_Result healthz(struct MHD_Connection *c, gf_agent *a)
              "ago (limit %lld ms)\n", (long long)loop_age, (long long)wd_age, (long long)limit);
     return reply(c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain; charset=utf-8", msg, strlen(msg),
                  MHD_RESPMEM_MUST_COPY);
+}
+
+/* A worker's first connection lowers the worker's own priority (nice is per
+ * thread on Linux): formatting a page never delays the loop's wake-up. */
+static void lower_priority(void *cls, struct MHD_Connection *c, void **socket_context,
+                           enum MHD_ConnectionNotificationCode code)
+{
+    static _Thread_local bool lowered;
+
+    (void)cls;
+    (void)c;
+    (void)socket_context;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED && !lowered) {
+        setpriority(PRIO_PROCESS, (id_t)gettid(), HTTP_NICE);
+        lowered = true;
+    }
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
@@ -138,6 +157,7 @@ int gf_metrics_start(gf_agent *a, gf_error *err)
                                MHD_OPTION_CONNECTION_LIMIT, HTTP_CONNECTIONS,
                                MHD_OPTION_PER_IP_CONNECTION_LIMIT, HTTP_PER_IP,
                                MHD_OPTION_CONNECTION_MEMORY_LIMIT, HTTP_REQUEST_MEMORY,
+                               MHD_OPTION_NOTIFY_CONNECTION, lower_priority, NULL,
                                MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!daemon_)
