@@ -550,7 +550,7 @@ static uid_t no_passwd_uid(void)
 static void test_user_names(void **state)
 {
     fixture *fx = *state;
-    char name[64], want[128], num[32], nopw[32];
+    char name[64], want[128], num[64], nopw[64];
     uid_t other = other_user(name, sizeof(name)), missing = no_passwd_uid();
     gf_error err;
     char *page;

@@ -2,9 +2,14 @@
 stalled inside the renderer (gpufracd-testhooks, GPUFRAC_TEST_METRICS_STALL=
 <file>: the render waits until the file exists) while the test pings,
 borrows and returns on the agent socket: every request must be answered
-while that scrape is still in flight. Round-trip figures are printed, never
-asserted beyond a generous "answered at all" timeout."""
+while that scrape is still in flight. And with a stand-in for a slow name
+service (tests/agent/slow_nss.c: an LD_PRELOADed getpwuid_r that waits for a
+file), scrapes and borrows are answered while the agent's user name lookup
+is stuck in it; the page shows numeric uids until it comes back, then the
+names (a uid without a passwd entry stays numeric). Round-trip figures are
+printed, never asserted beyond a generous "answered at all" timeout."""
 import os
+import pwd
 import socket
 import statistics
 import subprocess
@@ -20,6 +25,7 @@ import test_agent  # noqa: E402
 from test_agent import AgentTestCase  # noqa: E402
 
 HOOKED = os.path.join(BUILD, "tests", "gpufracd-testhooks")
+SLOW_NSS = os.path.join(BUILD, "tests", "libgf_slow_nss.so")
 FRACTIONS = 200
 PAIRS = 100
 ANSWER_S = 20  # "answered at all": a request stuck behind the stalled scrape never is
@@ -142,6 +148,59 @@ class StalledScrapeTest(ScrapeTestCase):
         self.assertIn("gpufrac_agent_fractions{Hostname=", page)
         self.assertEqual(page.count("gpufrac_fraction_memory_request_bytes{"), FRACTIONS)
         self.assertIn('fraction="f0000"', page)
+
+
+
+def no_passwd_uid():
+    uid = 3999700
+    while True:
+        try:
+            pwd.getpwuid(uid)
+        except KeyError:
+            return uid
+        uid += 1
+
+
+@unittest.skipUnless(os.geteuid() == 0, "gives ledgers to other uids (root only)")
+class SlowNameServiceTest(ScrapeTestCase):
+    agent_bin = os.path.join(BUILD, "bin", "gpufracd")
+
+    def prepare(self):
+        self.nss_log = os.path.join(self.tmp, "nss.log")
+        self.release = os.path.join(self.tmp, "release-nss")
+        self.nobody = no_passwd_uid()
+        for i in range(20):
+            self.add_fraction("u%04d" % i, owner=self.nobody)
+        self.agent_env = {
+            "LD_PRELOAD": SLOW_NSS, "GF_SLOW_NSS_LOG": self.nss_log,
+            "GF_SLOW_NSS_RELEASE": self.release,
+            # the stand-in is preloaded ahead of the sanitizer's runtime
+            "ASAN_OPTIONS": "detect_leaks=0:verify_asan_link_order=0"}
+
+    def nss(self):
+        return open(self.nss_log).read() if os.path.exists(self.nss_log) else ""
+
+    def test_a_stuck_name_service_holds_up_neither_scrapes_nor_borrows(self):
+        uuid = self.gpu_uuid()
+        s = self.borrower("f0000")
+        try:
+            page = self.page()  # answered though its lookups are still to come
+            self.assertTrue('user="0",fraction="f0000"' in page, "root's uid, not yet its name")
+            self.assertTrue('user="%d",fraction="u0000"' % self.nobody in page)
+            self.wait_for(lambda: "enter" in self.nss(), "a lookup to be stuck in the name service")
+            borrows = self.round_trips(s, uuid, PAIRS, "while a name lookup was stuck")
+            page = self.page()
+            self.assertTrue('user="0",fraction="f0000"' in page, "root's uid, not yet its name")
+            self.assertNotIn("leave", self.nss(), "the lookup is still stuck")
+        finally:
+            open(self.release, "w").close()
+            s.close()
+        self.report("while the name service is stuck", borrows)
+        self.wait_for(lambda: 'user="root",fraction="f0000"' in self.page(),
+                      "root's name once the name service answers")
+        page = self.page()
+        self.assertTrue('user="%d",fraction="u0000"' % self.nobody in page)
+        self.assertEqual(page.count("gpufrac_fraction_memory_request_bytes{"), FRACTIONS + 20)
 
 
 if __name__ == "__main__":
