@@ -484,21 +484,34 @@ static int check_grant(ab_burst *b, gf_error *err)
     return ask(b->fd, b->ret, b->return_len, reply, sizeof(reply), &ns, err);
 }
 
-static int burst_loop(ab_burst *b, long n, gf_error *err)
+/* Pairs from .. to-1: ping, borrow, return, interleaved, so the baseline
+ * sees the same machine state as the figure. */
+static int burst_pairs(ab_burst *b, long from, long to, gf_error *err)
 {
     char reply[GF_PROTO_MAX + 1];
-    uint64_t ns;
 
-    for (long i = 0; i < n / 10 + 1; i++) /* warm-up */
-        if (ask(b->fd, b->ping, b->ping_len, reply, sizeof(reply), &ns, err) < 0)
-            return -1;
-    /* interleaved, so the baseline sees the same machine state as the figure */
-    for (long i = 0; i < n; i++)
+    for (long i = from; i < to; i++)
         if (ask(b->fd, b->ping, b->ping_len, reply, sizeof(reply), &b->ping_ns[i], err) < 0 ||
             ask(b->fd, b->borrow, b->borrow_len, reply, sizeof(reply), &b->borrow_ns[i], err) < 0 ||
             ask(b->fd, b->ret, b->return_len, reply, sizeof(reply), &b->return_ns[i], err) < 0)
             return -1;
     return 0;
+}
+
+static int burst_warm_up(ab_burst *b, long n, gf_error *err)
+{
+    char reply[GF_PROTO_MAX + 1];
+    uint64_t ns;
+
+    for (long i = 0; i < n / 10 + 1; i++)
+        if (ask(b->fd, b->ping, b->ping_len, reply, sizeof(reply), &ns, err) < 0)
+            return -1;
+    return 0;
+}
+
+static int burst_loop(ab_burst *b, long n, gf_error *err)
+{
+    return burst_warm_up(b, n, err) < 0 ? -1 : burst_pairs(b, 0, n, err);
 }
 
 static void burst_report(ab_burst *b, long n, const char *prefix, bench_results *r)
@@ -532,37 +545,52 @@ static int attach_self(const ab_agent *ag, const char *name, gf_error *err)
 }
 
 /* This process takes a slot in the fraction's ledger (as the shim would),
- * then times n ping round trips and n borrow + return pairs. */
+ * attaches itself as the fraction's supervisor and connects; room for n
+ * pairs. */
+static int burst_open(const ab_agent *ag, const char *name, const char *uuid, long n,
+                      ab_burst *b, gf_ledger *lg, gf_error *err)
+{
+    char path[GF_PATH_MAX + 64];
+
+    snprintf(path, sizeof(path), "%s/fractions/%s/ledger", ag->state, name);
+    b->ping_ns = calloc((size_t)n, sizeof(uint64_t));
+    b->borrow_ns = calloc((size_t)n, sizeof(uint64_t));
+    b->return_ns = calloc((size_t)n, sizeof(uint64_t));
+    b->ping_len = encode(b->ping, sizeof(b->ping), "ping", NULL, 0);
+    b->borrow_len = encode(b->borrow, sizeof(b->borrow), "borrow", uuid, AB_BORROW_BYTES);
+    b->return_len = encode(b->ret, sizeof(b->ret), "return", uuid, AB_BORROW_BYTES);
+    if (!b->ping_ns || !b->borrow_ns || !b->return_ns || b->borrow_len < 0 || b->return_len < 0)
+        return gf_error_set(err, GF_ENOSPACE, "out of memory or a request too long");
+    if (gf_ledger_open(path, lg, err) < 0 || gf_ledger_claim_slot(lg, err) < 0 ||
+        attach_self(ag, name, err) < 0 || (b->fd = seq_connect(ag->sock, err)) < 0)
+        return -1;
+    return check_grant(b, err);
+}
+
+static void burst_close(ab_burst *b, gf_ledger *lg)
+{
+    if (b->fd >= 0)
+        close(b->fd);
+    if (lg->hdr)
+        gf_ledger_close(lg);
+    free(b->ping_ns);
+    free(b->borrow_ns);
+    free(b->return_ns);
+}
+
+/* n ping round trips and n borrow + return pairs in fraction name. */
 static int measure_burst(const ab_agent *ag, const char *name, const char *uuid, long n,
                          const char *prefix, bench_results *r, gf_error *err)
 {
-    char path[GF_PATH_MAX + 64];
     ab_burst b = {.fd = -1};
     gf_ledger lg = {.fd = -1, .slot = -1};
     int rc = -1;
 
-    snprintf(path, sizeof(path), "%s/fractions/%s/ledger", ag->state, name);
-    b.ping_ns = calloc((size_t)n, sizeof(uint64_t));
-    b.borrow_ns = calloc((size_t)n, sizeof(uint64_t));
-    b.return_ns = calloc((size_t)n, sizeof(uint64_t));
-    b.ping_len = encode(b.ping, sizeof(b.ping), "ping", NULL, 0);
-    b.borrow_len = encode(b.borrow, sizeof(b.borrow), "borrow", uuid, AB_BORROW_BYTES);
-    b.return_len = encode(b.ret, sizeof(b.ret), "return", uuid, AB_BORROW_BYTES);
-    if (!b.ping_ns || !b.borrow_ns || !b.return_ns || b.borrow_len < 0 || b.return_len < 0)
-        gf_error_set(err, GF_ENOSPACE, "out of memory or a request too long");
-    else if (gf_ledger_open(path, &lg, err) == 0 && gf_ledger_claim_slot(&lg, err) == 0 &&
-             attach_self(ag, name, err) == 0 && (b.fd = seq_connect(ag->sock, err)) >= 0 && check_grant(&b, err) == 0 &&
-             burst_loop(&b, n, err) == 0)
-        rc = 0;
-    if (rc == 0)
+    if (burst_open(ag, name, uuid, n, &b, &lg, err) == 0 && burst_loop(&b, n, err) == 0) {
         burst_report(&b, n, prefix, r);
-    if (b.fd >= 0)
-        close(b.fd);
-    if (lg.hdr)
-        gf_ledger_close(&lg);
-    free(b.ping_ns);
-    free(b.borrow_ns);
-    free(b.return_ns);
+        rc = 0;
+    }
+    burst_close(&b, &lg);
     return rc;
 }
 
@@ -862,59 +890,109 @@ static int make_many(const ab_agent *ag, int n, bench_results *r, gf_error *err)
     return 0;
 }
 
-/* GETs /metrics until killed; count says how many completed. */
-static void scrape_forever(int port, _Atomic uint64_t *count)
+/* The scraping process and the bench: `pause` asks it to stop between two
+ * scrapes, `idle` says it has. */
+typedef struct ab_scraper {
+    _Atomic uint64_t scrapes;
+    _Atomic int pause, idle;
+} ab_scraper;
+
+/* GETs /metrics in a loop until killed, but for while paused. */
+static void scrape_forever(int port, ab_scraper *sc)
 {
     for (;;) {
         char *buf = NULL;
         const char *body;
         size_t len;
         gf_error err;
+        if (atomic_load(&sc->pause)) {
+            atomic_store(&sc->idle, 1);
+            sleep_ms(1);
+            continue;
+        }
+        atomic_store(&sc->idle, 0);
         if (http_get(port, "/metrics", &buf, &body, &len, &err) == 0)
-            atomic_fetch_add(count, 1);
+            atomic_fetch_add(&sc->scrapes, 1);
         free(buf);
     }
 }
 
-/* Borrow round trips in fraction 0 without, then with, a second process
- * scraping /metrics in a loop (started and past its first scrape). */
+/* Pauses the scraper (true once it is between scrapes) or lets it go on
+ * (true once it is scraping again). */
+static bool scraper_set(ab_scraper *sc, bool pause)
+{
+    atomic_store(&sc->pause, pause);
+    for (int i = 0; i < 30000 && atomic_load(&sc->idle) != pause; i++)
+        sleep_ms(1);
+    return atomic_load(&sc->idle) == pause;
+}
+
+#define AB_SCRAPE_BLOCKS 10
+
+/* Borrow round trips in fraction 0, in AB_SCRAPE_BLOCKS alternating blocks
+ * with a second process scraping /metrics in a loop and with it paused
+ * between two scrapes, so both see the same machine. */
+static int scrape_blocks(ab_burst *quiet, ab_burst *busy, ab_scraper *sc, long n, gf_error *err)
+{
+    for (int k = 0; k < AB_SCRAPE_BLOCKS; k++) {
+        long from = n * k / AB_SCRAPE_BLOCKS, to = n * (k + 1) / AB_SCRAPE_BLOCKS;
+        if (!scraper_set(sc, true))
+            return gf_error_set(err, GF_ESTATE, "the scraping process did not pause in 30 s");
+        if (burst_pairs(quiet, from, to, err) < 0)
+            return -1;
+        if (!scraper_set(sc, false))
+            return gf_error_set(err, GF_ESTATE, "the scraping process did not start in 30 s");
+        if (burst_pairs(busy, from, to, err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 static int measure_while_scraping(const ab_agent *ag, const char *uuid, long n,
                                   bench_results *r, gf_error *err)
 {
-    _Atomic uint64_t *count = mmap(NULL, sizeof(*count), PROT_READ | PROT_WRITE,
-                                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ab_scraper *sc = mmap(NULL, sizeof(*sc), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                          -1, 0);
+    ab_burst quiet = {.fd = -1}, busy;
+    gf_ledger lg = {.fd = -1, .slot = -1};
     pid_t pid = -1;
     int rc = -1;
 
-    if (count == MAP_FAILED)
+    if (sc == MAP_FAILED)
         return gf_error_sys(err, "mmap");
-    if (measure_burst(ag, "f0000", uuid, n, "burst_quiet", r, err) < 0)
+    atomic_store(&sc->pause, 1);
+    if (burst_open(ag, "f0000", uuid, n, &quiet, &lg, err) < 0 || burst_warm_up(&quiet, n, err) < 0)
         goto out;
-    if ((pid = fork()) < 0) {
+    busy = quiet;
+    busy.ping_ns = calloc((size_t)n, sizeof(uint64_t));
+    busy.borrow_ns = calloc((size_t)n, sizeof(uint64_t));
+    busy.return_ns = calloc((size_t)n, sizeof(uint64_t));
+    if (!busy.ping_ns || !busy.borrow_ns || !busy.return_ns)
+        gf_error_set(err, GF_ENOSPACE, "out of memory");
+    else if ((pid = fork()) < 0)
         gf_error_sys(err, "fork (scraper)");
-        goto out;
+    else if (pid == 0)
+        scrape_forever(ag->port, sc);
+    else if (scrape_blocks(&quiet, &busy, sc, n, err) == 0)
+        rc = 0;
+    if (rc == 0) {
+        burst_report(&quiet, n, "burst_quiet", r);
+        burst_report(&busy, n, "burst_scrape", r);
+        bench_put_u64(r, "burst_scrape_scrapes", atomic_load(&sc->scrapes));
+        bench_put_num(r, "burst_scrape_over_quiet", 2,
+                      atof(bench_get(r, "burst_scrape_borrow_p99_us")) /
+                          atof(bench_get(r, "burst_quiet_borrow_p99_us")));
     }
-    if (pid == 0)
-        scrape_forever(ag->port, count);
-    for (int i = 0; i < 3000 && !atomic_load(count); i++)
-        sleep_ms(10);
-    if (!atomic_load(count)) {
-        gf_error_set(err, GF_ESTATE, "the scraping process got no /metrics page in 30 s");
-        goto out;
-    }
-    rc = measure_burst(ag, "f0000", uuid, n, "burst_scrape", r, err);
+    free(busy.ping_ns);
+    free(busy.borrow_ns);
+    free(busy.return_ns);
 out:
     if (pid > 0) {
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
     }
-    if (rc == 0) {
-        bench_put_u64(r, "burst_scrape_scrapes", atomic_load(count));
-        bench_put_num(r, "burst_scrape_over_quiet", 2,
-                      atof(bench_get(r, "burst_scrape_borrow_p99_us")) /
-                          atof(bench_get(r, "burst_quiet_borrow_p99_us")));
-    }
-    munmap((void *)count, sizeof(*count));
+    burst_close(&quiet, &lg);
+    munmap(sc, sizeof(*sc));
     return rc;
 }
 
