@@ -102,9 +102,8 @@ static gf_msnap *take(const gf_agent *a, gf_error *err)
         return NULL;
     }
     atomic_init(&s->refs, 1);
-    s->taken_ms = gf_now_ms();
     s->fractions = (gf_msnap_fraction *)(s + 1);
-    s->rows = (gf_msnap_row *)((char *)s + rows_at);
+    s->rows = (void *)((char *)s + rows_at); /* rows_at is a multiple of their alignment */
     s->n_fractions = nf;
     copy_agent(s, a);
     for (size_t i = 0; i < nf; i++) {

@@ -39,7 +39,6 @@ typedef struct gf_msnap_gpu {
 
 typedef struct gf_msnap {
     atomic_int refs;
-    int64_t taken_ms;  /* gf_now_ms() when it was copied */
     char host[256];    /* dcgm-exporter's Hostname */
     int n_gpus;
     gf_msnap_gpu gpus[GF_AGENT_GPUS_MAX];
