@@ -128,7 +128,7 @@ const gf_config_device *gf_aconfig_device(const gf_aconfig *c, const char *uuid)
 void gf_fraction_free(gf_afraction *f);
 
 typedef struct gf_agent {
-    pthread_mutex_t lock;       /* the metrics thread reads under it */
+    pthread_mutex_t lock;       /* the loop's; never taken by the metrics threads */
     char state_dir[GF_PATH_MAX];
     char socket_path[GF_PATH_MAX];
     char metrics_listen[128];   /* "127.0.0.1:9400", "" = off */
@@ -165,6 +165,7 @@ typedef struct gf_agent {
     int epfd;                  /* epoll of the fractions' listening sockets, -1 before main */
     int loop_epfd;             /* the loop's epoll (pidfds of loans and supervisors too) */
     _Atomic int64_t loop_beat, watchdog_beat; /* CLOCK_MONOTONIC ms of the last pass */
+    struct gf_msnap *msnap;    /* what /metrics shows (metrics_snapshot.h) */
 } gf_agent;
 
 /* What an event in the loop's epoll is (data.u64 = kind << 56 | id). */
@@ -312,10 +313,29 @@ int gf_mps_terminate_clients(gf_agent *a, int gpu, const pid_t *pids, int n, gf_
 int gf_mps_check(gf_agent *a, int gpu, gf_error *err);   /* fault detection + recovery */
 int gf_mps_stop_idle(gf_agent *a, gf_error *err);        /* stop daemons of GPUs with no sm-sharing fraction */
 
-/* metrics.c: Prometheus text format 0.0.4. */
+/* metrics.c: Prometheus text format 0.0.4, formatted from the latest
+ * snapshot (GF_ESTATE before the first), without a->lock. */
 int gf_metrics_render(gf_agent *a, char **out, size_t *len, gf_error *err);
 int gf_metrics_start(gf_agent *a, gf_error *err); /* HTTP server on metrics_listen */
 void gf_metrics_stop(gf_agent *a);
+
+/* metrics_snapshot.c: copies what /metrics shows out of a (a->lock held:
+ * the loop, at every tick and when fractions came or went) and makes it the
+ * page's; a page is at most one watchdog period (plus a tick) old. */
+int gf_metrics_publish(gf_agent *a, gf_error *err);
+void gf_metrics_unpublish(gf_agent *a); /* drops the agent's reference */
+
+/* usernames.c: uid -> user name for the page, from a cache a thread of its
+ * own fills (never the caller: a slow name service blocks nobody else).
+ * gf_username writes the cached name, else the numeric uid, and has a
+ * missing or expired entry looked up. */
+#define GF_USERNAME_MAX 64
+#define GF_USERNAME_TTL_S 300    /* a resolved name is looked up again after this */
+#define GF_USERNAME_NEG_TTL_S 60 /* the same for a uid without a passwd entry */
+int gf_usernames_start(gf_error *err); /* once per process; later calls do nothing */
+void gf_username(uid_t uid, char *out, size_t len);
+/* Waits until no lookup is pending (at most timeout_ms); true when none is. */
+bool gf_usernames_settle(int timeout_ms);
 
 /* counters.c: the agent-wide counters survive restarts in the journal. */
 void gf_counters_save(gf_agent *a);

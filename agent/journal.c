@@ -22,11 +22,11 @@
  *   gone FRACTION UUID PID START              the borrower ended on its own
  *   fcount FRACTION KILLS EVICTIONS...         a fraction's counters (one per config device)
  *
- * Counters never go down across a restart: a value /metrics shows is
- * journaled before the page goes out (gf_journal_exposed, under a->lock like
- * every journal write), so the journal always holds at least what any scrape
- * saw. Evictions and watchdog kills are journaled as they happen, request
- * counts at every tick, ticks and MPS faults only when a page shows them. */
+ * Counters never go down across a restart: every value the metrics snapshot
+ * takes is journaled before it is published (gf_journal_exposed, from the
+ * loop under a->lock like every journal write), so the journal always holds
+ * at least what any scrape saw. Evictions and watchdog kills are journaled as
+ * they happen; the rest when a snapshot is published (each tick). */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* gpufracd: the node agent. One loop: the socket, a timer for the watchdog
- * and MPS health, signals. Metrics are served from their own thread. */
+ * and MPS health, signals. Metrics are served from their own threads, from a
+ * snapshot the loop publishes at each tick and when fractions come or go. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -274,6 +275,8 @@ static void tick(gf_agent *a)
         gf_loans_publish(a, &a->fractions[i]); /* the shim's copy, restored if a tenant wrote it */
     gf_publish_tick(a);
     gf_mps_stop_idle(a, &err);
+    if (gf_metrics_publish(a, &err) < 0)
+        gf_log_write(a->log_fd, GF_LOG_WARN, "gpufracd", "%s", err.msg);
     pthread_mutex_unlock(&a->lock);
 }
 
@@ -337,6 +340,7 @@ static int loop(gf_agent *a, int lfd, int ufd, int sfd, int tfd, int ifd)
                 /* a fraction came or went: its socket opens (or closes) at once */
                 pthread_mutex_lock(&a->lock);
                 gf_registry_scan_if_changed(a, &err);
+                gf_metrics_publish(a, &err);
                 pthread_mutex_unlock(&a->lock);
                 break;
             }
@@ -414,7 +418,7 @@ int main(int argc, char **argv)
     /* signals are blocked before any thread starts, so every thread inherits
      * the mask and only the loop's signalfd sees SIGTERM */
     sfd = make_signalfd();
-    if (a->metrics_listen[0] && gf_metrics_start(a, &err) < 0)
+    if (gf_metrics_publish(a, &err) < 0 || (a->metrics_listen[0] && gf_metrics_start(a, &err) < 0))
         goto fail;
     tfd = make_timer(a->watchdog_period_ms);
     ifd = watch_fractions_dir(a);

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Prometheus text format 0.0.4. Every label set is rendered
- * once per (fraction, GPU) row; each metric then walks the rows, so all
- * samples of a name stay contiguous and a scrape of 1000 fractions is a few
- * memcpy per line rather than a printf. */
-#include <pwd.h>
-#include <stdatomic.h>
+/* Prometheus text format 0.0.4. A page is formatted from the latest
+ * snapshot the loop published (metrics_snapshot.h), never from the agent's
+ * state: no a->lock here, and no name service either (user names come from
+ * usernames.c's cache). Every label set is rendered once per (fraction, GPU)
+ * row; each metric then walks the rows, so all samples of a name stay
+ * contiguous and a scrape of 1000 fractions is a few memcpy per line rather
+ * than a printf. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "metrics_snapshot.h"
 
 typedef struct buf {
     char *p;
@@ -19,24 +21,15 @@ typedef struct buf {
     bool oom;
 } buf;
 
-/* One (fraction, GPU) pair; labels point into the label arena. */
-typedef struct row {
-    const gf_afraction *f;
-    const gf_gpu *gpu;
-    const gf_config_device *cd;
-    const gf_ledger_device *ld; /* NULL: no process used the GPU yet */
-    size_t labels, labels_len;
-} row;
+/* Where a row's label set lies in the label arena. */
+typedef struct row_labels {
+    size_t at, len;
+} row_labels;
 
 typedef struct render {
-    gf_agent *a;
-    char host[256];
-    uid_t cached_uid;
-    char cached_user[64];
+    const gf_msnap *s;
     buf out, lab;
-    row *rows;
-    size_t n_rows;
-    size_t *flabels, *flabels_len; /* per fraction: labels without gpu/UUID */
+    row_labels *rows; /* one per s->rows */
 } render;
 
 static bool grow(buf *b, size_t more)
@@ -116,12 +109,12 @@ static void put_label(buf *b, const char *name, const char *value, bool first)
 }
 
 /* dcgm-exporter's GPU labels, so PromQL joins with DCGM_FI_* work. */
-static void put_gpu_labels(buf *b, const render *r, const gf_gpu *g)
+static void put_gpu_labels(buf *b, const render *r, const gf_msnap_gpu *g)
 {
     char dev[24];
 
     snprintf(dev, sizeof(dev), "nvidia%d", g->index);
-    put_label(b, "Hostname", r->host, true);
+    put_label(b, "Hostname", r->s->host, true);
     put(b, ",gpu=\"", 6);
     put_u64(b, (uint64_t)g->index);
     put(b, "\"", 1);
@@ -130,38 +123,20 @@ static void put_gpu_labels(buf *b, const render *r, const gf_gpu *g)
     put_label(b, "modelName", g->name, false);
 }
 
-/* Who owns a fraction outside Kubernetes: whom its ledger was given to (the
- * kernel's record, not the tenant's word). */
-static const char *owner_of(render *r, const gf_afraction *f)
-{
-    struct passwd pw, *res = NULL;
-    char pwbuf[1024];
-
-    if (f->ledger_fd < 0)
-        return "unknown";
-    if (f->owner == r->cached_uid && r->cached_user[0])
-        return r->cached_user;
-    r->cached_uid = f->owner;
-    if (getpwuid_r(f->owner, &pw, pwbuf, sizeof(pwbuf), &res) == 0 && res)
-        snprintf(r->cached_user, sizeof(r->cached_user), "%s", pw.pw_name);
-    else
-        snprintf(r->cached_user, sizeof(r->cached_user), "%u", (unsigned)f->owner);
-    return r->cached_user;
-}
-
-/* A pod's fraction carries namespace/pod/container; any other its user.
- * Never an empty pod label: Prometheus's Kubernetes discovery would fill it
- * with the agent's own pod. */
-static void put_fraction_labels(buf *b, render *r, const gf_afraction *f, bool first)
+/* A pod's fraction carries namespace/pod/container; any other its user:
+ * whom its ledger was given to (the kernel's record, not the tenant's word),
+ * by name once the resolver has it. Never an empty pod label: Prometheus's
+ * Kubernetes discovery would fill it with the agent's own pod. */
+static void put_fraction_labels(buf *b, const gf_msnap_fraction *f, const char *user, bool first)
 {
     if (f->pod[0]) {
         put_label(b, "namespace", f->ns, first);
         put_label(b, "pod", f->pod, false);
         put_label(b, "container", f->container, false);
     } else {
-        put_label(b, "user", owner_of(r, f), first);
+        put_label(b, "user", user, first);
     }
-    put_label(b, "fraction", f->cfg.name, false);
+    put_label(b, "fraction", f->name, false);
 }
 
 static void header(render *r, const char *name, const char *type, const char *help)
@@ -193,39 +168,28 @@ static void sample(render *r, const char *name, size_t labels, size_t len, const
     put(b, "\n", 1);
 }
 
-static const gf_ledger_device *ledger_device(const gf_afraction *f, int gpu)
-{
-    /* the agent's private copy (ledger_view.h), its lent/evictions the agent's own */
-    return gf_fraction_ledger_device(f, gpu, true, NULL);
-}
-
 static int build_rows(render *r)
 {
-    gf_agent *a = r->a;
-    size_t max = (size_t)a->n_fractions * (size_t)(a->n_gpus ? a->n_gpus : 1);
+    const gf_msnap *s = r->s;
+    char user[GF_USERNAME_MAX] = "";
+    size_t last = SIZE_MAX;
 
-    r->rows = calloc(max ? max : 1, sizeof(*r->rows));
-    r->flabels = calloc((size_t)a->n_fractions + 1, sizeof(size_t));
-    r->flabels_len = calloc((size_t)a->n_fractions + 1, sizeof(size_t));
-    if (!r->rows || !r->flabels || !r->flabels_len)
+    if (!(r->rows = calloc(s->n_rows ? s->n_rows : 1, sizeof(*r->rows))))
         return -1;
-    for (int i = 0; i < a->n_fractions; i++) {
-        const gf_afraction *f = &a->fractions[i];
-        r->flabels[i] = r->lab.len;
-        put_fraction_labels(&r->lab, r, f, true);
-        r->flabels_len[i] = r->lab.len - r->flabels[i];
-        for (int g = 0; g < a->n_gpus; g++) {
-            const gf_config_device *cd = gf_aconfig_device(&f->cfg, a->gpus[g].uuid);
-            row *w;
-            if (!cd)
-                continue;
-            w = &r->rows[r->n_rows++];
-            *w = (row){.f = f, .gpu = &a->gpus[g], .cd = cd,
-                       .ld = ledger_device(f, g), .labels = r->lab.len};
-            put_gpu_labels(&r->lab, r, w->gpu);
-            put_fraction_labels(&r->lab, r, f, false);
-            w->labels_len = r->lab.len - w->labels;
+    for (size_t i = 0; i < s->n_rows; i++) {
+        const gf_msnap_row *w = &s->rows[i];
+        const gf_msnap_fraction *f = &s->fractions[w->fraction];
+        if (w->fraction != last && !f->pod[0]) {
+            if (f->owner_known)
+                gf_username(f->owner, user, sizeof(user));
+            else
+                snprintf(user, sizeof(user), "unknown");
         }
+        last = w->fraction;
+        r->rows[i].at = r->lab.len;
+        put_gpu_labels(&r->lab, r, &s->gpus[w->gpu]);
+        put_fraction_labels(&r->lab, f, user, false);
+        r->rows[i].len = r->lab.len - r->rows[i].at;
     }
     return r->lab.oom ? -1 : 0;
 }
@@ -235,31 +199,25 @@ typedef enum fval {
     FV_WATCHDOG
 } fval;
 
-static uint64_t row_value(const row *w, fval v)
+static uint64_t row_value(const gf_msnap_row *w, fval v)
 {
-    const gf_ledger_device *ld = w->ld;
-
     switch (v) {
-    case FV_REQUEST: return w->cd->request;
-    case FV_LIMIT: return w->cd->limit;
-    case FV_DRIVER: return w->f->driver_used[w->cd - w->f->cfg.devices];
-    case FV_ACCOUNTED: return ld ? atomic_load(&ld->used) : 0;
-    case FV_BURST: return ld ? atomic_load(&ld->lent) : 0;
-    case FV_DENIED: return ld ? atomic_load(&ld->denied) : 0;
-    case FV_EVICTIONS: return w->f->evictions[w->cd - w->f->cfg.devices]; /* the agent's own */
-    case FV_WATCHDOG:
-        /* one GPU: the fraction's journaled count, which survives restarts;
-         * several: the agent's own per-GPU count since it started */
-        return w->f->cfg.n_devices == 1 ? w->f->watchdog_kills
-                                        : w->f->watchdog_kills_gpu[w->cd - w->f->cfg.devices];
+    case FV_REQUEST: return w->request;
+    case FV_LIMIT: return w->limit;
+    case FV_DRIVER: return w->driver;
+    case FV_ACCOUNTED: return w->accounted;
+    case FV_BURST: return w->burst;
+    case FV_DENIED: return w->denied;
+    case FV_EVICTIONS: return w->evictions; /* the agent's own */
+    case FV_WATCHDOG: return w->watchdog_kills;
     }
     return 0;
 }
 
 static void fraction_rows(render *r, const char *name, const char *extra, fval v)
 {
-    for (size_t i = 0; i < r->n_rows; i++)
-        sample(r, name, r->rows[i].labels, r->rows[i].labels_len, extra, row_value(&r->rows[i], v));
+    for (size_t i = 0; i < r->s->n_rows; i++)
+        sample(r, name, r->rows[i].at, r->rows[i].len, extra, row_value(&r->s->rows[i], v));
 }
 
 static void fraction_metrics(render *r)
@@ -292,14 +250,14 @@ static void fraction_metrics(render *r)
 
 typedef enum gval { GV_TOTAL, GV_GUARANTEED, GV_USED, GV_LENT, GV_MPS_UP, GV_MPS_FAULTS } gval;
 
-static uint64_t gpu_value(const gf_gpu *g, gval v)
+static uint64_t gpu_value(const gf_msnap_gpu *g, gval v)
 {
     switch (v) {
     case GV_TOTAL: return g->total;
     case GV_GUARANTEED: return g->guaranteed;
     case GV_USED: return g->used;
     case GV_LENT: return g->lent;
-    case GV_MPS_UP: return g->mps_running && !g->mps_fault;
+    case GV_MPS_UP: return g->mps_up;
     case GV_MPS_FAULTS: return g->mps_restarts;
     }
     return 0;
@@ -310,12 +268,12 @@ static void gpu_metric(render *r, const char *name, const char *type, const char
     buf *b = &r->out;
 
     header(r, name, type, help);
-    for (int g = 0; g < r->a->n_gpus; g++) {
+    for (int g = 0; g < r->s->n_gpus; g++) {
         puts_(b, name);
         put(b, "{", 1);
-        put_gpu_labels(b, r, &r->a->gpus[g]);
+        put_gpu_labels(b, r, &r->s->gpus[g]);
         put(b, "} ", 2);
-        put_u64(b, gpu_value(&r->a->gpus[g], v));
+        put_u64(b, gpu_value(&r->s->gpus[g], v));
         put(b, "\n", 1);
     }
 }
@@ -343,7 +301,7 @@ static void agent_metric(render *r, const char *name, const char *type, const ch
     header(r, name, type, help);
     puts_(&r->out, name);
     put(&r->out, "{", 1);
-    put_label(&r->out, "Hostname", r->host, true);
+    put_label(&r->out, "Hostname", r->s->host, true);
     put(&r->out, "} ", 2);
     put_u64(&r->out, v);
     put(&r->out, "\n", 1);
@@ -352,27 +310,48 @@ static void agent_metric(render *r, const char *name, const char *type, const ch
 static void agent_metrics(render *r)
 {
     agent_metric(r, "gpufrac_agent_fractions", "gauge", "Fractions the agent watches.",
-                 (uint64_t)r->a->n_fractions);
+                 (uint64_t)r->s->n_fractions);
     agent_metric(r, "gpufrac_agent_requests_total", "counter",
-                 "Requests the agent answered on its socket.", r->a->requests_total);
+                 "Requests the agent answered on its socket.", r->s->requests_total);
     agent_metric(r, "gpufrac_agent_bad_requests_total", "counter",
-                 "Requests the agent refused as malformed or not allowed.", r->a->requests_bad);
+                 "Requests the agent refused as malformed or not allowed.", r->s->requests_bad);
     agent_metric(r, "gpufrac_agent_evictions_total", "counter",
                  "Borrowing processes terminated to give guaranteed memory back, all fractions "
                  "(also those gone).",
-                 r->a->evictions_total);
+                 r->s->evictions_total);
     agent_metric(r, "gpufrac_agent_watchdog_kills_total", "counter",
                  "Processes the watchdog terminated, all fractions (also those gone).",
-                 r->a->watchdog_kills_total);
+                 r->s->watchdog_kills_total);
     agent_metric(r, "gpufrac_agent_ticks_total", "counter",
                  "Rounds of the agent's loop (registry scan, watchdog, MPS health); one per "
                  "watchdog period while the agent is healthy.",
-                 r->a->ticks);
+                 r->s->ticks);
     agent_metric(r, "gpufrac_agent_last_tick_timestamp_seconds", "gauge",
-                 "Unix time of the agent's last round.", (uint64_t)r->a->last_tick);
+                 "Unix time of the agent's last round.", (uint64_t)r->s->last_tick);
 }
 
-static int render_locked(render *r)
+#ifdef GF_TEST_HOOKS
+#include "log.h"
+
+/* GPUFRAC_TEST_METRICS_STALL=<file>: a render logs that it stalls, then
+ * waits until the file exists (at most 60 s). */
+static void test_stall(const gf_agent *a)
+{
+    const char *path = getenv("GPUFRAC_TEST_METRICS_STALL");
+    struct stat st;
+
+    if (!path || !*path || stat(path, &st) == 0)
+        return;
+    gf_log_write(a->log_fd, GF_LOG_INFO, "gpufracd", "test hook: metrics render stalled until %s "
+                 "exists", path);
+    for (int i = 0; i < 6000 && stat(path, &st) < 0; i++)
+        usleep(10000);
+}
+#else
+#define test_stall(a) ((void)0)
+#endif
+
+static int format(render *r)
 {
     if (build_rows(r) < 0)
         return -1;
@@ -384,22 +363,15 @@ static int render_locked(render *r)
 
 int gf_metrics_render(gf_agent *a, char **out, size_t *len, gf_error *err)
 {
-    render r = {.a = a, .cached_uid = (uid_t)-1};
+    render r = {.s = gf_msnap_acquire(a)};
     int rc;
 
-    /* dcgm-exporter's Hostname: the node's name where the agent publishes one */
-    if (a->node_name[0])
-        snprintf(r.host, sizeof(r.host), "%s", a->node_name);
-    else if (gethostname(r.host, sizeof(r.host) - 1) < 0)
-        snprintf(r.host, sizeof(r.host), "unknown");
-
-    pthread_mutex_lock(&a->lock);
-    gf_journal_exposed(a); /* what the page shows survives a SIGKILL */
-    rc = render_locked(&r);
-    pthread_mutex_unlock(&a->lock);
+    if (!r.s)
+        return gf_error_set(err, GF_ESTATE, "no metrics snapshot published yet");
+    test_stall(a);
+    rc = format(&r);
+    gf_msnap_release((gf_msnap *)r.s);
     free(r.rows);
-    free(r.flabels);
-    free(r.flabels_len);
     free(r.lab.p);
     if (rc < 0 || !grow(&r.out, 1)) {
         free(r.out.p);

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The metrics endpoint: libmicrohttpd, so a slow scraper never stalls the
- * agent's loop (a render only waits for a->lock). Its listening port may be
+ * agent's loop (a render formats the loop's latest snapshot and never takes
+ * a->lock; user names come from the resolver's cache). Its listening port may be
  * reachable by every pod, so no client can hold it: a small pool of epoll
- * workers (a slow render blocks only the connections of its own worker, and
- * /healthz never takes a->lock), a connection idle for HTTP_IDLE_S is closed,
+ * workers (a slow render blocks only the connections of its own worker), a connection idle for HTTP_IDLE_S is closed,
  * one address holds at most HTTP_PER_IP connections (others are served while
  * it is at its bound), HTTP_CONNECTIONS in all (past that new ones wait in
  * the kernel's backlog), and a request's headers fit in HTTP_REQUEST_MEMORY.
@@ -13,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "agent.h"
 #include "netaddr.h"
@@ -24,6 +26,7 @@
 #define HTTP_PER_IP 16u          /* well under HTTP_CONNECTIONS / HTTP_THREADS */
 #define HTTP_IDLE_S 5u
 #define HTTP_REQUEST_MEMORY ((size_t)16 << 10)
+#define HTTP_NICE 10 /* the workers yield the CPU to the loop (2-core nodes, a tight scraper) */
 
 static struct MHD_Daemon *daemon_;
 
@@ -63,8 +66,8 @@ static enum MHD_Result metrics(struct MHD_Connection *c, gf_agent *a)
     return reply(c, MHD_HTTP_OK, CONTENT_TYPE, body, len, MHD_RESPMEM_MUST_FREE);
 }
 
-/* Healthy while the loop and the watchdog keep ticking. Read without a->lock:
- * a loop stuck holding it must still show as unhealthy. */
+/* Healthy while the loop and the watchdog keep ticking: read from their
+ * beats, so a loop stuck holding a->lock still shows as unhealthy. */
 static enum MHD_Result healthz(struct MHD_Connection *c, gf_agent *a)
 {
     char msg[256];
@@ -87,6 +90,22 @@ static enum MHD_Result healthz(struct MHD_Connection *c, gf_agent *a)
              "ago (limit %lld ms)\n", (long long)loop_age, (long long)wd_age, (long long)limit);
     return reply(c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain; charset=utf-8", msg, strlen(msg),
                  MHD_RESPMEM_MUST_COPY);
+}
+
+/* A worker's first connection lowers the worker's own priority (nice is per
+ * thread on Linux): formatting a page never delays the loop's wake-up. */
+static void lower_priority(void *cls, struct MHD_Connection *c, void **socket_context,
+                           enum MHD_ConnectionNotificationCode code)
+{
+    static _Thread_local bool lowered;
+
+    (void)cls;
+    (void)c;
+    (void)socket_context;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED && !lowered) {
+        setpriority(PRIO_PROCESS, (id_t)gettid(), HTTP_NICE);
+        lowered = true;
+    }
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
@@ -134,6 +153,8 @@ int gf_metrics_start(gf_agent *a, gf_error *err)
 
     if (daemon_)
         return gf_error_set(err, GF_ESTATE, "the metrics endpoint is already running");
+    if (gf_usernames_start(err) < 0)
+        return -1;
     if (resolve(a->metrics_listen, &ai, host, sizeof(host), err) < 0)
         return -1;
     if (ai->ai_family == AF_INET6)
@@ -144,6 +165,7 @@ int gf_metrics_start(gf_agent *a, gf_error *err)
                                MHD_OPTION_CONNECTION_LIMIT, HTTP_CONNECTIONS,
                                MHD_OPTION_PER_IP_CONNECTION_LIMIT, HTTP_PER_IP,
                                MHD_OPTION_CONNECTION_MEMORY_LIMIT, HTTP_REQUEST_MEMORY,
+                               MHD_OPTION_NOTIFY_CONNECTION, lower_priority, NULL,
                                MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!daemon_)

@@ -10,7 +10,9 @@
  *      past its fraction's limit; time from its allocation to its death;
  *   5. admission through users.sock: one local user's `run`s one after
  *      another, each from its own process that stays as the supervisor,
- *      the last ones' round trip beside the first ones' (as root only).
+ *      the last ones' round trip beside the first ones' (as root only);
+ *   6. borrow round trips while a second process scrapes /metrics in a
+ *      loop, beside the same round trips without it (many fractions).
  *
  * Everything is timed here in C with CLOCK_MONOTONIC. On gpusim (no GPU, or
  * --sim) the agent and the allocating children get gpusim's environment; on a
@@ -25,10 +27,13 @@
 #include <libgen.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pwd.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -51,11 +56,14 @@
 #define AB_MANY_LIMIT (8ULL << 20)
 #define AB_HTTP_MAX (64 << 20)
 #define AB_RSS_TARGET_KIB (16 * 1024)
+#define AB_NOPW_UID 3999900 /* owners without a passwd entry start here */
+#define AB_NOPW_UIDS 3
+#define AB_SCRAPE_OVER_QUIET 1.5 /* borrow p99 while scraping, at most this x without */
 
 typedef struct ab_opts {
     bool quick, force_sim;
     const char *build, *json;
-    long borrow_n, borrow_many_n;
+    long borrow_n, borrow_many_n, borrow_scrape_n;
     int scrapes, fractions, wd_runs, admissions;
 } ab_opts;
 
@@ -149,6 +157,31 @@ static int proc_kib(pid_t pid, const char *field, uint64_t *kib, gf_error *err)
             found = sscanf(line + n, " %llu", (unsigned long long *)kib) == 1;
     fclose(fp);
     return found ? 0 : gf_error_set(err, GF_ENOTFOUND, "%s has no %s", path, field);
+}
+
+/* The CPU time (user + system) process pid has used, in ms. */
+static int proc_cpu_ms(pid_t pid, double *ms, gf_error *err)
+{
+    char path[64], text[1024];
+    unsigned long long ut, st;
+    int fd;
+    ssize_t n;
+    const char *p;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    n = fd >= 0 ? read(fd, text, sizeof(text) - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        return gf_error_sys(err, "reading %s", path);
+    text[n] = '\0';
+    /* fields 14 and 15 (utime, stime), counted past the command's ")" */
+    if (!(p = strrchr(text, ')')) ||
+        sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+        return gf_error_set(err, GF_ESTATE, "%s: no utime/stime", path);
+    *ms = (double)(ut + st) * 1e3 / (double)sysconf(_SC_CLK_TCK);
+    return 0;
 }
 
 /* ---- the agent ---------------------------------------------------------- */
@@ -452,21 +485,34 @@ static int check_grant(ab_burst *b, gf_error *err)
     return ask(b->fd, b->ret, b->return_len, reply, sizeof(reply), &ns, err);
 }
 
-static int burst_loop(ab_burst *b, long n, gf_error *err)
+/* Pairs from .. to-1: ping, borrow, return, interleaved, so the baseline
+ * sees the same machine state as the figure. */
+static int burst_pairs(ab_burst *b, long from, long to, gf_error *err)
 {
     char reply[GF_PROTO_MAX + 1];
-    uint64_t ns;
 
-    for (long i = 0; i < n / 10 + 1; i++) /* warm-up */
-        if (ask(b->fd, b->ping, b->ping_len, reply, sizeof(reply), &ns, err) < 0)
-            return -1;
-    /* interleaved, so the baseline sees the same machine state as the figure */
-    for (long i = 0; i < n; i++)
+    for (long i = from; i < to; i++)
         if (ask(b->fd, b->ping, b->ping_len, reply, sizeof(reply), &b->ping_ns[i], err) < 0 ||
             ask(b->fd, b->borrow, b->borrow_len, reply, sizeof(reply), &b->borrow_ns[i], err) < 0 ||
             ask(b->fd, b->ret, b->return_len, reply, sizeof(reply), &b->return_ns[i], err) < 0)
             return -1;
     return 0;
+}
+
+static int burst_warm_up(ab_burst *b, long n, gf_error *err)
+{
+    char reply[GF_PROTO_MAX + 1];
+    uint64_t ns;
+
+    for (long i = 0; i < n / 10 + 1; i++)
+        if (ask(b->fd, b->ping, b->ping_len, reply, sizeof(reply), &ns, err) < 0)
+            return -1;
+    return 0;
+}
+
+static int burst_loop(ab_burst *b, long n, gf_error *err)
+{
+    return burst_warm_up(b, n, err) < 0 ? -1 : burst_pairs(b, 0, n, err);
 }
 
 static void burst_report(ab_burst *b, long n, const char *prefix, bench_results *r)
@@ -500,51 +546,70 @@ static int attach_self(const ab_agent *ag, const char *name, gf_error *err)
 }
 
 /* This process takes a slot in the fraction's ledger (as the shim would),
- * then times n ping round trips and n borrow + return pairs. */
+ * attaches itself as the fraction's supervisor and connects; room for n
+ * pairs. */
+static int burst_open(const ab_agent *ag, const char *name, const char *uuid, long n,
+                      ab_burst *b, gf_ledger *lg, gf_error *err)
+{
+    char path[GF_PATH_MAX + 64];
+
+    snprintf(path, sizeof(path), "%s/fractions/%s/ledger", ag->state, name);
+    b->ping_ns = calloc((size_t)n, sizeof(uint64_t));
+    b->borrow_ns = calloc((size_t)n, sizeof(uint64_t));
+    b->return_ns = calloc((size_t)n, sizeof(uint64_t));
+    b->ping_len = encode(b->ping, sizeof(b->ping), "ping", NULL, 0);
+    b->borrow_len = encode(b->borrow, sizeof(b->borrow), "borrow", uuid, AB_BORROW_BYTES);
+    b->return_len = encode(b->ret, sizeof(b->ret), "return", uuid, AB_BORROW_BYTES);
+    if (!b->ping_ns || !b->borrow_ns || !b->return_ns || b->borrow_len < 0 || b->return_len < 0)
+        return gf_error_set(err, GF_ENOSPACE, "out of memory or a request too long");
+    if (gf_ledger_open(path, lg, err) < 0 || gf_ledger_claim_slot(lg, err) < 0 ||
+        attach_self(ag, name, err) < 0 || (b->fd = seq_connect(ag->sock, err)) < 0)
+        return -1;
+    return check_grant(b, err);
+}
+
+static void burst_close(ab_burst *b, gf_ledger *lg)
+{
+    if (b->fd >= 0)
+        close(b->fd);
+    if (lg->hdr)
+        gf_ledger_close(lg);
+    free(b->ping_ns);
+    free(b->borrow_ns);
+    free(b->return_ns);
+}
+
+/* n ping round trips and n borrow + return pairs in fraction name. */
 static int measure_burst(const ab_agent *ag, const char *name, const char *uuid, long n,
                          const char *prefix, bench_results *r, gf_error *err)
 {
-    char path[GF_PATH_MAX + 64];
     ab_burst b = {.fd = -1};
     gf_ledger lg = {.fd = -1, .slot = -1};
     int rc = -1;
 
-    snprintf(path, sizeof(path), "%s/fractions/%s/ledger", ag->state, name);
-    b.ping_ns = calloc((size_t)n, sizeof(uint64_t));
-    b.borrow_ns = calloc((size_t)n, sizeof(uint64_t));
-    b.return_ns = calloc((size_t)n, sizeof(uint64_t));
-    b.ping_len = encode(b.ping, sizeof(b.ping), "ping", NULL, 0);
-    b.borrow_len = encode(b.borrow, sizeof(b.borrow), "borrow", uuid, AB_BORROW_BYTES);
-    b.return_len = encode(b.ret, sizeof(b.ret), "return", uuid, AB_BORROW_BYTES);
-    if (!b.ping_ns || !b.borrow_ns || !b.return_ns || b.borrow_len < 0 || b.return_len < 0)
-        gf_error_set(err, GF_ENOSPACE, "out of memory or a request too long");
-    else if (gf_ledger_open(path, &lg, err) == 0 && gf_ledger_claim_slot(&lg, err) == 0 &&
-             attach_self(ag, name, err) == 0 && (b.fd = seq_connect(ag->sock, err)) >= 0 && check_grant(&b, err) == 0 &&
-             burst_loop(&b, n, err) == 0)
-        rc = 0;
-    if (rc == 0)
+    if (burst_open(ag, name, uuid, n, &b, &lg, err) == 0 && burst_loop(&b, n, err) == 0) {
         burst_report(&b, n, prefix, r);
-    if (b.fd >= 0)
-        close(b.fd);
-    if (lg.hdr)
-        gf_ledger_close(&lg);
-    free(b.ping_ns);
-    free(b.borrow_ns);
-    free(b.return_ns);
+        rc = 0;
+    }
+    burst_close(&b, &lg);
     return rc;
 }
 
 /* ---- 2 + 3. /metrics and resident memory --------------------------------- */
 
-/* n GETs of /metrics, each after one of /healthz (the bare HTTP exchange). */
+/* n GETs of /metrics, each after one of /healthz (the bare HTTP exchange);
+ * with healthz, also the agent's CPU time per pair. */
 static int measure_scrapes(const ab_agent *ag, int n, const char *prefix, bool healthz,
                            bench_results *r, gf_error *err)
 {
     uint64_t *m = calloc((size_t)n, sizeof(uint64_t)), *h = calloc((size_t)n, sizeof(uint64_t));
     size_t size = 0, hsize;
     char key[48];
+    double cpu0 = 0, cpu1 = 0;
     int rc = m && h ? 0 : gf_error_set(err, GF_ENOSPACE, "out of memory");
 
+    if (rc == 0 && healthz)
+        rc = proc_cpu_ms(ag->pid, &cpu0, err);
     for (int i = 0; rc == 0 && i < n; i++)
         if (http_time(ag->port, "/healthz", &h[i], &hsize, err) < 0 ||
             http_time(ag->port, "/metrics", &m[i], &size, err) < 0)
@@ -558,6 +623,8 @@ static int measure_scrapes(const ab_agent *ag, int n, const char *prefix, bool h
         if (healthz)
             put_dist(r, "healthz", "ms", h, (size_t)n);
     }
+    if (rc == 0 && healthz && (rc = proc_cpu_ms(ag->pid, &cpu1, err)) == 0)
+        bench_put_num(r, "metrics_agent_cpu_ms", 2, (cpu1 - cpu0) / n);
     free(m);
     free(h);
     return rc;
@@ -787,16 +854,147 @@ static int run_small(const ab_env *e, const ab_opts *o, char *uuid, size_t ulen,
     return rc;
 }
 
-static int make_many(const ab_agent *ag, int n, gf_error *err)
+/* The k-th uid from AB_NOPW_UID up that has no passwd entry. */
+static uid_t nopw_uid(int k)
 {
-    char name[32];
+    uid_t u = AB_NOPW_UID;
 
+    for (int found = -1;; u++)
+        if (!getpwuid(u) && ++found == k)
+            return u;
+}
+
+/* n fractions; as root, every odd one's ledger is given to one of
+ * AB_NOPW_UIDS owners without a passwd entry (users' fractions, whose user
+ * label the agent must look up); fraction 0 stays root's. */
+static int make_many(const ab_agent *ag, int n, bench_results *r, gf_error *err)
+{
+    char name[32], path[GF_PATH_MAX + 64];
+    uid_t owners[AB_NOPW_UIDS];
+    uint64_t nopw = 0;
+
+    for (int k = 0; k < AB_NOPW_UIDS; k++)
+        owners[k] = nopw_uid(k);
     for (int i = 0; i < n; i++) {
         snprintf(name, sizeof(name), "f%04d", i);
         if (make_fraction(ag->state, name, AB_MANY_REQUEST, AB_MANY_LIMIT, ag->sock, 0, err) < 0)
             return -1;
+        snprintf(path, sizeof(path), "%s/fractions/%s/ledger", ag->state, name);
+        if (geteuid() != 0 || i % 2 == 0)
+            continue;
+        if (chown(path, owners[(i / 2) % AB_NOPW_UIDS], (gid_t)-1) < 0)
+            return gf_error_sys(err, "giving %s to uid %u", path,
+                                (unsigned)owners[(i / 2) % AB_NOPW_UIDS]);
+        nopw++;
+    }
+    bench_put_u64(r, "fractions_nopw", nopw);
+    return 0;
+}
+
+/* The scraping process and the bench: `pause` asks it to stop between two
+ * scrapes, `idle` says it has. */
+typedef struct ab_scraper {
+    _Atomic uint64_t scrapes;
+    _Atomic int pause, idle;
+} ab_scraper;
+
+/* GETs /metrics in a loop until killed, but for while paused. */
+static void scrape_forever(int port, ab_scraper *sc)
+{
+    for (;;) {
+        char *buf = NULL;
+        const char *body;
+        size_t len;
+        gf_error err;
+        if (atomic_load(&sc->pause)) {
+            atomic_store(&sc->idle, 1);
+            sleep_ms(1);
+            continue;
+        }
+        atomic_store(&sc->idle, 0);
+        if (http_get(port, "/metrics", &buf, &body, &len, &err) == 0)
+            atomic_fetch_add(&sc->scrapes, 1);
+        free(buf);
+    }
+}
+
+/* Pauses the scraper (true once it is between scrapes) or lets it go on
+ * (true once it is scraping again). */
+static bool scraper_set(ab_scraper *sc, bool pause)
+{
+    atomic_store(&sc->pause, pause);
+    for (int i = 0; i < 30000 && atomic_load(&sc->idle) != pause; i++)
+        sleep_ms(1);
+    return atomic_load(&sc->idle) == pause;
+}
+
+#define AB_SCRAPE_BLOCKS 10
+
+/* Borrow round trips in fraction 0, in AB_SCRAPE_BLOCKS alternating blocks
+ * with a second process scraping /metrics in a loop and with it paused
+ * between two scrapes, so both see the same machine. */
+static int scrape_blocks(ab_burst *quiet, ab_burst *busy, ab_scraper *sc, long n, gf_error *err)
+{
+    for (int k = 0; k < AB_SCRAPE_BLOCKS; k++) {
+        long from = n * k / AB_SCRAPE_BLOCKS, to = n * (k + 1) / AB_SCRAPE_BLOCKS;
+        if (!scraper_set(sc, true))
+            return gf_error_set(err, GF_ESTATE, "the scraping process did not pause in 30 s");
+        if (burst_pairs(quiet, from, to, err) < 0)
+            return -1;
+        if (!scraper_set(sc, false))
+            return gf_error_set(err, GF_ESTATE, "the scraping process did not start in 30 s");
+        if (burst_pairs(busy, from, to, err) < 0)
+            return -1;
     }
     return 0;
+}
+
+static int measure_while_scraping(const ab_agent *ag, const char *uuid, long n,
+                                  bench_results *r, gf_error *err)
+{
+    ab_scraper *sc = mmap(NULL, sizeof(*sc), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                          -1, 0);
+    ab_burst quiet = {.fd = -1}, busy;
+    gf_ledger lg = {.fd = -1, .slot = -1};
+    pid_t pid = -1;
+    int rc = -1;
+
+    if (sc == MAP_FAILED)
+        return gf_error_sys(err, "mmap");
+    atomic_store(&sc->pause, 1);
+    if (burst_open(ag, "f0000", uuid, n, &quiet, &lg, err) < 0 || burst_warm_up(&quiet, n, err) < 0)
+        goto out;
+    busy = quiet;
+    busy.ping_ns = calloc((size_t)n, sizeof(uint64_t));
+    busy.borrow_ns = calloc((size_t)n, sizeof(uint64_t));
+    busy.return_ns = calloc((size_t)n, sizeof(uint64_t));
+    if (!busy.ping_ns || !busy.borrow_ns || !busy.return_ns)
+        gf_error_set(err, GF_ENOSPACE, "out of memory");
+    else if ((pid = fork()) < 0)
+        gf_error_sys(err, "fork (scraper)");
+    else if (pid == 0)
+        scrape_forever(ag->port, sc);
+    else if (scrape_blocks(&quiet, &busy, sc, n, err) == 0)
+        rc = 0;
+    if (rc == 0) {
+        burst_report(&quiet, n, "burst_quiet", r);
+        burst_report(&busy, n, "burst_scrape", r);
+        bench_put_u64(r, "burst_scrape_scrapes", atomic_load(&sc->scrapes));
+        bench_put_num(r, "burst_scrape_over_quiet", 2,
+                      atof(bench_get(r, "burst_scrape_borrow_p99_us")) /
+                          atof(bench_get(r, "burst_quiet_borrow_p99_us")));
+    }
+    free(busy.ping_ns);
+    free(busy.borrow_ns);
+    free(busy.return_ns);
+out:
+    if (pid > 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+    burst_close(&quiet, &lg);
+    munmap(sc, sizeof(*sc));
+    return rc;
 }
 
 /* Agent B: n fractions from its start. */
@@ -806,14 +1004,15 @@ static int run_many(const ab_env *e, const ab_opts *o, const char *uuid, bench_r
     ab_agent ag;
     int rc = -1;
 
-    if (state_dir(e, &ag, "many", err) < 0 || make_many(&ag, o->fractions, err) < 0 ||
+    if (state_dir(e, &ag, "many", err) < 0 || make_many(&ag, o->fractions, r, err) < 0 ||
         agent_start(e, &ag, "many", err) < 0)
         return -1;
     bench_put_u64(r, "fractions", (uint64_t)o->fractions);
     if (wait_fractions(&ag, o->fractions, err) == 0 &&
         measure_scrapes(&ag, o->scrapes, "metrics", true, r, err) == 0 &&
         measure_rss(&ag, "", r, err) == 0 &&
-        measure_burst(&ag, "f0000", uuid, o->borrow_many_n, "burst_many", r, err) == 0)
+        measure_burst(&ag, "f0000", uuid, o->borrow_many_n, "burst_many", r, err) == 0 &&
+        measure_while_scraping(&ag, uuid, o->borrow_scrape_n, r, err) == 0)
         rc = 0;
     agent_stop(&ag, "agent_stop_status", r);
     return rc;
@@ -1014,6 +1213,11 @@ static const ab_row rows[] = {
      "metrics_target"},
     {"/metrics, many fractions, p99 ms", "metrics_p99_ms", "healthz_p99_ms", "", NULL},
     {"/metrics page, bytes", "metrics_bytes", "metrics_0f_bytes", "", NULL},
+    {"/metrics agent CPU per scrape, ms", "metrics_agent_cpu_ms", "metrics_median_ms", "", NULL},
+    {"borrow while scraping, median us", "burst_scrape_borrow_median_us",
+     "burst_quiet_borrow_median_us", "", NULL},
+    {"borrow while scraping, p99 us", "burst_scrape_borrow_p99_us", "burst_quiet_borrow_p99_us",
+     "<= 1.5 x without", "burst_scrape_target"},
     {"/metrics, 0 fractions, median ms", "metrics_0f_median_ms", "healthz_median_ms", "", NULL},
     {"agent VmRSS, KiB", "agent_rss_kib", "agent_rss_kib_0f", "< 16384 KiB", NULL},
     {"agent VmHWM, KiB", "agent_hwm_kib", "agent_hwm_kib_0f", "< 16384 KiB", "rss_target"},
@@ -1033,9 +1237,11 @@ static void print_table(const bench_results *r)
                bench_get(r, rows[i].baseline), rows[i].target,
                rows[i].verdict ? bench_get(r, rows[i].verdict) : "");
     printf("baselines: ping round trip (same socket), /healthz GET (same agent), the same agent\n"
-           "with 0 fractions, the watchdog period, the first tenth of users_admissions=%s.\n"
-           "\"many\" = fractions=%s.\n\n",
-           bench_get(r, "users_admissions"), bench_get(r, "fractions"));
+           "with 0 fractions, the watchdog period, the first tenth of users_admissions=%s,\n"
+           "the same borrows without the scraping process. \"many\" = fractions=%s (%s of them\n"
+           "owned by uids without a passwd entry).\n\n",
+           bench_get(r, "users_admissions"), bench_get(r, "fractions"),
+           bench_get(r, "fractions_nopw"));
 }
 
 static void verdicts(bench_results *r)
@@ -1044,6 +1250,8 @@ static void verdicts(bench_results *r)
     put_verdict(r, "burst_target", atof(bench_get(r, "burst_borrow_median_us")) < 50.0);
     put_verdict(r, "burst_many_target", atof(bench_get(r, "burst_many_borrow_median_us")) < 50.0);
     put_verdict(r, "metrics_target", atof(bench_get(r, "metrics_median_ms")) < 5.0);
+    put_verdict(r, "burst_scrape_target",
+                atof(bench_get(r, "burst_scrape_over_quiet")) <= AB_SCRAPE_OVER_QUIET);
     put_verdict(r, "rss_target", strcmp(hwm, "-") != 0 && atof(hwm) < AB_RSS_TARGET_KIB);
     if (strcmp(bench_get(r, "users_last_over_first"), "-") != 0)
         put_verdict(r, "users_flat_target", atof(bench_get(r, "users_last_over_first")) <= 1.25);
@@ -1052,7 +1260,7 @@ static void verdicts(bench_results *r)
 static const char usage[] =
     "Usage: gpufracd-bench [--quick] [--sim] [--build DIR] [--json FILE]\n"
     "Measures gpufracd: borrow round trip, /metrics with many fractions, resident\n"
-    "memory, watchdog reaction (docs/benchmarks.md). --build: the build tree holding\n"
+    "memory, watchdog reaction, borrows while /metrics is scraped (docs/benchmarks.md). --build: the build tree holding\n"
     "bin/gpufracd and lib/gpusim (default: the executable's directory/..).\n";
 
 static int parse_opts(int argc, char **argv, ab_opts *o)
@@ -1075,6 +1283,7 @@ static int parse_opts(int argc, char **argv, ab_opts *o)
     }
     o->borrow_n = o->quick ? 200 : 2000;
     o->borrow_many_n = o->quick ? 20 : 200;
+    o->borrow_scrape_n = o->quick ? 200 : 2000;
     o->scrapes = o->quick ? 10 : 50;
     o->fractions = o->quick ? 200 : 1000;
     o->wd_runs = o->quick ? 3 : 10;

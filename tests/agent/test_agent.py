@@ -595,8 +595,9 @@ class SocketTest(AgentTestCase):
         # borrowing for a fraction one does not belong to is refused
         reply = self.ask(b"gpufrac/1 borrow dev=%s bytes=1048576" % self.gpu_uuid().encode())
         self.assertIn("is not a process of any fraction", reply)
-        m = self.metrics()
-        self.assertGreaterEqual(self.sample(m, "gpufrac_agent_bad_requests_total"), 5)
+        # the page is the loop's snapshot: at most one watchdog period old
+        self.wait_for(lambda: (self.sample(self.metrics(), "gpufrac_agent_bad_requests_total")
+                               or 0) >= 5, "the bad requests on the page")
         self.assertIsNone(self.agent.poll())
 
     def as_nobody(self, sock, payload):
