@@ -336,6 +336,7 @@ int gf_usernames_start(gf_error *err); /* once per process; later calls do nothi
 void gf_username(uid_t uid, char *out, size_t len);
 /* Waits until no lookup is pending (at most timeout_ms); true when none is. */
 bool gf_usernames_settle(int timeout_ms);
+#define GF_USERNAMES_START_WAIT_MS 2000 /* at start, before the first page */
 
 /* counters.c: the agent-wide counters survive restarts in the journal. */
 void gf_counters_save(gf_agent *a);

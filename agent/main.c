@@ -420,6 +420,12 @@ int main(int argc, char **argv)
     sfd = make_signalfd();
     if (gf_metrics_publish(a, &err) < 0 || (a->metrics_listen[0] && gf_metrics_start(a, &err) < 0))
         goto fail;
+    /* the owners' names before the first scrape (bounded): a series keeps
+     * its labels across a restart, so Prometheus never sees it begin again */
+    if (a->metrics_listen[0] &&
+        (gf_metrics_publish(a, &err) < 0 || !(gf_usernames_settle(GF_USERNAMES_START_WAIT_MS), 1) ||
+         gf_metrics_publish(a, &err) < 0))
+        goto fail;
     tfd = make_timer(a->watchdog_period_ms);
     ifd = watch_fractions_dir(a);
     if (sfd < 0 || tfd < 0 || ifd < 0) {

@@ -92,6 +92,16 @@ static void copy_agent(gf_msnap *s, const gf_agent *a)
     s->last_tick = a->last_tick;
 }
 
+/* Has the owner's name looked up now, not at the first scrape, so the page
+ * a scraper first sees (after a restart too) already carries it. */
+static void warm_name(const gf_afraction *f)
+{
+    char name[GF_USERNAME_MAX];
+
+    if (f->ledger_fd >= 0)
+        gf_username(f->owner, name, sizeof(name));
+}
+
 static gf_msnap *take(const gf_agent *a, gf_error *err)
 {
     size_t nf = (size_t)a->n_fractions, nr = count_rows(a), align = alignof(gf_msnap_row);
@@ -110,6 +120,7 @@ static gf_msnap *take(const gf_agent *a, gf_error *err)
     for (size_t i = 0; i < nf; i++) {
         const gf_afraction *f = &a->fractions[i];
         copy_fraction(&s->fractions[i], f);
+        warm_name(f);
         for (int g = 0; g < a->n_gpus; g++) {
             const gf_config_device *cd = gf_aconfig_device(&f->cfg, a->gpus[g].uuid);
             if (!cd)
