@@ -733,6 +733,46 @@ class SoakTest(AgentTestCase):
         except Exception:  # noqa: BLE001
             self.problem(who, "raised:\n%s", traceback.format_exc())
 
+    def orphaned_borrower(self):
+        """The churn's kill-run, made decisive: on the quiet GPU the only loan
+        is held by a user's workload whose gpufrac run was SIGKILLed, and a
+        guaranteed owner's allocation within its request needs that memory
+        back. The owner must get it (the orphan evicted with its reason)."""
+        who = "orphaned borrower"
+        fractions = os.path.join(self.state, "fractions")
+        if self.soak_wait(lambda: not [n for n in os.listdir(fractions) if not n.startswith(".")],
+                          30) is None:
+            return self.problem(who, "the GPU never became quiet: %s", os.listdir(fractions))
+        w = Work(self, "user", "orphan-b", 1 * Gi, 3 * Gi, [512 * Mi, 2 * Gi], 60, who)
+        w.fate = "kill-run"
+        self.run_work(w, USERS[0])
+        if not self.wait_started(w) or "alloc=ok\nalloc=ok" not in w.output():
+            return self.problem(who, "%r did not borrow: %s", w, w.output()[-400:])
+        w.proc.kill()
+        w.proc.wait()
+        w.killed.add("run")
+        lent = self.soak_wait(lambda: self.burst_of(self.scrape(who)[1], w.name), 30)
+        # 16Gi: 1Gi guaranteed to the orphan's fraction, 15Gi to the owner, whose
+        # 14Gi is there only once 0.5Gi of the orphan's loan is back
+        o = Work(self, "root", "orphan-owner", 15 * Gi, 15 * Gi, [14 * Gi], 1, who)
+        self.run_work(o)
+        o.proc.wait(timeout=120)
+        self.judge(o)
+        ok = "alloc=ok" in o.output()
+        self.say("%s: pid %s of fraction %s kept a loan of %s after its gpufrac run was "
+                 "SIGKILLed; the owner's %s within its request %s", who, w.pid, w.name,
+                 mi(int(lent or 0)), mi(14 * Gi), "was granted" if ok else "was REFUSED")
+        if not ok:
+            self.problem(who, "the only loan on the GPU, %s held by pid %s of fraction %s (its "
+                         "gpufrac run SIGKILLed, its workload reparented), was not reclaimed "
+                         "for a guaranteed owner: agent log %s", mi(int(lent or 0)), w.pid,
+                         w.name, [ln for ln in self.log_text().splitlines()
+                                  if "orphan-" in ln][-5:])
+        if w.alive() and not self.evicted_in_log(w):
+            w.kill_workload()
+        if not self.soak_wait(lambda: not w.alive(), 30):
+            self.problem(who, "%r did not end", w)
+
     def finish_checks(self):
         # the full-disk borrower: its own memory granted, the loan refused, alive
         w = getattr(self, "fd_work", None)
@@ -753,6 +793,7 @@ class SoakTest(AgentTestCase):
                 p.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 self.problem("end", "a process the soak started did not end: %s", p.args)
+        self.orphaned_borrower()
         self.scrape("final")
         log = self.log_text()
         # nobody was the watchdog's; every eviction took a borrower's loan
