@@ -5,7 +5,9 @@
  * pidfd) is the process or one of its ancestors — the whole chain up to
  * init, bounded only by a guard against a parent loop — or, for a container
  * fraction (whose cgroup is its alone), when it shares the supervisor's
- * cgroup. Ledgers and tenant files play no part. */
+ * cgroup — or when it was once found to belong to F and is still that
+ * process (pid + start time): a process whose supervisor died (reparented to
+ * init) stays F's. Ledgers and tenant files play no part. */
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -14,6 +16,7 @@
 
 #define SUP_HASH 8192 /* > 2 x GF_AGENT_FRACTIONS_MAX */
 #define ANCESTRY_GUARD 65536 /* more steps than any real chain: a loop */
+#define MEMBERS 16384        /* processes remembered as a fraction's */
 
 static struct {
     bool dirty;
@@ -57,16 +60,54 @@ static int sup_lookup(pid_t pid)
     return -1;
 }
 
-static int by_lineage(pid_t pid)
+/* Processes found to belong to a fraction, by pid + start time: one whose
+ * supervisor died (its parent is now init) still belongs to it, so the
+ * watchdog judges it and a reclaim can take its loan back. A slot is reused
+ * by whichever pid hashes there next; a stale entry never matches, its start
+ * time does not. */
+static struct member {
+    pid_t pid;
+    uint64_t start;
+    uint64_t fid;
+} members[MEMBERS];
+
+static struct member *member_slot(pid_t pid)
 {
-    for (int steps = 0; pid > 1 && steps < ANCESTRY_GUARD; steps++) {
+    return &members[((unsigned)pid * 2654435761u) % MEMBERS];
+}
+
+static int member_of(gf_agent *a, pid_t pid, uint64_t start)
+{
+    const struct member *m = member_slot(pid);
+    gf_afraction *f;
+
+    if (m->pid != pid || m->start != start || !(f = gf_registry_find_fid(a, m->fid)))
+        return -1;
+    return (int)(f - a->fractions);
+}
+
+static int by_lineage(gf_agent *a, pid_t pid)
+{
+    pid_t first = pid, parent;
+    uint64_t first_start = 0, start;
+
+    for (int steps = 0; pid > 1 && steps < ANCESTRY_GUARD; steps++, pid = parent) {
         int i = sup_lookup(pid);
-        pid_t parent;
-        if (i >= 0)
+        if (i >= 0 && steps == 0)
+            return i; /* a supervisor itself */
+        if (i < 0) {
+            if (!gf_proc_stat(pid, &start, &parent))
+                return -1;
+            if (steps == 0)
+                first_start = start;
+            i = member_of(a, pid, start);
+        }
+        if (i >= 0) {
+            *member_slot(first) = (struct member){first, first_start, a->fractions[i].fid};
             return i;
-        if (!gf_proc_stat(pid, NULL, &parent) || parent == pid)
+        }
+        if (parent == pid)
             return -1;
-        pid = parent;
     }
     return -1;
 }
@@ -103,7 +144,7 @@ int gf_attribute(gf_agent *a, pid_t pid)
         return -1;
     if (at.dirty)
         rebuild(a);
-    if ((i = by_lineage(pid)) >= 0)
+    if ((i = by_lineage(a, pid)) >= 0)
         return i;
     return by_cgroup(a, pid);
 }

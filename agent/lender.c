@@ -213,8 +213,16 @@ static bool evict_begin(gf_agent *a, gf_loan *l)
     uint64_t start;
     gf_error err;
 
+    int owner;
+
+    /* the loan's own process (its pidfd, its start time): taken back unless
+     * it now belongs to another fraction; one that belongs to none (its
+     * supervisor died before the agent knew it) still holds the loan */
     if (!f || gf_pidfd_exited(l->pidfd) || !gf_proc_stat(l->pid, &start, NULL) ||
-        start != l->start || gf_attribute(a, l->pid) != (int)(f - a->fractions))
+        start != l->start)
+        return false;
+    owner = gf_attribute(a, l->pid);
+    if (owner >= 0 && owner != (int)(f - a->fractions))
         return false;
     gf_journal(a, "evict %s %s %d %" PRIu64, l->fraction, a->gpus[l->gpu].uuid, (int)l->pid,
                l->start);

@@ -35,7 +35,26 @@ class AgentTestCase(SimTestCase):
 
     def tearDown(self):
         self.stop_agent()
+        self.stop_mps_daemons()
         super().tearDown()
+
+    def stop_mps_daemons(self):
+        """The stand-in MPS daemons an agent of this test started and, killed
+        itself, left behind: every process of FAKE_MPS whose environment
+        names this test's directory."""
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open("/proc/%s/cmdline" % pid, "rb") as f:
+                    cmd = f.read()
+                with open("/proc/%s/environ" % pid, "rb") as f:
+                    env = f.read()
+            except OSError:
+                continue
+            if FAKE_MPS.encode() in cmd and self.tmp.encode() in env:
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except OSError:
+                    pass
 
     def start_agent(self):
         self.agent_log = open(os.path.join(self.tmp, "agent.log"), "a")

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A bounded soak of gpufracd under faults: one agent over a 16 GiB gpusim
 GPU, its state directory on a small tmpfs, for CHURN_S seconds of
 
