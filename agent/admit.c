@@ -356,7 +356,8 @@ void gf_release_stale(gf_agent *a)
             f->sup_pidfd = -1;
             gf_attrib_dirty();
         }
-        if (!f->sup_seen || f->sup_pidfd >= 0 || gf_ledger_view_any_live(f->ledger_fd))
+        if (!f->sup_seen || f->sup_pidfd >= 0 || gf_ledger_view_any_live(f->ledger_fd) ||
+            gf_attrib_has_member(a, f))
             continue;
         int before = a->n_fractions;
         f->sup_seen = false; /* tried once: a fraction that cannot be removed is not retried */

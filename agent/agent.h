@@ -214,6 +214,9 @@ int gf_gpu_index(const gf_agent *a, const char *uuid);
  * fractions, the supervisor's cgroup. -1: none. gf_attrib_dirty after the
  * supervisors or the fractions change. */
 int gf_attribute(gf_agent *a, pid_t pid);
+/* Whether a process found to be f's still runs (not its supervisor): a
+ * fraction is not stale while one does, slot lock or not. */
+bool gf_attrib_has_member(gf_agent *a, const gf_afraction *f);
 void gf_attrib_dirty(void);
 
 /* nvml.c: the agent's NVML (dlopen). */

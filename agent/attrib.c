@@ -148,3 +148,16 @@ int gf_attribute(gf_agent *a, pid_t pid)
         return i;
     return by_cgroup(a, pid);
 }
+
+bool gf_attrib_has_member(gf_agent *a, const gf_afraction *f)
+{
+    uint64_t start;
+
+    for (int i = 0; i < MEMBERS; i++)
+        if (members[i].pid > 0 && members[i].fid == f->fid &&
+            gf_proc_stat(members[i].pid, &start, NULL) && start == members[i].start &&
+            members[i].pid != f->supervisor)
+            return true;
+    (void)a;
+    return false;
+}

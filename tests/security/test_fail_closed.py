@@ -49,6 +49,21 @@ sys.stdin.read()
 """
 
 
+# Connects, sends `run`, then starts argv[3:] (outside the shim) as its
+# child and says its pid; stays until killed.
+RUN_AND_SPAWN = r"""
+import socket, subprocess, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.settimeout(20)
+s.connect(sys.argv[1])
+s.send(sys.argv[2].encode())
+print(s.recv(8192).decode().replace("\n", " "), flush=True)
+child = subprocess.Popen(sys.argv[3:], stdout=subprocess.DEVNULL)
+print(child.pid, flush=True)
+sys.stdin.read()
+"""
+
+
 def spawn_at_pid(pid, argv, **kw):
     """Starts argv as the process numbered pid (root: ns_last_pid), so a
     pid reuse that would take an attacker minutes of forking is exact."""
@@ -116,6 +131,31 @@ class PeerIdentityTest(FailClosedBase):
             self.run_payload("nested"), self.users_sock()))
         self.assertIn("already in fraction k8s.nested", " ".join(out))
         self.assertNotIn("nested", self.fractions())
+        self.assert_node_unharmed()
+
+
+class OrphanTest(FailClosedBase):
+    def test_killing_its_own_run_does_not_take_a_process_out_of_its_fraction(self):
+        # the run's child holds a little, then (its supervisor killed by its
+        # own user, so init is its parent) bypasses the shim past the limit
+        self.open_gpusim_state()
+        go = os.path.join(self.tmp, "go")
+        sup = subprocess.Popen([sys.executable, "-c", RUN_AND_SPAWN, self.users_sock(),
+                                self.run_payload("orphan", 64 * Mi, 64 * Mi), self.PROBE,
+                                "alloc", "16Mi", "barrier", go, "alloc", "1Gi", "hold", "600"],
+                               user=NOBODY, group=NOBODY, extra_groups=[], env=self.env,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.procs.append(sup)
+        self.assertIn("gpufrac/1 ok", sup.stdout.readline())
+        child = int(sup.stdout.readline())
+        time.sleep(1.0)  # ten watchdog periods: the agent has seen the child on the GPU
+        sup.kill()
+        sup.wait()
+        open(go, "w").close()
+        self.wait_watchdog_kill("orphan")
+        self.assertRegex(self.events(), r"watchdog: killed pid %d of fraction orphan:" % child)
+        self.assertNotIn("ending it", self.events().split("watchdog: killed")[0],
+                         "the fraction was ended while its process ran")
         self.assert_node_unharmed()
 
 
