@@ -179,8 +179,11 @@ class SoakTest(AgentTestCase):
         self.policy_dir = tempfile.mkdtemp(prefix="gpufrac-policy-")
         self.addCleanup(lambda: __import__("shutil").rmtree(self.policy_dir, True))
         self.policy = os.path.join(self.policy_dir, "policy.conf")
+        # a run SIGKILLed while its workload lives still holds its fraction
+        # (the workload is still the fraction's) until the workload ends:
+        # room for those beside each user's live runs
         with open(self.policy, "w") as f:
-            f.write("[default]\nmax-guaranteed = 1Gi\nmax-limit = 3Gi\nmax-fractions = 4\n")
+            f.write("[default]\nmax-guaranteed = 1Gi\nmax-limit = 3Gi\nmax-fractions = 16\n")
         self.extra_args = ["--policy", self.policy]
         self.works, self.orphans, self.problems = [], [], []
         self.lock = threading.Lock()
