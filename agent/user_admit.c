@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <pwd.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -248,6 +249,34 @@ static void do_run(gf_agent *a, const gf_msg *in, gf_msg *out, const gf_peer *cr
 
 /* Moves a user fraction to <state>/ended/<name>.<supervisor> (for `gpufrac
  * status`) and forgets it; what cannot be moved is released. */
+/* What `gpufrac status` shows of an ended run, written in place of its
+ * ledger (which is dropped): the agent's copy of the last figures. */
+static int write_figures(gf_agent *a, const gf_afraction *f, int dfd, gf_error *err)
+{
+    char text[64 + GF_AGENT_GPUS_MAX * (GF_UUID_MAX + 128)];
+    size_t off = (size_t)snprintf(text, sizeof(text), "uid=%u\n", (unsigned)f->owner);
+
+    for (int i = 0; i < f->view.n_entries && off < sizeof(text); i++) {
+        const gf_ledger_view_entry *e = &f->view.entries[i];
+        if (e->index < 0)
+            continue;
+        off += (size_t)snprintf(text + off, sizeof(text) - off,
+                                "dev=%s used=%llu peak=%llu denied=%llu lent=%llu "
+                                "evictions=%llu\n", a->gpus[e->tag].uuid,
+                                (unsigned long long)atomic_load(&e->dev.used),
+                                (unsigned long long)atomic_load(&e->dev.peak),
+                                (unsigned long long)atomic_load(&e->dev.denied),
+                                (unsigned long long)atomic_load(&e->dev.lent),
+                                (unsigned long long)atomic_load(&e->dev.evictions));
+    }
+    if (off >= sizeof(text))
+        return gf_error_set(err, GF_ENOSPACE, "figures of %s too long", f->cfg.name);
+    if (gf_at_write(dfd, "figures", text, 0444, err) < 0)
+        return -1;
+    unlinkat(dfd, "ledger", 0);
+    return 0;
+}
+
 static void end_fraction(gf_agent *a, gf_afraction *f, int code)
 {
     char dest[GF_NAME_MAX + 32], text[64], name[GF_NAME_MAX];
@@ -267,7 +296,8 @@ static void end_fraction(gf_agent *a, gf_afraction *f, int code)
         return;
     }
     unlinkat(dfd, "agent.sock", 0);
-    ok = gf_at_write(dfd, "ended", text, 0444, &err) == 0;
+    gf_fraction_view_read(a, f); /* the last figures */
+    ok = gf_at_write(dfd, "ended", text, 0444, &err) == 0 && write_figures(a, f, dfd, &err) == 0;
     close(dfd);
     gf_at_rmdir(edfd, dest); /* a record of an earlier run of that pid */
     ok = ok && renameat(a->frac_dfd, name, edfd, dest) == 0;

@@ -82,6 +82,40 @@ static void owner_name(uid_t uid, char *out, size_t len)
         snprintf(out, len, "%u", (unsigned)uid);
 }
 
+/* An ended run's figures, written by the agent in place of its ledger:
+ * "uid=N" and one "dev=UUID used=N peak=N denied=N lent=N evictions=N" line
+ * per GPU. False when there is no such file. */
+static bool read_figures(status_fraction *f)
+{
+    char path[GF_PATH_MAX + 16], line[GF_UUID_MAX + 160], uuid[GF_UUID_MAX];
+    unsigned long long used, peak, denied, lent, ev;
+    unsigned uid;
+    FILE *fp;
+
+    if (gf_path_join(path, sizeof(path), f->dir, "figures") < 0 || !(fp = fopen(path, "re")))
+        return false;
+    while (fgets(line, sizeof(line), fp)) {
+        if (sscanf(line, "uid=%u", &uid) == 1) {
+            f->uid = (uid_t)uid;
+            continue;
+        }
+        if (sscanf(line, "dev=%95s used=%llu peak=%llu denied=%llu lent=%llu evictions=%llu",
+                   uuid, &used, &peak, &denied, &lent, &ev) != 6)
+            continue;
+        for (size_t i = 0; i < f->n_devices; i++) {
+            status_device *d = &f->devices[i];
+            if (strcmp(d->uuid, uuid) != 0 && strcmp(d->uuid, "*") != 0)
+                continue;
+            d->used = used, d->peak = peak, d->denied = denied, d->lent = lent;
+            d->evictions = ev;
+            f->used += used, f->denied += denied, f->lent += lent, f->evictions += ev;
+            break;
+        }
+    }
+    fclose(fp);
+    return true;
+}
+
 static int read_fraction(status_fraction *f, gf_error *err)
 {
     char path[GF_PATH_MAX + 16];
@@ -110,6 +144,10 @@ static int read_fraction(status_fraction *f, gf_error *err)
         snprintf(f->devices[i].uuid, sizeof(f->devices[i].uuid), "%s", cfg.devices[i].uuid);
         f->devices[i].request = cfg.devices[i].request;
         f->devices[i].limit = cfg.devices[i].limit;
+    }
+    if (f->ended && read_figures(f)) {
+        owner_name(f->uid, f->owner, sizeof(f->owner));
+        return 0;
     }
     /* an ended fraction's config still names its old place */
     if (gf_path_join(path, sizeof(path), f->dir, "ledger") < 0)

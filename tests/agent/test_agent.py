@@ -551,6 +551,11 @@ class UsersTest(UsersBase):
         ended = self.user_status("--all")["mine"]
         self.assertEqual(ended["state"], "ended")
         self.assertEqual(os.stat(os.path.join(self.state, "ended")).st_uid, 0)
+        # it keeps its figures, not its ledger or a dead socket
+        self.assertGreaterEqual(ended["devices"][0]["peak"], 1280 * Mi)
+        edir = os.path.join(self.state, "ended", next(
+            n for n in os.listdir(os.path.join(self.state, "ended")) if n.startswith("mine.")))
+        self.assertEqual(sorted(os.listdir(edir)), ["config", "ended", "figures", "supervisor"])
         self.assertIn("fraction mine ended", self.events())
 
     def test_a_run_that_dies_is_ended_by_the_agent(self):
