@@ -219,7 +219,8 @@ int gf_attach_pid(gf_agent *a, gf_afraction *f, pid_t pid, uint64_t start, bool 
         close(fd);
         return gf_journal_refuses(a, "a supervisor", err);
     }
-    if (f->sup_pidfd >= 0) {
+    bool replaced = f->sup_pidfd >= 0;
+    if (replaced) {
         epoll_ctl(a->loop_epfd, EPOLL_CTL_DEL, f->sup_pidfd, NULL);
         close(f->sup_pidfd);
     }
@@ -229,7 +230,10 @@ int gf_attach_pid(gf_agent *a, gf_afraction *f, pid_t pid, uint64_t start, bool 
     f->sup_admitted = admitted;
     f->sup_seen = true;
     gf_loop_watch(a, fd, GF_EV(GF_EV_SUP, f->fid));
-    gf_attrib_dirty();
+    if (replaced)
+        gf_attrib_dirty();
+    else
+        gf_attrib_added(a, (int)(f - a->fractions));
     return 0;
 }
 

@@ -218,6 +218,9 @@ int gf_attribute(gf_agent *a, pid_t pid);
  * fraction is not stale while one does, slot lock or not. */
 bool gf_attrib_has_member(gf_agent *a, const gf_afraction *f);
 void gf_attrib_dirty(void);
+/* Fraction i's supervisor is new (no other fraction's slot moved): added
+ * to the lookup without a rebuild. */
+void gf_attrib_added(gf_agent *a, int i);
 
 /* nvml.c: the agent's NVML (dlopen). */
 int gf_agent_nvml_init(gf_agent *a, gf_error *err);

@@ -52,6 +52,20 @@ static void rebuild(gf_agent *a)
     at.dirty = false;
 }
 
+void gf_attrib_added(gf_agent *a, int i)
+{
+    const gf_afraction *f = &a->fractions[i];
+    unsigned h;
+
+    if (at.dirty || f->supervisor <= 0 || f->sup_pidfd < 0)
+        return; /* the next lookup rebuilds, or there is nothing to add */
+    for (h = slot_of(f->supervisor); at.pid[h] && at.pid[h] != f->supervisor;
+         h = (h + 1) % SUP_HASH)
+        ;
+    at.pid[h] = f->supervisor;
+    at.frac[h] = i;
+}
+
 static int sup_lookup(pid_t pid)
 {
     for (unsigned h = slot_of(pid); at.pid[h]; h = (h + 1) % SUP_HASH)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* gpufracd: the node agent. One loop: the socket, a timer for the watchdog
  * and MPS health, signals. Metrics are served from their own threads, from a
- * snapshot the loop publishes at each tick and when fractions come or go. */
+ * snapshot the loop publishes at each tick. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -337,10 +337,11 @@ static int loop(gf_agent *a, int lfd, int ufd, int sfd, int tfd, int ifd)
                 gf_error err;
                 while (read(ifd, buf, sizeof(buf)) > 0)
                     ;
-                /* a fraction came or went: its socket opens (or closes) at once */
+                /* a fraction came or went: its socket opens (or closes) at once;
+                 * the page shows it from the next tick (a snapshot per change
+                 * would cost every admission a copy of every fraction) */
                 pthread_mutex_lock(&a->lock);
                 gf_registry_scan_if_changed(a, &err);
-                gf_metrics_publish(a, &err);
                 pthread_mutex_unlock(&a->lock);
                 break;
             }

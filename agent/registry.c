@@ -21,6 +21,8 @@
 #include "fsat.h"
 #include "server.h"
 
+static void sums_add(gf_agent *a, const gf_afraction *f);
+
 /* Names to fraction indexes: open addressing, twice the most fractions, so a
  * scan of n fractions costs n lookups, not n * n comparisons. Rebuilt when
  * fractions close (their slots move); added to when one opens. */
@@ -201,7 +203,8 @@ static int open_fraction(gf_agent *a, const char *name, gf_error *err)
     f->seen = true;
     a->n_fractions++;
     index_add(a, a->n_fractions - 1);
-    gf_attrib_dirty();
+    gf_attrib_added(a, a->n_fractions - 1); /* the others keep their slots */
+    sums_add(a, f);
     return 0;
 fail:
     if (f->ledger_fd >= 0)
@@ -238,6 +241,20 @@ static void close_unseen(gf_agent *a)
     }
     if (closed)
         index_rebuild(a);
+}
+
+/* One more fraction in the per-GPU sums (the full ones are recomputed
+ * whenever fractions go). */
+static void sums_add(gf_agent *a, const gf_afraction *f)
+{
+    for (int g = 0; g < a->n_gpus; g++) {
+        const gf_config_device *cd = gf_aconfig_device(&f->cfg, a->gpus[g].uuid);
+        if (!cd)
+            continue;
+        a->gpus[g].n_fractions++;
+        a->gpus[g].mode = f->cfg.mode;
+        a->gpus[g].guaranteed += cd->request;
+    }
 }
 
 void gf_registry_sums(gf_agent *a)
@@ -359,7 +376,6 @@ gf_afraction *gf_registry_open_new(gf_agent *a, const char *name, gf_error *err)
         return f;
     if (open_fraction(a, name, err) < 0)
         return NULL;
-    gf_registry_sums(a);
     own_change_seen(a);
     return by_name(a, name);
 }
