@@ -305,6 +305,26 @@ static void on_sup_exit(gf_agent *a, uint64_t fid)
     pthread_mutex_unlock(&a->lock);
 }
 
+/* A change of fractions is on the page at once when none was published in
+ * the last PUBLISH_GAP_MS, else at the first wake-up after that (or the
+ * tick): a burst of admissions costs one copy of every fraction per gap, not
+ * one per admission. Call with a->lock held. */
+#define PUBLISH_GAP_MS 20
+static void publish_soon(gf_agent *a, bool changed)
+{
+    static int64_t last;
+    static bool pending;
+    int64_t now = gf_now_ms();
+    gf_error err;
+
+    pending = pending || changed;
+    if (!pending || now - last < PUBLISH_GAP_MS)
+        return;
+    pending = false;
+    last = now;
+    gf_metrics_publish(a, &err);
+}
+
 static int loop(gf_agent *a, int lfd, int ufd, int sfd, int tfd, int ifd)
 {
     struct epoll_event ev[128];
@@ -321,6 +341,9 @@ static int loop(gf_agent *a, int lfd, int ufd, int sfd, int tfd, int ifd)
         if (n < 0 && errno != EINTR)
             return 1;
         atomic_store(&a->loop_beat, gf_now_ms());
+        pthread_mutex_lock(&a->lock);
+        publish_soon(a, false);
+        pthread_mutex_unlock(&a->lock);
         for (int i = 0; i < n; i++) {
             uint64_t d = ev[i].data.u64, id = d & ((1ULL << 56) - 1);
             switch ((int)(d >> 56)) {
@@ -337,11 +360,11 @@ static int loop(gf_agent *a, int lfd, int ufd, int sfd, int tfd, int ifd)
                 gf_error err;
                 while (read(ifd, buf, sizeof(buf)) > 0)
                     ;
-                /* a fraction came or went: its socket opens (or closes) at once;
-                 * the page shows it from the next tick (a snapshot per change
-                 * would cost every admission a copy of every fraction) */
+                /* a fraction came or went: its socket opens (or closes) at
+                 * once, the page shows it soon (publish_soon) */
                 pthread_mutex_lock(&a->lock);
                 gf_registry_scan_if_changed(a, &err);
+                publish_soon(a, true);
                 pthread_mutex_unlock(&a->lock);
                 break;
             }

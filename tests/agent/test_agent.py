@@ -258,11 +258,13 @@ class MetricsTest(AgentTestCase):
                     "alloc", "1Gi", "hold", "60")
         self.wait_for(lambda: self.status().get("m", {}).get("denied"), "a refusal")
         st = self.status()["m"]
+        f = dict(fraction="m", gpu=0)
+        # the page is at most a tick old: the first one that has caught up
         m = self.wait_for(
             lambda: (lambda mm: mm if self.sample(mm, "gpufrac_fraction_memory_used_bytes",
-                                                  fraction="m", source="driver") else None)(
-                self.metrics()), "a driver sample")
-        f = dict(fraction="m", gpu=0)
+                                                  fraction="m", source="driver") and
+                     self.sample(mm, "gpufrac_fraction_memory_burst_bytes", **f) ==
+                     float(st["burst"]) else None)(self.metrics()), "a driver sample")
         self.assertEqual(self.sample(m, "gpufrac_fraction_memory_request_bytes", **f), Gi)
         self.assertEqual(self.sample(m, "gpufrac_fraction_memory_limit_bytes", **f), 2 * Gi)
         self.assertEqual(self.sample(m, "gpufrac_fraction_memory_used_bytes", source="accounted",

@@ -573,7 +573,8 @@ static void test_user_names(void **state)
     snprintf(want, sizeof(want), "user=\"%s\",fraction=\"named\"", name);
     assert_int_equal(gf_usernames_start(&err), 0);
     page = publish_render(fx, &len);
-    assert_non_null(strstr(page, num)); /* not resolved yet: this render asked for it */
+    /* the publish asked for the name: resolved by now, or the uid until it is */
+    assert_true(strstr(page, num) || strstr(page, want));
     assert_non_null(strstr(page, nopw));
     free(page);
     assert_true(gf_usernames_settle(30000));
