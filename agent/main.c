@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* gpufracd: the node agent. One loop: the socket, a timer for the watchdog
  * and MPS health, signals. Metrics are served from their own threads, from a
- * snapshot the loop publishes at each tick. */
+ * snapshot the loop publishes at each tick and soon after fractions change. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* What /metrics shows, copied out of the agent's state by the loop that owns
- * it (gf_metrics_publish: at every tick), so a
+ * it (gf_metrics_publish: at every tick, and when fractions come or go), so a
  * scrape formats the page without a->lock and never holds up admission or
  * lending. A published snapshot is never written again: readers take a
  * reference under a lock held only for the pointer swap or the reference,
