@@ -165,6 +165,7 @@ int gf_attribute(gf_agent *a, pid_t pid)
 
 bool gf_attrib_has_member(gf_agent *a, const gf_afraction *f)
 {
+    (void)a; /* the table is keyed by fid, which outlives f's slot */
     uint64_t start;
 
     for (int i = 0; i < MEMBERS; i++)
@@ -172,6 +173,5 @@ bool gf_attrib_has_member(gf_agent *a, const gf_afraction *f)
             gf_proc_stat(members[i].pid, &start, NULL) && start == members[i].start &&
             members[i].pid != f->supervisor)
             return true;
-    (void)a;
     return false;
 }

@@ -310,17 +310,19 @@ static void on_sup_exit(gf_agent *a, uint64_t fid)
  * tick): a burst of admissions costs one copy of every fraction per gap, not
  * one per admission. Call with a->lock held. */
 #define PUBLISH_GAP_MS 20
+static bool publish_pending; /* the loop's alone: read without a->lock */
+
 static void publish_soon(gf_agent *a, bool changed)
 {
     static int64_t last;
-    static bool pending;
+    bool pending = publish_pending || changed;
     int64_t now = gf_now_ms();
     gf_error err;
 
-    pending = pending || changed;
+    publish_pending = pending;
     if (!pending || now - last < PUBLISH_GAP_MS)
         return;
-    pending = false;
+    publish_pending = false;
     last = now;
     gf_metrics_publish(a, &err);
 }
@@ -341,9 +343,11 @@ static int loop(gf_agent *a, int lfd, int ufd, int sfd, int tfd, int ifd)
         if (n < 0 && errno != EINTR)
             return 1;
         atomic_store(&a->loop_beat, gf_now_ms());
-        pthread_mutex_lock(&a->lock);
-        publish_soon(a, false);
-        pthread_mutex_unlock(&a->lock);
+        if (publish_pending) { /* the lock only when a change waits: not per request */
+            pthread_mutex_lock(&a->lock);
+            publish_soon(a, false);
+            pthread_mutex_unlock(&a->lock);
+        }
         for (int i = 0; i < n; i++) {
             uint64_t d = ev[i].data.u64, id = d & ((1ULL << 56) - 1);
             switch ((int)(d >> 56)) {
