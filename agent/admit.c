@@ -11,15 +11,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "admit.h"
+#include "fracdir.h"
 #include "fsat.h"
+#include "gate.h"
 #include "place.h"
 #include "quantity.h"
+#include "supervisors.h"
 #include "user_admit.h"
 
 /* "uuid/request/limit,..." into cfg->devices. */
@@ -100,100 +102,48 @@ int gf_admit_check_fit(gf_agent *a, const gf_fraction_config *cfg, gf_error *err
     return 0;
 }
 
-static int make_fraction(gf_agent *a, gf_fraction_config *cfg, const gf_msg *in, gf_error *err)
+/* The container's identity record: termlog= only from root's socket (the
+ * verb's caller is root): the host file containerd mounts at the
+ * terminationMessagePath. */
+static int identity_text(const gf_msg *in, char *out, size_t len, gf_error *err)
 {
-    char tmp[GF_NAME_MAX + 16], dir[GF_PATH_MAX + 96], text[GF_CONFIG_TEXT_MAX], id[1024];
-    char ledger_tmp[GF_PATH_MAX + 128];
     const char *termlog = gf_msg_get(in, "termlog");
-    uint64_t uid = 0;
-    int dfd = -1;
 
     if (termlog && (termlog[0] != '/' || strchr(termlog, '\n')))
         return gf_error_set(err, GF_EINVAL,
                             "termlog: \"%s\" is not an absolute path (the host file of the "
                             "container's termination message)", termlog);
-    snprintf(dir, sizeof(dir), "%s/fractions/%s", a->state_dir, cfg->name);
-    snprintf(tmp, sizeof(tmp), ".new-%s", cfg->name);
-    if ((size_t)snprintf(cfg->ledger, sizeof(cfg->ledger), "%s/ledger", dir) >= sizeof(cfg->ledger))
-        return gf_error_set(err, GF_EINVAL, "state directory path too long");
-    if ((size_t)snprintf(cfg->agent, sizeof(cfg->agent), "%s/agent.sock", dir) >= sizeof(cfg->agent))
-        return gf_error_set(err, GF_EINVAL, "state directory path too long");
-    gf_at_rmdir(a->frac_dfd, tmp);
-    if (mkdirat(a->frac_dfd, tmp, 0711) < 0)
-        return gf_error_sys(err, "creating %s/fractions/%s", a->state_dir, tmp);
-    if ((dfd = gf_at_dir(a->frac_dfd, tmp)) < 0) {
-        gf_error_sys(err, "opening %s/fractions/%s", a->state_dir, tmp);
-        goto fail;
-    }
-    if (gf_config_format(cfg, text, sizeof(text)) < 0 ||
-        gf_at_write(dfd, "config", text, 0444, err) < 0)
-        goto fail;
-    /* termlog= only from root's socket (gf_admit_container's caller checks):
-     * the host file containerd mounts at the terminationMessagePath */
-    snprintf(id, sizeof(id), "namespace=%s\npod=%s\ncontainer=%s\nadmitted=%lld\ntermlog=%s\n",
+    snprintf(out, len, "namespace=%s\npod=%s\ncontainer=%s\nadmitted=%lld\ntermlog=%s\n",
              gf_msg_get(in, "ns") ? gf_msg_get(in, "ns") : "",
              gf_msg_get(in, "pod") ? gf_msg_get(in, "pod") : "",
-             gf_msg_get(in, "container") ? gf_msg_get(in, "container") : "", (long long)time(NULL),
-             gf_msg_get(in, "termlog") ? gf_msg_get(in, "termlog") : "");
-    snprintf(ledger_tmp, sizeof(ledger_tmp), "%s/fractions/%s/ledger", a->state_dir, tmp);
-    /* the directory is root's and new: a path into it is not redirected */
-    if (gf_at_write(dfd, "identity", id, 0444, err) < 0 ||
-        gf_ledger_create_for(ledger_tmp, cfg, 0600, err) < 0)
-        goto fail;
-    /* the fraction is given to the container's user: its ledger, nobody else's */
-    if (gf_msg_get(in, "uid") && gf_msg_get_u64(in, "uid", &uid, err) == 0 &&
-        fchownat(dfd, "ledger", (uid_t)uid, (gid_t)-1, AT_SYMLINK_NOFOLLOW) < 0) {
-        gf_error_sys(err, "giving %s to uid %" PRIu64, ledger_tmp, uid);
-        goto fail;
-    }
-    if (renameat(a->frac_dfd, tmp, a->frac_dfd, cfg->name) < 0) {
-        gf_error_sys(err, "installing %s", dir);
-        goto fail;
-    }
-    close(dfd);
-    gf_test_crash_point("admit");
+             gf_msg_get(in, "container") ? gf_msg_get(in, "container") : "",
+             (long long)time(NULL), termlog ? termlog : "");
     return 0;
-fail:
-    if (dfd >= 0)
-        close(dfd);
-    gf_at_rmdir(a->frac_dfd, tmp);
-    return -1;
 }
 
-void gf_admit_container(gf_agent *a, const gf_msg *in, gf_msg *out, const gf_peer *cr)
+static int make_fraction(gf_agent *a, gf_fraction_config *cfg, const gf_msg *in, gf_error *err)
 {
-    gf_fraction_config cfg;
-    char pipe[GF_PATH_MAX] = "-";
-    gf_afraction *f;
-    gf_error err;
+    char id[1024];
+    uint64_t uid = 0;
+    gf_error ignored;
+    /* the fraction is given to the container's user: its ledger, nobody else's */
+    bool give = gf_msg_get(in, "uid") && gf_msg_get_u64(in, "uid", &uid, &ignored) == 0;
+    gf_fracdir_spec spec = {.cfg = cfg, .config_mode = 0444, .group = (gid_t)-1,
+                            .extra = {"identity", id, 0444},
+                            .ledger_uid = give ? (uid_t)uid : (uid_t)-1,
+                            .ledger_gid = (gid_t)-1};
 
-    if (cr->uid != 0)
-        return gf_reply_error(out, "only root (the container runtime) may admit a container");
-    if (gf_admit_parse(in, &cfg, &err) < 0)
-        return gf_reply_error(out, err.msg);
-    gf_registry_scan_if_changed(a, &err);
-    if (!gf_registry_find_name_fresh(a, cfg.name)) {
-        if (gf_journal_refuses(a, "an admission", &err) < 0)
-            return gf_reply_error(out, err.msg);
-        if ((gf_msg_get(in, "place") && gf_place(a, in, &cfg, &err) < 0) ||
-            gf_admit_check_fit(a, &cfg, &err) < 0 || make_fraction(a, &cfg, in, &err) < 0)
-            return gf_reply_error(out, err.msg);
-        if (!gf_registry_open_new(a, cfg.name, &err)) {
-            gf_remove_fraction_dir(a, cfg.name); /* a refusal leaves nothing */
-            return gf_reply_error(out, err.msg);
-        }
-        gf_agent_event(a, "admitted container fraction %s", cfg.name);
-    }
-    if (!(f = gf_registry_find_name_fresh(a, cfg.name)))
-        return gf_reply_error(out, "the fraction vanished while it was made");
-    if (f->cfg.mode == GF_MODE_SM_SHARING) {
-        int g = gf_gpu_index(a, f->cfg.devices[0].uuid);
-        if (g < 0 || gf_mps_ensure(a, g, pipe, sizeof(pipe), &err) < 0) {
-            gf_release_fraction(a, f);
-            return gf_reply_error(out, g < 0 ? "no such GPU" : err.msg);
-        }
-    }
+    if (identity_text(in, id, sizeof(id), err) < 0 || gf_fracdir_make(a, &spec, err) < 0)
+        return -1;
+    gf_test_crash_point("admit");
+    return 0;
+}
+
+/* The reply to admit: where the runtime finds what the container needs. */
+static void admitted(const gf_afraction *f, const char *pipe, gf_msg *out)
+{
     char config[GF_PATH_MAX + 16];
+
     snprintf(config, sizeof(config), "%s/config", f->dir);
     gf_msg_init(out, "ok");
     gf_msg_add(out, "config", config);
@@ -203,51 +153,45 @@ void gf_admit_container(gf_agent *a, const gf_msg *in, gf_msg *out, const gf_pee
     gf_place_reply(out, f->cfg.devices, f->cfg.n_devices);
 }
 
-int gf_attach_pid(gf_agent *a, gf_afraction *f, pid_t pid, uint64_t start, bool admitted,
-                  gf_error *err)
+/* A new container fraction: placed, checked, made and opened, or nothing. */
+static gf_afraction *admit_new(gf_agent *a, const gf_msg *in, gf_fraction_config *cfg,
+                               gf_error *err)
 {
-    int fd = gf_pidfd_verified(pid, start);
+    gf_afraction *f;
 
-    if (fd < 0 || !gf_proc_stat(pid, &start, NULL) || gf_pidfd_exited(fd)) {
-        if (fd >= 0)
-            close(fd);
-        return gf_error_set(err, GF_ENOTFOUND, "pid= is no live process of this node");
+    if (gf_journal_refuses(a, "an admission", err) < 0 ||
+        (gf_msg_get(in, "place") && gf_place(a, in, cfg, err) < 0) ||
+        gf_admit_check_fit(a, cfg, err) < 0 || make_fraction(a, cfg, in, err) < 0)
+        return NULL;
+    if (!(f = gf_registry_open_new(a, cfg->name, err))) {
+        gf_fracdir_remove(a, cfg->name); /* a refusal leaves nothing */
+        return NULL;
     }
-    /* a supervisor the journal does not hold would be lost to a restart */
-    if (gf_journal_refuses(a, "a supervisor", err) < 0 ||
-        gf_journal(a, "sup %s %d %" PRIu64 " %d", f->cfg.name, (int)pid, start, admitted) < 0) {
-        close(fd);
-        return gf_journal_refuses(a, "a supervisor", err);
-    }
-    bool replaced = f->sup_pidfd >= 0;
-    if (replaced) {
-        epoll_ctl(a->loop_epfd, EPOLL_CTL_DEL, f->sup_pidfd, NULL);
-        close(f->sup_pidfd);
-    }
-    f->supervisor = pid;
-    f->sup_start = start;
-    f->sup_pidfd = fd;
-    f->sup_admitted = admitted;
-    f->sup_seen = true;
-    gf_loop_watch(a, fd, GF_EV(GF_EV_SUP, f->fid));
-    if (replaced)
-        gf_attrib_dirty();
-    else
-        gf_attrib_added(a, (int)(f - a->fractions));
-    return 0;
+    gf_agent_event(a, "admitted container fraction %s", cfg->name);
+    return f;
 }
 
-bool gf_refuse_if_attributed(gf_agent *a, pid_t pid, const gf_afraction *f, gf_msg *out)
+void gf_serve_admit(gf_agent *a, gf_request *r, const gf_msg *in, gf_msg *out)
 {
-    int i = gf_attribute(a, pid);
-    char m[GF_NAME_MAX + 160];
+    gf_fraction_config cfg;
+    char pipe[GF_PATH_MAX] = "-";
+    gf_afraction *f;
+    gf_error err;
 
-    if (i < 0 || (f && &a->fractions[i] == f))
-        return false;
-    snprintf(m, sizeof(m), "the process is already in fraction %s; a process of one fraction "
-             "is never made another's supervisor", a->fractions[i].cfg.name);
-    gf_reply_error(out, m);
-    return true;
+    if (r->peer->uid != 0)
+        return gf_reply_error(out, "only root (the container runtime) may admit a container");
+    if (gf_admit_parse(in, &cfg, &err) < 0)
+        return gf_reply_error(out, err.msg);
+    if (!(f = gf_registry_find_name_fresh(a, cfg.name)) && !(f = admit_new(a, in, &cfg, &err)))
+        return gf_reply_error(out, err.msg);
+    if (f->cfg.mode == GF_MODE_SM_SHARING) {
+        int g = gf_gpu_index(a, f->cfg.devices[0].uuid);
+        if (g < 0 || gf_mps_ensure(a, g, pipe, sizeof(pipe), &err) < 0) {
+            gf_release_fraction(a, f);
+            return gf_reply_error(out, g < 0 ? "no such GPU" : err.msg);
+        }
+    }
+    admitted(f, pipe, out);
 }
 
 /* A supervisor attached already (a user's run, attached when users.sock made
@@ -255,60 +199,129 @@ bool gf_refuse_if_attributed(gf_agent *a, pid_t pid, const gf_afraction *f, gf_m
 static int attach_pid_or_same(gf_agent *a, gf_afraction *f, pid_t pid, uint64_t start,
                               bool admitted, gf_error *err)
 {
-    if (!admitted && f->sup_pidfd >= 0 && f->supervisor == pid && !gf_pidfd_exited(f->sup_pidfd) &&
-        start == f->sup_start)
+    if (!admitted && gf_sup_alive(f) && f->supervisor == pid && start == f->sup_start)
         return 0;
-    return gf_attach_pid(a, f, pid, start, admitted, err);
+    return gf_sup_attach(a, f, pid, start, admitted, err);
+}
+
+/* Who the supervisor of f may be when a process attaches itself. */
+static const char *self_attach_refused(const gf_afraction *f, const gf_peer *cr, pid_t pid)
+{
+    if (f->pod[0])
+        return "a container's fraction is attached by its runtime only";
+    if (cr->uid != 0 && cr->uid != f->owner)
+        return "only the fraction's owner may attach to it";
+    if (gf_sup_alive(f) && f->supervisor != pid)
+        return "the fraction already has a live supervisor";
+    return NULL;
+}
+
+/* What gpufrac status shows; the agent itself never reads it back. */
+static void write_supervisor(gf_agent *a, const gf_afraction *f, uint64_t pid)
+{
+    char text[32];
+    gf_error err;
+    int dfd = gf_at_dir(a->frac_dfd, f->cfg.name);
+
+    snprintf(text, sizeof(text), "%" PRIu64 "\n", pid);
+    if (dfd >= 0) {
+        gf_at_write(dfd, "supervisor", text, 0444, &err);
+        close(dfd);
+    }
 }
 
 /* attach: the runtime (root, root's socket) names a container's init with
  * pid=; gpufrac run attaches itself (the process that connected, peer.h) through
  * its fraction's socket, once, for a fraction its user owns. */
-void gf_attach(gf_agent *a, const gf_msg *in, gf_msg *out, const gf_peer *cr, uint64_t fid)
+void gf_serve_attach(gf_agent *a, gf_request *r, const gf_msg *in, gf_msg *out)
 {
-    const char *name = gf_msg_get(in, "name");
-    bool runtime = cr->uid == 0 && fid == 0 && gf_msg_get(in, "pid");
-    char text[32];
+    const gf_peer *cr = r->peer;
+    const char *name = gf_msg_get(in, "name"), *refused;
+    bool runtime = cr->uid == 0 && r->socket == GF_SOCKET_ROOT && gf_msg_get(in, "pid");
     uint64_t pid = (uint64_t)cr->pid;
     gf_afraction *f;
     gf_error err;
 
     if (runtime && (gf_msg_get_u64(in, "pid", &pid, &err) < 0 || !pid || pid > INT32_MAX))
         return gf_reply_error(out, "pid= must be the container's init process (a host pid)");
-    gf_registry_scan_if_changed(a, &err);
-    f = fid ? gf_registry_find_fid(a, fid) : name ? gf_registry_find_name_fresh(a, name) : NULL;
+    f = r->fid ? gf_registry_find_fid(a, r->fid)
+               : name ? gf_registry_find_name_fresh(a, name) : NULL;
     if (!f || (name && strcmp(name, f->cfg.name) != 0))
         return gf_reply_error(out, "name= names no fraction of this node (or not this socket's)");
-    if (!runtime) {
-        if (f->pod[0])
-            return gf_reply_error(out, "a container's fraction is attached by its runtime only");
-        if (cr->uid != 0 && cr->uid != f->owner)
-            return gf_reply_error(out, "only the fraction's owner may attach to it");
-        if (f->sup_pidfd >= 0 && !gf_pidfd_exited(f->sup_pidfd) && f->supervisor != (pid_t)pid)
-            return gf_reply_error(out, "the fraction already has a live supervisor");
-    }
-    if (gf_refuse_if_attributed(a, (pid_t)pid, f, out))
+    if (!runtime && (refused = self_attach_refused(f, cr, (pid_t)pid)))
+        return gf_reply_error(out, refused);
+    if (gf_gate_refuse_attributed(a, (pid_t)pid, f, out))
         return;
     if (attach_pid_or_same(a, f, (pid_t)pid, runtime ? 0 : cr->start, runtime, &err) < 0)
         return gf_reply_error(out, err.msg);
-    if (runtime) { /* shown by gpufrac status; the agent itself never reads it back */
-        int dfd = gf_at_dir(a->frac_dfd, f->cfg.name);
-        snprintf(text, sizeof(text), "%" PRIu64 "\n", pid);
-        if (dfd >= 0) {
-            gf_at_write(dfd, "supervisor", text, 0444, &err);
-            close(dfd);
-        }
-    }
+    if (runtime)
+        write_supervisor(a, f, pid);
     gf_msg_init(out, "ok");
 }
 
-void gf_remove_fraction_dir(gf_agent *a, const char *name)
+/* The fraction's processes on GPU g as the driver lists them (host pids). */
+static int driver_pids(gf_agent *a, gf_afraction *f, int g, pid_t *pids, int max)
 {
-    char old[GF_NAME_MAX + 16];
+    static gf_proc_mem procs[1024];
+    gf_error err;
+    int n = gf_agent_nvml_procs(a, g, procs, 1024, &err), k = 0;
 
-    snprintf(old, sizeof(old), ".old-%s", name);
-    if (renameat(a->frac_dfd, name, a->frac_dfd, old) == 0)
-        gf_at_rmdir(a->frac_dfd, old);
+    for (int i = 0; i < n && k < max; i++)
+        if (procs[i].pid > 1 && gf_attribute(a, procs[i].pid) == (int)(f - a->fractions))
+            pids[k++] = procs[i].pid;
+    return k;
+}
+
+/* MPS terminates f's clients on each of its GPUs (sm-sharing); the count,
+ * or -1 with why. */
+static int terminate_mps_clients(gf_agent *a, gf_afraction *f, gf_error *err)
+{
+    pid_t pids[256];
+    int n = 0;
+
+    for (int g = 0; g < a->n_gpus && f->cfg.mode == GF_MODE_SM_SHARING; g++) {
+        int k;
+        if (!gf_aconfig_device(&f->cfg, a->gpus[g].uuid))
+            continue;
+        k = driver_pids(a, f, g, pids, 256);
+        if (k && gf_mps_terminate_clients(a, g, pids, k, err) < 0)
+            return -1;
+        n += k;
+    }
+    return n;
+}
+
+/* Before a fraction stops: MPS terminates its clients (sm-sharing). Its
+ * supervisor or root may ask; only root, on root's socket (the runtime), may
+ * remove a fraction (remove=1). */
+void gf_serve_release(gf_agent *a, gf_request *r, const gf_msg *in, gf_msg *out)
+{
+    const char *name = gf_msg_get(in, "name"), *remove = gf_msg_get(in, "remove");
+    bool drop_it = remove && strcmp(remove, "1") == 0;
+    gf_afraction *f;
+    gf_error err;
+    int n;
+
+    if (drop_it && (r->peer->uid != 0 || r->socket != GF_SOCKET_ROOT))
+        return gf_reply_error(out, "only root on the agent's own socket (the container runtime) "
+                                   "may remove a fraction");
+    if (!name || !(f = gf_registry_find_name_fresh(a, name))) {
+        if (!drop_it)
+            return gf_reply_error(out, "name= names no fraction of this node");
+        gf_msg_init(out, "ok"); /* already gone: releasing twice is fine */
+        return;
+    }
+    if (r->peer->uid != 0 && (r->peer->pid != f->supervisor || f->sup_pidfd < 0 ||
+                              (r->fid && r->fid != f->fid)))
+        return gf_reply_error(out, "only the fraction's supervisor or root may release it");
+    if ((n = terminate_mps_clients(a, f, &err)) < 0)
+        return gf_reply_error(out, err.msg);
+    if (n)
+        gf_agent_event(a, "release: MPS terminated %d client(s) of fraction %s", n, name);
+    if (drop_it)
+        gf_release_fraction(a, f);
+    gf_msg_init(out, "ok");
+    gf_msg_add_u64(out, "clients", (uint64_t)n);
 }
 
 void gf_release_fraction(gf_agent *a, gf_afraction *f)
@@ -316,7 +329,7 @@ void gf_release_fraction(gf_agent *a, gf_afraction *f)
     char name[GF_NAME_MAX];
 
     snprintf(name, sizeof(name), "%s", f->cfg.name);
-    gf_remove_fraction_dir(a, name);
+    gf_fracdir_remove(a, name);
     gf_journal(a, "unsup %s", name);
     gf_registry_forget(a, f);
     gf_agent_event(a, "released fraction %s", name);
@@ -354,12 +367,8 @@ void gf_release_stale(gf_agent *a)
             i = -1; /* the registry changed under us: start over */
             continue;
         }
-        if (f->sup_pidfd >= 0 && gf_pidfd_exited(f->sup_pidfd)) {
-            epoll_ctl(a->loop_epfd, EPOLL_CTL_DEL, f->sup_pidfd, NULL);
-            close(f->sup_pidfd);
-            f->sup_pidfd = -1;
-            gf_attrib_dirty();
-        }
+        if (f->sup_pidfd >= 0 && gf_pidfd_exited(f->sup_pidfd))
+            gf_sup_lost(a, f);
         if (!f->sup_seen || f->sup_pidfd >= 0 || gf_ledger_view_any_live(f->ledger_fd) ||
             gf_attrib_has_member(a, f))
             continue;

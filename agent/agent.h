@@ -35,6 +35,7 @@
 #include "error.h"
 #include "ledger.h"
 #include "ledger_view.h"
+#include "loop.h"
 #include "proc.h"
 
 #define GF_AGENT_FRACTIONS_MAX 4096
@@ -162,21 +163,23 @@ typedef struct gf_agent {
     uint64_t ticks;            /* rounds of the loop, for "is the agent alive" alerts */
     time_t last_tick;
     int log_fd;
-    int epfd;                  /* epoll of the fractions' listening sockets, -1 before main */
-    int loop_epfd;             /* the loop's epoll (pidfds of loans and supervisors too) */
+    gf_loop loop;              /* every descriptor the agent polls (zeroed: none) */
     _Atomic int64_t loop_beat, watchdog_beat; /* CLOCK_MONOTONIC ms of the last pass */
     struct gf_msnap *msnap;    /* what /metrics shows (metrics_snapshot.h) */
 } gf_agent;
 
-/* What an event in the loop's epoll is (data.u64 = kind << 56 | id). */
-enum { GF_EV_SIG = 1, GF_EV_TIMER, GF_EV_DIR, GF_EV_ROOT, GF_EV_FRACS, GF_EV_CLIENT,
-       GF_EV_LOAN, GF_EV_SUP, GF_EV_USERS };
-/* The fid of connections through <state>/users.sock: no fraction's (fids
- * count up from 1 and never get here), and never 0, which is root's socket. */
-#define GF_FID_USERS UINT64_MAX
-#define GF_EV(kind, id) (((uint64_t)(kind) << 56) | ((uint64_t)(id) & ((1ULL << 56) - 1)))
-/* Adds fd to the loop's epoll (when the loop runs) for EPOLLIN. */
-void gf_loop_watch(gf_agent *a, int fd, uint64_t data);
+/* The kinds of descriptors the loop watches (loop.h), with their ids. */
+enum {
+    GF_EV_SIG = 1,  /* the signalfd */
+    GF_EV_TIMER,    /* the tick's timerfd */
+    GF_EV_DIR,      /* inotify of <state>/fractions */
+    GF_EV_ROOT,     /* root's listening socket */
+    GF_EV_USERS,    /* users.sock's */
+    GF_EV_FRACTION, /* a fraction's listening socket (id: its fid) */
+    GF_EV_CLIENT,   /* a connection (id: its slot, conn.c) */
+    GF_EV_LOAN,     /* a loan's pidfd (id: its slot, loans.h) */
+    GF_EV_SUP,      /* a supervisor's pidfd (id: its fraction's fid) */
+};
 
 /* registry.c: (re)reads <state>/fractions, opening new fractions (config
  * once, ledger O_NOFOLLOW, never mapped) and closing those that are gone;
@@ -232,31 +235,6 @@ typedef struct gf_proc_mem {
 int gf_agent_nvml_procs(gf_agent *a, int gpu, gf_proc_mem *out, int max, gf_error *err);
 int gf_agent_nvml_refresh(gf_agent *a, gf_error *err); /* updates gpus[].used */
 
-/* lender.c: burst loans and reclaim, from the agent's own loan record. */
-/* Lends to the process pid (host pid, attributed to f by the caller), whose
- * pidfd the loan takes over (closed on failure). */
-int gf_lend(gf_agent *a, gf_afraction *f, pid_t pid, int pidfd, int gpu, uint64_t bytes,
-            uint64_t *granted, gf_error *err);
-int gf_return_loan(gf_agent *a, gf_afraction *f, pid_t pid, int gpu, uint64_t bytes);
-/* Starts taking back `bytes` on GPU gpu, newest loan first: SIGKILLs the
- * victims through their pidfds and returns at once. The reply goes to the
- * client (slot, gen) once they are gone (or after GF_AGENT_RECLAIM_WAIT_MS). */
-int gf_reclaim_start(gf_agent *a, int gpu, uint64_t bytes, int client, uint64_t gen,
-                     gf_error *err);
-/* The loop saw loan i's pidfd fire: the borrower is gone. */
-void gf_loan_exited(gf_agent *a, int i);
-/* Reclaims past their deadline answer now. */
-void gf_reclaim_expire(gf_agent *a);
-uint64_t gf_loans_of(const gf_agent *a, const gf_afraction *f, int gpu);
-/* The live loan of (fraction, GPU, host pid + start time), or NULL. */
-gf_loan *gf_loan_find(gf_agent *a, const char *frac, int gpu, pid_t pid, uint64_t start);
-/* Writes the agent's loans and evictions into f's ledger (the shim's copy). */
-void gf_loans_publish(gf_agent *a, gf_afraction *f);
-/* After the journal was replayed: reopens the borrowers' pidfds, finishes
- * evictions a killed agent left half done, drops loans of dead borrowers. */
-void gf_loans_recover(gf_agent *a);
-void gf_loan_watch(gf_agent *a, int i);
-
 /* journal.c: the agent's durable state in <state>/agent/journal, one line per
  * change (append + fdatasync), compacted at start and when it grows. */
 int gf_journal_open(gf_agent *a, gf_error *err);
@@ -286,16 +264,6 @@ void gf_journal_restore_counts(gf_agent *a, gf_afraction *f);
 /* The supervisor the journal recorded for a fraction (consumed on open). */
 bool gf_journal_supervisor(gf_agent *a, const char *name, pid_t *pid, uint64_t *start,
                            bool *admitted);
-
-/* server.c: the clients of the agent's sockets. */
-/* A listening socket at name in directory dfd, owned by owner, mode 0600: made
- * in <state>/agent (root's alone) and renamed into place, so nothing a user
- * put at that name is followed or chowned. */
-int gf_socket_listen_in(gf_agent *a, int dfd, const char *name, uid_t owner, gf_error *err);
-/* The same with another mode (users.sock: 0666, each request judged by SO_PEERCRED). */
-int gf_socket_listen_in_mode(gf_agent *a, int dfd, const char *name, uid_t owner, mode_t mode,
-                             gf_error *err);
-void gf_server_reply_to(gf_agent *a, int client, uint64_t gen, const char *text);
 
 /* test builds only: GPUFRAC_TEST_CRASH_AT=<step> SIGKILLs the agent there */
 #ifdef GF_TEST_HOOKS
@@ -330,6 +298,11 @@ void gf_metrics_stop(gf_agent *a);
  * page's; a page is at most one watchdog period (plus a tick) old. */
 int gf_metrics_publish(gf_agent *a, gf_error *err);
 void gf_metrics_unpublish(gf_agent *a); /* drops the agent's reference */
+/* Publishes when fractions changed (or a change waits) and none was
+ * published in the last 20 ms (a->lock held); the loop's alone. */
+void gf_metrics_publish_soon(gf_agent *a, bool changed);
+/* Whether a change waits for gf_metrics_publish_soon (read without a->lock). */
+bool gf_metrics_publish_pending(void);
 
 /* usernames.c: uid -> user name for the page, from a cache a thread of its
  * own fills (never the caller: a slow name service blocks nobody else).

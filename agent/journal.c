@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "loans.h"
 #include "log.h"
 
 #define JOURNAL "journal"
@@ -205,31 +206,6 @@ int gf_journal_refuses(gf_agent *a, const char *what, gf_error *err)
                         strerror(a->journal_errno));
 }
 
-gf_loan *gf_loan_find(gf_agent *a, const char *frac, int gpu, pid_t pid, uint64_t start)
-{
-    for (int i = 0; i < a->loans_high; i++) {
-        gf_loan *l = &a->loans[i];
-        if (l->used && l->gpu == gpu && l->pid == pid && l->start == start &&
-            strcmp(l->fraction, frac) == 0)
-            return l;
-    }
-    return NULL;
-}
-
-static gf_loan *loan_new(gf_agent *a)
-{
-    for (int i = 0; i < GF_AGENT_LOANS_MAX; i++)
-        if (!a->loans[i].used) {
-            if (i >= a->loans_high)
-                a->loans_high = i + 1;
-            memset(&a->loans[i], 0, sizeof(a->loans[i]));
-            a->loans[i].used = true;
-            a->loans[i].pidfd = -1;
-            return &a->loans[i];
-        }
-    return NULL;
-}
-
 static void replay_line(gf_agent *a, char *line)
 {
     char verb[16], frac[GF_NAME_MAX], uuid[GF_UUID_MAX];
@@ -292,7 +268,7 @@ static void replay_line(gf_agent *a, char *line)
         return; /* a GPU this node no longer has */
     l = gf_loan_find(a, frac, gpu, (pid_t)pid, v[0]);
     if (strcmp(verb, "lend") == 0 && n == 6) {
-        if (!l && (l = loan_new(a))) {
+        if (!l && (l = gf_loan_new(a))) {
             snprintf(l->fraction, sizeof(l->fraction), "%s", frac);
             l->gpu = gpu;
             l->pid = (pid_t)pid;
@@ -307,11 +283,11 @@ static void replay_line(gf_agent *a, char *line)
     } else if (strcmp(verb, "return") == 0 && n == 5 && l) {
         l->bytes -= v[1] < l->bytes ? v[1] : l->bytes;
         if (!l->bytes && !l->evicting)
-            l->used = false;
+            gf_loan_free(a, l);
     } else if (strcmp(verb, "evict") == 0 && l) {
         l->evicting = true;
     } else if ((strcmp(verb, "evicted") == 0 || strcmp(verb, "gone") == 0) && l) {
-        l->used = false;
+        gf_loan_free(a, l);
     }
 }
 

@@ -10,32 +10,28 @@
  * through their pidfds, whose exit the loop sees like any other event, and
  * the reclaimer gets its answer then. */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <unistd.h>
 
-#include "agent.h"
+#include "gate.h"
+#include "lender.h"
+#include "loans.h"
 #include "proto.h"
 #include "quantity.h"
 #include "terminated.h"
 
 typedef struct reclaim {
     bool used;
-    int client;
-    uint64_t gen;
+    gf_reply_token to;
     int gpu;
     int evicted;
     int64_t deadline;
 } reclaim;
 
 static reclaim pending[GF_AGENT_RECLAIMS_MAX];
-
-void gf_loan_watch(gf_agent *a, int i)
-{
-    gf_loop_watch(a, a->loans[i].pidfd, GF_EV(GF_EV_LOAN, i));
-}
 
 void gf_loans_publish(gf_agent *a, gf_afraction *f)
 {
@@ -55,25 +51,6 @@ void gf_loans_publish(gf_agent *a, gf_afraction *f)
         atomic_store(&e->dev.lent, lent);
         atomic_store(&e->dev.evictions, ev);
     }
-}
-
-/* A loan that was never granted: its slot and pidfd go. */
-static void forget_loan(gf_loan *l)
-{
-    if (l->pidfd >= 0)
-        close(l->pidfd); /* leaves the loop's epoll with it */
-    *l = (gf_loan){.pidfd = -1};
-}
-
-static int free_loan_slot(gf_agent *a)
-{
-    for (int i = 0; i < GF_AGENT_LOANS_MAX; i++)
-        if (!a->loans[i].used) {
-            if (i >= a->loans_high)
-                a->loans_high = i + 1;
-            return i;
-        }
-    return -1;
 }
 
 int gf_lend(gf_agent *a, gf_afraction *f, pid_t pid, int pidfd, int gpu, uint64_t bytes,
@@ -119,23 +96,21 @@ int gf_lend(gf_agent *a, gf_afraction *f, pid_t pid, int pidfd, int gpu, uint64_
     if ((l = gf_loan_find(a, f->cfg.name, gpu, pid, start))) {
         close(pidfd); /* the loan holds one already */
     } else {
-        int i = free_loan_slot(a);
-        if (i < 0) {
+        if (!(l = gf_loan_new(a))) {
             close(pidfd);
             return gf_error_set(err, GF_ENOSPACE, "the agent holds %d loans, its most",
                                 GF_AGENT_LOANS_MAX);
         }
-        l = &a->loans[i];
         *l = (gf_loan){.used = true, .gpu = gpu, .pid = pid, .start = start, .pidfd = pidfd};
         snprintf(l->fraction, sizeof(l->fraction), "%s", f->cfg.name);
-        gf_loan_watch(a, i);
+        gf_loan_watch(a, l);
     }
     /* journaled before anyone can act on it: a crash from here on keeps it;
      * a loan the journal did not take is not granted */
     if (gf_journal(a, "lend %s %s %d %" PRIu64 " %" PRIu64 " %" PRIu64, f->cfg.name, g->uuid,
                    (int)pid, start, give, a->loan_seq + 1) < 0) {
         if (!l->bytes)
-            forget_loan(l);
+            gf_loan_free(a, l); /* never granted */
         return gf_journal_refuses(a, "a loan", err);
     }
     l->bytes += give;
@@ -160,11 +135,8 @@ int gf_return_loan(gf_agent *a, gf_afraction *f, pid_t pid, int gpu, uint64_t by
                (int)pid, start, bytes);
     l->bytes -= bytes;
     a->gpus[gpu].lent -= bytes < a->gpus[gpu].lent ? bytes : a->gpus[gpu].lent;
-    if (!l->bytes && !l->evicting) {
-        epoll_ctl(a->loop_epfd, EPOLL_CTL_DEL, l->pidfd, NULL);
-        close(l->pidfd);
-        l->used = false;
-    }
+    if (!l->bytes && !l->evicting)
+        gf_loan_free(a, l);
     gf_loans_publish(a, f);
     return 0;
 }
@@ -185,7 +157,7 @@ static void answer(gf_agent *a, reclaim *r, bool timed_out)
                  "exit within %d ms of SIGKILL", GF_AGENT_RECLAIM_WAIT_MS);
     else
         snprintf(text, sizeof(text), GF_PROTO_MAGIC " ok evicted=%d", r->evicted);
-    gf_server_reply_to(a, r->client, r->gen, text);
+    gf_conn_reply(a, r->to, text);
     r->used = false;
 }
 
@@ -253,8 +225,8 @@ static int newest(const gf_agent *a, int gpu, uint64_t below)
     return best;
 }
 
-int gf_reclaim_start(gf_agent *a, int gpu, uint64_t bytes, int client, uint64_t gen,
-                     gf_error *err)
+static int reclaim_start(gf_agent *a, int gpu, uint64_t bytes, gf_reply_token to,
+                         gf_error *err)
 {
     uint64_t back = 0, below = UINT64_MAX;
     int evicted = 0, slot = -1, i;
@@ -280,7 +252,7 @@ int gf_reclaim_start(gf_agent *a, int gpu, uint64_t bytes, int client, uint64_t 
     if (!evicted)
         return gf_error_set(err, GF_ESTATE, "nothing on loan on %s to take back",
                             a->gpus[gpu].uuid);
-    pending[slot] = (reclaim){.used = true, .client = client, .gen = gen, .gpu = gpu,
+    pending[slot] = (reclaim){.used = true, .to = to, .gpu = gpu,
                               .evicted = evicted,
                               .deadline = gf_now_ms() + GF_AGENT_RECLAIM_WAIT_MS};
     return 0;
@@ -309,22 +281,23 @@ static void finish(gf_agent *a, gf_loan *l, const char *how)
     } else {
         gf_journal(a, "gone %s %s %d %" PRIu64, l->fraction, uuid, (int)l->pid, l->start);
     }
-    if (l->pidfd >= 0) {
-        epoll_ctl(a->loop_epfd, EPOLL_CTL_DEL, l->pidfd, NULL);
-        close(l->pidfd);
-    }
-    l->used = false;
     a->gpus[l->gpu].lent -= l->bytes < a->gpus[l->gpu].lent ? l->bytes : a->gpus[l->gpu].lent;
+    gf_loan_free(a, l);
     if (f)
         gf_loans_publish(a, f);
 }
 
-void gf_loan_exited(gf_agent *a, int i)
+void gf_loan_exited(void *agent, uint64_t slot, uint32_t events)
 {
-    if (i < 0 || i >= GF_AGENT_LOANS_MAX || !a->loans[i].used)
-        return;
-    finish(a, &a->loans[i], "");
-    reclaims_check(a);
+    gf_agent *a = agent;
+
+    (void)events;
+    pthread_mutex_lock(&a->lock);
+    if (slot < GF_AGENT_LOANS_MAX && a->loans[slot].used) {
+        finish(a, &a->loans[slot], "");
+        reclaims_check(a);
+    }
+    pthread_mutex_unlock(&a->lock);
 }
 
 void gf_loans_recover(gf_agent *a)
@@ -342,7 +315,7 @@ void gf_loans_recover(gf_agent *a)
             finish(a, l, l->evicting ? " (finished after a restart)" : "");
             continue;
         }
-        gf_loan_watch(a, i);
+        gf_loan_watch(a, l);
         if (l->evicting) { /* begun, then the agent died: do it again */
             l->evicting = false;
             if (!evict_begin(a, l))
@@ -353,4 +326,79 @@ void gf_loans_recover(gf_agent *a)
     gf_registry_sums(a);
     for (int k = 0; k < a->n_fractions; k++)
         gf_loans_publish(a, &a->fractions[k]);
+}
+
+void gf_serve_borrow(gf_agent *a, gf_request *r, const gf_msg *in, gf_msg *out)
+{
+    gf_error err;
+    uint64_t bytes, granted = 0;
+    gf_afraction *f;
+    int g, pidfd;
+
+    if ((g = gf_gate_gpu(a, in, out)) < 0)
+        return;
+    if (gf_msg_get_u64(in, "bytes", &bytes, &err) < 0)
+        return gf_reply_error(out, err.msg);
+    /* the connection's own pidfd: the loan is the connecting process's, and
+     * its number cannot be reused while the loan holds it */
+    if ((pidfd = fcntl(r->peer->pidfd, F_DUPFD_CLOEXEC, 0)) < 0)
+        return gf_reply_error(out, "the caller exited");
+    if (!(f = gf_gate_caller_fraction(a, r, out))) {
+        close(pidfd);
+        return;
+    }
+    if (gf_lend(a, f, r->peer->pid, pidfd, g, bytes, &granted, &err) < 0)
+        return gf_reply_error(out, err.msg);
+    gf_msg_init(out, "ok");
+    gf_msg_add_u64(out, "granted", granted);
+}
+
+void gf_serve_return(gf_agent *a, gf_request *r, const gf_msg *in, gf_msg *out)
+{
+    gf_error err;
+    uint64_t bytes;
+    gf_afraction *f;
+    int g;
+
+    if ((g = gf_gate_gpu(a, in, out)) < 0)
+        return;
+    if (gf_msg_get_u64(in, "bytes", &bytes, &err) < 0)
+        return gf_reply_error(out, err.msg);
+    if (!(f = gf_gate_caller_fraction(a, r, out)))
+        return;
+    gf_return_loan(a, f, r->peer->pid, g, bytes);
+    gf_msg_init(out, "ok");
+}
+
+void gf_serve_reclaim(gf_agent *a, gf_request *r, const gf_msg *in, gf_msg *out)
+{
+    const gf_config_device *cd;
+    gf_afraction *f;
+    gf_error err;
+    uint64_t bytes;
+    int g, rc;
+
+    if ((g = gf_gate_gpu(a, in, out)) < 0)
+        return;
+    if (gf_msg_get_u64(in, "bytes", &bytes, &err) < 0)
+        return gf_reply_error(out, err.msg);
+    if (!(f = gf_gate_caller_fraction(a, r, out)))
+        return;
+    if (!(cd = gf_aconfig_device(&f->cfg, a->gpus[g].uuid)))
+        return gf_reply_error(out, "only a fraction guaranteed memory on this GPU may reclaim");
+    if (bytes > cd->request)
+        bytes = cd->request; /* nobody takes back more than its own guarantee */
+    /* the driver has the memory already: nobody is evicted for nothing */
+    if (gf_agent_nvml_refresh(a, &err) == 0 && a->gpus[g].total > a->gpus[g].used &&
+        a->gpus[g].total - a->gpus[g].used >= bytes) {
+        gf_msg_init(out, "ok");
+        gf_msg_add_u64(out, "evicted", 0);
+        return;
+    }
+    gf_terminated_cause(f->cfg.name); /* the "who" of the victims' reason lines */
+    rc = reclaim_start(a, g, bytes, r->token, &err);
+    gf_terminated_cause(NULL);
+    if (rc < 0)
+        return gf_reply_error(out, err.msg);
+    r->deferred = true; /* answered when the borrowers are gone */
 }

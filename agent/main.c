@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/inotify.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -23,9 +22,14 @@
 
 #include "admit.h"
 #include "agent.h"
+#include "conn.h"
+#include "lender.h"
 #include "log.h"
-#include "server.h"
+#include "loop.h"
+#include "sock.h"
+#include "supervisors.h"
 #include "user_admit.h"
+#include "verbs.h"
 
 static const char usage[] =
     "Usage: gpufracd [--state-dir DIR] [--socket PATH] [--metrics-listen HOST:PORT]\n"
@@ -66,16 +70,6 @@ static const char usage[] =
     "counters) is journaled in <state-dir>/agent, so the agent can be SIGKILLed and\n"
     "restarted at any moment without losing anything. One agent serves a state\n"
     "directory (<state-dir>/agent/lock): a second one exits, naming the first.\n";
-
-static gf_agent *loop_agent;
-
-void gf_loop_watch(gf_agent *a, int fd, uint64_t data)
-{
-    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = data};
-    (void)loop_agent;
-    if (a->loop_epfd >= 0 && fd >= 0)
-        epoll_ctl(a->loop_epfd, EPOLL_CTL_ADD, fd, &ev);
-}
 
 static char policy[GF_PATH_MAX] = GF_USER_POLICY_DEFAULT; /* --policy */
 
@@ -267,7 +261,7 @@ static void tick(gf_agent *a)
     gf_user_reconcile(a);
     gf_release_stale(a);
     gf_reclaim_expire(a);
-    gf_server_sweep(a);
+    gf_conn_sweep(a);
     gf_journal_counters(a);
     gf_journal_reserve(a);
     gf_events_flush(a);
@@ -280,111 +274,116 @@ static void tick(gf_agent *a)
     pthread_mutex_unlock(&a->lock);
 }
 
-static void accept_fractions(gf_agent *a)
+static void on_signal(void *agent, uint64_t fd, uint32_t events)
 {
-    struct epoll_event ev[64];
-    int n = epoll_wait(a->epfd, ev, 64, 0);
-    for (int i = 0; i < n; i++) {
-        gf_afraction *f = gf_registry_find_fid(a, ev[i].data.u64);
-        if (f && f->listen_fd >= 0)
-            gf_server_accept(a, f->listen_fd, f->fid);
-    }
+    gf_agent *a = agent;
+
+    (void)fd, (void)events;
+    gf_loop_stop(&a->loop); /* SIGTERM/SIGINT/SIGHUP: state is already on disk */
 }
 
-static void on_sup_exit(gf_agent *a, uint64_t fid)
+static void on_timer(void *agent, uint64_t fd, uint32_t events)
 {
-    gf_afraction *f;
+    uint64_t x;
+
+    (void)events;
+    if (read((int)fd, &x, sizeof(x)) == sizeof(x))
+        tick(agent);
+}
+
+/* A fraction came or went: its socket opens (or closes) at once, the page
+ * shows it soon. */
+static void on_fractions_dir(void *agent, uint64_t fd, uint32_t events)
+{
+    gf_agent *a = agent;
+    char buf[4096];
+    gf_error err;
+
+    (void)events;
+    while (read((int)fd, buf, sizeof(buf)) > 0)
+        ;
     pthread_mutex_lock(&a->lock);
-    if ((f = gf_registry_find_fid(a, fid)) && f->sup_pidfd >= 0) {
-        epoll_ctl(a->loop_epfd, EPOLL_CTL_DEL, f->sup_pidfd, NULL);
-        close(f->sup_pidfd);
-        f->sup_pidfd = -1;
-        gf_attrib_dirty();
-    }
+    gf_registry_scan_if_changed(a, &err);
+    gf_metrics_publish_soon(a, true);
+    pthread_mutex_unlock(&a->lock);
+}
+
+static void on_root_socket(void *agent, uint64_t fd, uint32_t events)
+{
+    (void)events;
+    gf_conn_accept(agent, (int)fd, GF_SOCKET_ROOT, 0);
+}
+
+static void on_users_socket(void *agent, uint64_t fd, uint32_t events)
+{
+    (void)events;
+    gf_conn_accept(agent, (int)fd, GF_SOCKET_USERS, 0);
+}
+
+static void on_fraction_socket(void *agent, uint64_t fid, uint32_t events)
+{
+    gf_afraction *f = gf_registry_find_fid(agent, fid);
+
+    (void)events;
+    if (f && f->listen_fd >= 0)
+        gf_conn_accept(agent, f->listen_fd, GF_SOCKET_FRACTION, fid);
+}
+
+static void on_sup_exit(void *agent, uint64_t fid, uint32_t events)
+{
+    gf_agent *a = agent;
+    gf_afraction *f;
+
+    (void)events;
+    pthread_mutex_lock(&a->lock);
+    if ((f = gf_registry_find_fid(a, fid)))
+        gf_sup_lost(a, f);
     gf_release_stale(a);
     pthread_mutex_unlock(&a->lock);
 }
 
-/* A change of fractions is on the page at once when none was published in
- * the last PUBLISH_GAP_MS, else at the first wake-up after that (or the
- * tick): a burst of admissions costs one copy of every fraction per gap, not
- * one per admission. Call with a->lock held. */
-#define PUBLISH_GAP_MS 20
-static bool publish_pending; /* the loop's alone: read without a->lock */
-
-static void publish_soon(gf_agent *a, bool changed)
+static void on_wake(void *agent)
 {
-    static int64_t last;
-    bool pending = publish_pending || changed;
-    int64_t now = gf_now_ms();
-    gf_error err;
+    gf_agent *a = agent;
 
-    publish_pending = pending;
-    if (!pending || now - last < PUBLISH_GAP_MS)
-        return;
-    publish_pending = false;
-    last = now;
-    gf_metrics_publish(a, &err);
+    atomic_store(&a->loop_beat, gf_now_ms());
+    if (gf_metrics_publish_pending()) { /* the lock only when a change waits: not per request */
+        pthread_mutex_lock(&a->lock);
+        gf_metrics_publish_soon(a, false);
+        pthread_mutex_unlock(&a->lock);
+    }
+}
+
+static void wire_loop(gf_agent *a)
+{
+    gf_loop *l = &a->loop;
+
+    gf_loop_on(l, GF_EV_SIG, on_signal, a);
+    gf_loop_on(l, GF_EV_TIMER, on_timer, a);
+    gf_loop_on(l, GF_EV_DIR, on_fractions_dir, a);
+    gf_loop_on(l, GF_EV_ROOT, on_root_socket, a);
+    gf_loop_on(l, GF_EV_USERS, on_users_socket, a);
+    gf_loop_on(l, GF_EV_FRACTION, on_fraction_socket, a);
+    gf_loop_on(l, GF_EV_CLIENT, gf_conn_ready, a);
+    gf_loop_on(l, GF_EV_LOAN, gf_loan_exited, a);
+    gf_loop_on(l, GF_EV_SUP, on_sup_exit, a);
+    gf_conn_init(gf_verbs_serve);
 }
 
 static int loop(gf_agent *a, int lfd, int ufd, int sfd, int tfd, int ifd)
 {
-    struct epoll_event ev[128];
+    gf_error err;
 
-    gf_loop_watch(a, sfd, GF_EV(GF_EV_SIG, 0));
-    gf_loop_watch(a, tfd, GF_EV(GF_EV_TIMER, 0));
-    gf_loop_watch(a, ifd, GF_EV(GF_EV_DIR, 0));
-    gf_loop_watch(a, lfd, GF_EV(GF_EV_ROOT, 0));
-    gf_loop_watch(a, a->epfd, GF_EV(GF_EV_FRACS, 0));
-    if (ufd >= 0)
-        gf_loop_watch(a, ufd, GF_EV(GF_EV_USERS, 0));
-    for (;;) {
-        int n = epoll_wait(a->loop_epfd, ev, 128, a->watchdog_period_ms);
-        if (n < 0 && errno != EINTR)
-            return 1;
-        atomic_store(&a->loop_beat, gf_now_ms());
-        if (publish_pending) { /* the lock only when a change waits: not per request */
-            pthread_mutex_lock(&a->lock);
-            publish_soon(a, false);
-            pthread_mutex_unlock(&a->lock);
-        }
-        for (int i = 0; i < n; i++) {
-            uint64_t d = ev[i].data.u64, id = d & ((1ULL << 56) - 1);
-            switch ((int)(d >> 56)) {
-            case GF_EV_SIG:
-                return 0; /* SIGTERM/SIGINT/SIGHUP: state is already on disk */
-            case GF_EV_TIMER: {
-                uint64_t x;
-                if (read(tfd, &x, sizeof(x)) == sizeof(x))
-                    tick(a);
-                break;
-            }
-            case GF_EV_DIR: {
-                char buf[4096];
-                gf_error err;
-                while (read(ifd, buf, sizeof(buf)) > 0)
-                    ;
-                /* a fraction came or went: its socket opens (or closes) at
-                 * once, the page shows it soon (publish_soon) */
-                pthread_mutex_lock(&a->lock);
-                gf_registry_scan_if_changed(a, &err);
-                publish_soon(a, true);
-                pthread_mutex_unlock(&a->lock);
-                break;
-            }
-            case GF_EV_ROOT: gf_server_accept(a, lfd, 0); break;
-            case GF_EV_USERS: gf_server_accept(a, ufd, GF_FID_USERS); break;
-            case GF_EV_FRACS: accept_fractions(a); break;
-            case GF_EV_CLIENT: gf_server_client(a, (int)id, ev[i].events); break;
-            case GF_EV_LOAN:
-                pthread_mutex_lock(&a->lock);
-                gf_loan_exited(a, (int)id);
-                pthread_mutex_unlock(&a->lock);
-                break;
-            case GF_EV_SUP: on_sup_exit(a, id); break;
-            }
-        }
+    gf_loop_watch(&a->loop, sfd, GF_EV_SIG, (uint64_t)sfd);
+    gf_loop_watch(&a->loop, tfd, GF_EV_TIMER, (uint64_t)tfd);
+    gf_loop_watch(&a->loop, ifd, GF_EV_DIR, (uint64_t)ifd);
+    gf_loop_watch(&a->loop, lfd, GF_EV_ROOT, (uint64_t)lfd);
+    gf_loop_watch(&a->loop, ufd, GF_EV_USERS, (uint64_t)ufd);
+    if (gf_loop_run(&a->loop, a->watchdog_period_ms, on_wake, a, &err) < 0) {
+        fprintf(stderr, "gpufracd: %s\n", err.msg);
+        return 1;
     }
+    return 0;
 }
 
 static int watch_fractions_dir(gf_agent *a)
@@ -413,10 +412,9 @@ int main(int argc, char **argv)
     pthread_mutex_init(&a->lock, &ma);
     a->log_fd = 2;
     a->state_dfd = a->priv_dfd = a->frac_dfd = a->journal_fd = -1;
-    a->epfd = epoll_create1(EPOLL_CLOEXEC);
-    a->loop_epfd = epoll_create1(EPOLL_CLOEXEC);
-    loop_agent = a;
-    gf_server_init();
+    if (gf_loop_init(&a->loop, &err) < 0)
+        goto fail;
+    wire_loop(a);
     if ((rc = parse_args(a, argc, argv)) >= 0)
         return rc;
     /* one open ledger per fraction: let the descriptor limit not be the cap */
@@ -426,7 +424,7 @@ int main(int argc, char **argv)
     }
     a->fractions = calloc(GF_AGENT_FRACTIONS_MAX, sizeof(*a->fractions));
     a->loans = calloc(GF_AGENT_LOANS_MAX, sizeof(*a->loans));
-    if (!a->fractions || !a->loans || a->epfd < 0 || a->loop_epfd < 0) {
+    if (!a->fractions || !a->loans) {
         fputs("gpufracd: out of memory\n", stderr);
         return 1;
     }
@@ -435,7 +433,7 @@ int main(int argc, char **argv)
         goto fail;
     gf_loans_recover(a); /* evictions a killed agent began are finished here */
     gf_journal_compact(a);
-    if ((lfd = gf_server_listen(a, &err)) < 0)
+    if ((lfd = gf_socket_listen_root(a, &err)) < 0)
         goto fail;
     atomic_store(&a->loop_beat, gf_now_ms());
     atomic_store(&a->watchdog_beat, gf_now_ms());

@@ -180,3 +180,30 @@ void gf_metrics_unpublish(gf_agent *a)
     pthread_mutex_unlock(&swap_lock);
     gf_msnap_release(old);
 }
+
+/* A change of fractions is on the page at once when none was published in
+ * the last PUBLISH_GAP_MS, else at the first wake-up after that (or the
+ * tick): a burst of admissions costs one copy of every fraction per gap, not
+ * one per admission. */
+#define PUBLISH_GAP_MS 20
+static bool publish_pending; /* the loop's alone: read without a->lock */
+
+void gf_metrics_publish_soon(gf_agent *a, bool changed)
+{
+    static int64_t last;
+    bool pending = publish_pending || changed;
+    int64_t now = gf_now_ms();
+    gf_error err;
+
+    publish_pending = pending;
+    if (!pending || now - last < PUBLISH_GAP_MS)
+        return;
+    publish_pending = false;
+    last = now;
+    gf_metrics_publish(a, &err);
+}
+
+bool gf_metrics_publish_pending(void)
+{
+    return publish_pending;
+}

@@ -18,6 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gate.h"
+
 extern char **environ;
 
 #define MPS_POLL_MS 10
@@ -762,4 +764,33 @@ int gf_mps_stop_idle(gf_agent *a, gf_error *err)
         gpu_set(a, i, 0, 0, 0);
     }
     return rc;
+}
+
+/* Is pid the live supervisor the agent attached to an sm-sharing fraction on GPU g? */
+static bool supervises_sm(gf_agent *a, pid_t pid, int g)
+{
+    for (int i = 0; i < a->n_fractions; i++) {
+        const gf_afraction *f = &a->fractions[i];
+        if (f->supervisor == pid && f->sup_pidfd >= 0 && f->cfg.mode == GF_MODE_SM_SHARING &&
+            gf_aconfig_device(&f->cfg, a->gpus[g].uuid))
+            return true;
+    }
+    return false;
+}
+
+void gf_serve_mps(gf_agent *a, gf_request *r, const gf_msg *in, gf_msg *out)
+{
+    char pipe[GF_PATH_MAX];
+    gf_error err;
+    int g;
+
+    if ((g = gf_gate_gpu(a, in, out)) < 0)
+        return;
+    if (r->peer->uid != 0 && !supervises_sm(a, r->peer->pid, g))
+        return gf_reply_error(out, "only root or the supervisor of an sm-sharing fraction on this "
+                                   "GPU may ask for its MPS daemon");
+    if (gf_mps_ensure(a, g, pipe, sizeof(pipe), &err) < 0)
+        return gf_reply_error(out, err.msg);
+    gf_msg_init(out, "ok");
+    gf_msg_add(out, "pipe", pipe);
 }

@@ -13,6 +13,7 @@
 #include <stddef.h>
 
 #include "agent.h"
+#include "conn.h"
 
 #define GF_MPS_TIMEOUT_MS 5000   /* one command; also daemon start and quit */
 #define GF_MPS_PIPE_DIR_MAX 83   /* NVIDIA's cap: sun_path 108 - reserve */
@@ -28,5 +29,9 @@ int gf_mps_pipe_dir(const gf_agent *a, int gpu, char *buf, size_t len, gf_error 
  * back within GF_MPS_TIMEOUT_MS (the tool is then SIGKILLed). */
 int gf_mps_command(gf_agent *a, int gpu, const char *cmd, char *out, size_t outlen,
                    gf_error *err);
+
+/* The verb mps (verbs.c): root, or the supervisor of an sm-sharing fraction
+ * on the GPU, gets the pipe directory of its daemon, started if need be. */
+void gf_serve_mps(gf_agent *a, gf_request *r, const gf_msg *in, gf_msg *out);
 
 #endif

@@ -14,12 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <sys/epoll.h>
 #include <sys/stat.h>
 
 #include "agent.h"
 #include "fsat.h"
-#include "server.h"
+#include "loop.h"
+#include "sock.h"
+#include "supervisors.h"
 
 static void sums_add(gf_agent *a, const gf_afraction *f);
 
@@ -113,29 +114,7 @@ static void open_socket(gf_agent *a, gf_afraction *f, int dfd)
         gf_agent_event(a, "fraction %s gets no agent socket: %s", f->cfg.name, err.msg);
         return;
     }
-    /* one epoll for all of them: the loop polls a single descriptor, however
-     * many fractions there are */
-    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = f->fid};
-    if (a->epfd >= 0)
-        epoll_ctl(a->epfd, EPOLL_CTL_ADD, f->listen_fd, &ev);
-}
-
-/* The supervisor the journal says the agent attached before a restart. */
-static void restore_supervisor(gf_agent *a, gf_afraction *f)
-{
-    pid_t pid;
-    uint64_t start;
-    bool admitted;
-
-    if (!gf_journal_supervisor(a, f->cfg.name, &pid, &start, &admitted))
-        return;
-    f->supervisor = pid;
-    f->sup_start = start;
-    f->sup_admitted = admitted;
-    f->sup_seen = true;
-    f->sup_pidfd = gf_pidfd_verified(pid, start); /* -1: gone while we were down */
-    if (f->sup_pidfd >= 0)
-        gf_loop_watch(a, f->sup_pidfd, GF_EV(GF_EV_SUP, f->fid));
+    gf_loop_watch(&a->loop, f->listen_fd, GF_EV_FRACTION, f->fid);
 }
 
 static int load_config(int dfd, const char *name, gf_fraction_config *cfg, gf_error *err)
@@ -198,7 +177,7 @@ static int open_fraction(gf_agent *a, const char *name, gf_error *err)
     read_identity(f, dfd);
     open_socket(a, f, dfd);
     close(dfd);
-    restore_supervisor(a, f);
+    gf_sup_restore(a, f);
     gf_journal_restore_counts(a, f);
     f->seen = true;
     a->n_fractions++;
@@ -214,14 +193,12 @@ fail:
     return -1;
 }
 
-static void close_fraction(gf_afraction *f)
+static void close_fraction(gf_agent *a, gf_afraction *f)
 {
     if (f->ledger_fd >= 0)
         close(f->ledger_fd);
-    if (f->listen_fd >= 0)
-        close(f->listen_fd);
-    if (f->sup_pidfd >= 0)
-        close(f->sup_pidfd);
+    gf_loop_close(&a->loop, &f->listen_fd);
+    gf_loop_close(&a->loop, &f->sup_pidfd);
     gf_fraction_free(f);
 }
 
@@ -234,7 +211,7 @@ static void close_unseen(gf_agent *a)
             i++;
             continue;
         }
-        close_fraction(&a->fractions[i]);
+        close_fraction(a, &a->fractions[i]);
         a->fractions[i] = a->fractions[--a->n_fractions];
         closed = true;
         gf_attrib_dirty();
@@ -360,7 +337,7 @@ void gf_registry_forget(gf_agent *a, gf_afraction *f)
 
     if (i < 0 || i >= a->n_fractions)
         return;
-    close_fraction(f);
+    close_fraction(a, f);
     a->fractions[i] = a->fractions[--a->n_fractions];
     index_rebuild(a);
     gf_registry_sums(a);
@@ -391,17 +368,6 @@ gf_afraction *gf_registry_find_fid(gf_agent *a, uint64_t fid)
         if (a->fractions[i].fid == fid)
             return &a->fractions[i];
     return NULL;
-}
-
-uint64_t gf_loans_of(const gf_agent *a, const gf_afraction *f, int gpu)
-{
-    uint64_t sum = 0;
-    for (int i = 0; i < a->loans_high; i++) {
-        const gf_loan *l = &a->loans[i];
-        if (l->used && l->gpu == gpu && strcmp(l->fraction, f->cfg.name) == 0)
-            sum += l->bytes;
-    }
-    return sum;
 }
 
 int gf_gpu_index(const gf_agent *a, const char *uuid)

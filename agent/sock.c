@@ -9,7 +9,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "server.h"
+#include "sock.h"
 
 int gf_socket_listen(const char *path, uid_t owner, gf_error *err)
 {
@@ -32,7 +32,6 @@ int gf_socket_listen(const char *path, uid_t owner, gf_error *err)
     }
     return fd;
 }
-
 
 int gf_socket_listen_in(gf_agent *a, int dfd, const char *name, uid_t owner, gf_error *err)
 {
@@ -68,4 +67,14 @@ int gf_socket_listen_in_mode(gf_agent *a, int dfd, const char *name, uid_t owner
         return -1;
     }
     return fd;
+}
+
+int gf_socket_listen_root(gf_agent *a, gf_error *err)
+{
+    char def[GF_PATH_MAX + 16];
+
+    snprintf(def, sizeof(def), "%s/agent.sock", a->state_dir);
+    if (strcmp(def, a->socket_path) == 0)
+        return gf_socket_listen_in(a, a->state_dfd, "agent.sock", 0, err);
+    return gf_socket_listen(a->socket_path, 0, err); /* a path the administrator chose */
 }

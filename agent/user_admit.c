@@ -10,17 +10,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "admit.h"
+#include "fracdir.h"
 #include "fsat.h"
-#include "user_policy.h"
-#include "server.h"
+#include "gate.h"
+#include "sock.h"
+#include "supervisors.h"
 #include "user_admit.h"
+#include "user_policy.h"
 
 #define GROUPS_MAX 64
 
@@ -145,63 +147,22 @@ bool gf_user_fraction(gf_agent *a, const gf_afraction *f)
 static int make_user_fraction(gf_agent *a, gf_fraction_config *cfg, const gf_peer *cr,
                               gf_error *err)
 {
-    char dir[GF_PATH_MAX + 96], tmp[GF_NAME_MAX + 16], text[GF_CONFIG_TEXT_MAX], pid[32];
-    char ledger[GF_PATH_MAX + 128];
-    int dfd = -1;
+    char pid[32];
+    /* config and supervisor are for the caller's group alone (the shim of
+     * its processes reads the config), never other users'; the supervisor
+     * file is shown by gpufrac status and locked by the run, never read by
+     * the agent */
+    gf_fracdir_spec spec = {.cfg = cfg, .config_mode = 0440, .group = cr->gid,
+                            .extra = {"supervisor", pid, 0440},
+                            .ledger_uid = cr->uid, .ledger_gid = cr->gid};
 
-    snprintf(dir, sizeof(dir), "%s/fractions/%s", a->state_dir, cfg->name);
-    snprintf(tmp, sizeof(tmp), ".new-%s", cfg->name);
-    if ((size_t)snprintf(cfg->ledger, sizeof(cfg->ledger), "%s/ledger", dir) >= sizeof(cfg->ledger) ||
-        (size_t)snprintf(cfg->agent, sizeof(cfg->agent), "%s/agent.sock", dir) >= sizeof(cfg->agent))
-        return gf_error_set(err, GF_EINVAL, "state directory path too long");
-    gf_at_rmdir(a->frac_dfd, tmp);
-    if (mkdirat(a->frac_dfd, tmp, 0711) < 0)
-        return gf_error_sys(err, "creating %s/fractions/%s", a->state_dir, tmp);
-    if ((dfd = gf_at_dir(a->frac_dfd, tmp)) < 0) {
-        gf_error_sys(err, "opening %s/fractions/%s", a->state_dir, tmp);
-        goto fail;
-    }
-    /* shown by gpufrac status and locked by the run; the agent never reads it */
     snprintf(pid, sizeof(pid), "%d\n", (int)cr->pid);
-    snprintf(ledger, sizeof(ledger), "%s/fractions/%s/ledger", a->state_dir, tmp);
-    if (gf_config_format(cfg, text, sizeof(text)) < 0) {
-        gf_error_set(err, GF_ENOSPACE, "fraction config too long");
-        goto fail;
-    }
-    /* the directory is root's and new: a path into it is not redirected;
-     * config and supervisor are for the caller's group alone (the shim of
-     * its processes reads the config), never other users' */
-    if (gf_at_write(dfd, "config", text, 0440, err) < 0 ||
-        gf_at_write(dfd, "supervisor", pid, 0440, err) < 0 ||
-        gf_ledger_create_for(ledger, cfg, 0600, err) < 0)
-        goto fail;
-    if (fchownat(dfd, "config", 0, cr->gid, AT_SYMLINK_NOFOLLOW) < 0 ||
-        fchownat(dfd, "supervisor", 0, cr->gid, AT_SYMLINK_NOFOLLOW) < 0) {
-        gf_error_sys(err, "giving %s/fractions/%s to gid %u", a->state_dir, tmp,
-                     (unsigned)cr->gid);
-        goto fail;
-    }
-    /* the one file the user's processes write (and, made by the registry,
-     * the fraction's socket) */
-    if (fchownat(dfd, "ledger", cr->uid, cr->gid, AT_SYMLINK_NOFOLLOW) < 0) {
-        gf_error_sys(err, "giving %s to uid %u", ledger, (unsigned)cr->uid);
-        goto fail;
-    }
-    if (renameat(a->frac_dfd, tmp, a->frac_dfd, cfg->name) < 0) {
-        gf_error_sys(err, "installing %s", dir);
-        goto fail;
-    }
-    close(dfd);
-    return 0;
-fail:
-    if (dfd >= 0)
-        close(dfd);
-    gf_at_rmdir(a->frac_dfd, tmp);
-    return -1;
+    return gf_fracdir_make(a, &spec, err);
 }
 
-static void do_run(gf_agent *a, const gf_msg *in, gf_msg *out, const gf_peer *cr)
+void gf_serve_run(gf_agent *a, gf_request *r, const gf_msg *in, gf_msg *out)
 {
+    const gf_peer *cr = r->peer;
     gf_fraction_config cfg;
     gf_afraction *f;
     gf_error err;
@@ -209,7 +170,7 @@ static void do_run(gf_agent *a, const gf_msg *in, gf_msg *out, const gf_peer *cr
 
     if (cr->uid == 0)
         return gf_reply_error(out, "root's gpufrac run makes its own fraction");
-    if (gf_refuse_if_attributed(a, cr->pid, NULL, out))
+    if (gf_gate_refuse_attributed(a, cr->pid, NULL, out))
         return;
     if (gf_journal_refuses(a, "a run", &err) < 0)
         return gf_reply_error(out, err.msg);
@@ -217,7 +178,6 @@ static void do_run(gf_agent *a, const gf_msg *in, gf_msg *out, const gf_peer *cr
         return gf_reply_error(out, err.msg);
     if (strncmp(cfg.name, "k8s.", 4) == 0)
         return gf_reply_error(out, "names starting with k8s. are kept for containers");
-    gf_registry_scan_if_changed(a, &err);
     if ((f = gf_registry_find_name_fresh(a, cfg.name))) {
         snprintf(m, sizeof(m), "a fraction named \"%s\" is in use; choose another --name",
                  cfg.name);
@@ -228,13 +188,13 @@ static void do_run(gf_agent *a, const gf_msg *in, gf_msg *out, const gf_peer *cr
         return gf_reply_error(out, err.msg);
     /* a refusal from here on leaves nothing behind */
     if (!(f = gf_registry_open_new(a, cfg.name, &err))) {
-        gf_remove_fraction_dir(a, cfg.name);
+        gf_fracdir_remove(a, cfg.name);
         return gf_reply_error(out, err.msg);
     }
     /* the caller (the very process that connected, peer.h) is the
      * supervisor: its processes are attributed to the fraction, and its
      * fraction is released when it and they are gone */
-    if (gf_attach_pid(a, f, cr->pid, cr->start, false, &err) < 0) {
+    if (gf_sup_attach(a, f, cr->pid, cr->start, false, &err) < 0) {
         gf_release_fraction(a, f);
         return gf_reply_error(out, err.msg);
     }
@@ -311,14 +271,13 @@ static void end_fraction(gf_agent *a, gf_afraction *f, int code)
     gf_agent_event(a, "fraction %s ended (exit status %d)", name, code);
 }
 
-static void do_end(gf_agent *a, const gf_msg *in, gf_msg *out, const gf_peer *cr)
+void gf_serve_end(gf_agent *a, gf_request *r, const gf_msg *in, gf_msg *out)
 {
+    const gf_peer *cr = r->peer;
     const char *name = gf_msg_get(in, "name"), *code = gf_msg_get(in, "exit");
     gf_afraction *f;
-    gf_error err;
     uint64_t start;
 
-    gf_registry_scan_if_changed(a, &err);
     if (!name || !(f = gf_registry_find_name_fresh(a, name)))
         return gf_reply_error(out, "name= names no fraction of this node");
     if (!gf_user_fraction(a, f))
@@ -332,17 +291,6 @@ static void do_end(gf_agent *a, const gf_msg *in, gf_msg *out, const gf_peer *cr
         return gf_reply_error(out, "only the fraction's supervisor or root may end it");
     end_fraction(a, f, code ? atoi(code) : 0);
     gf_msg_init(out, "ok");
-}
-
-bool gf_user_dispatch(gf_agent *a, const gf_msg *in, gf_msg *out, const gf_peer *cr)
-{
-    if (strcmp(in->verb, "run") == 0)
-        do_run(a, in, out, cr);
-    else if (strcmp(in->verb, "end") == 0)
-        do_end(a, in, out, cr);
-    else
-        return false;
-    return true;
 }
 
 static void gc_ended(gf_agent *a)

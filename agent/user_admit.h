@@ -19,11 +19,9 @@
 #define GPUFRAC_AGENT_USER_ADMIT_H
 
 #include <stdbool.h>
-#include <sys/socket.h>
 
 #include "agent.h"
-#include "peer.h"
-#include "proto.h"
+#include "conn.h"
 
 #define GF_USER_POLICY_DEFAULT "/etc/gpufrac/policy.conf"
 
@@ -36,8 +34,9 @@ int gf_user_listen(gf_agent *a, const char *policy, gf_error *err);
  * gave to a user other than root, a supervisor the agent attached. */
 bool gf_user_fraction(gf_agent *a, const gf_afraction *f);
 
-/* Serves the verbs above; false when the verb is not one of them. */
-bool gf_user_dispatch(gf_agent *a, const gf_msg *in, gf_msg *out, const gf_peer *cr);
+/* The verbs run and end (verbs.c). */
+void gf_serve_run(gf_agent *a, gf_request *r, const gf_msg *in, gf_msg *out);
+void gf_serve_end(gf_agent *a, gf_request *r, const gf_msg *in, gf_msg *out);
 
 /* A user fraction whose run died without "end" (its supervisor's pidfd
  * fired, no process holds a slot; found by gf_release_stale): moved to

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "loans.h"
 #include "terminated.h"
 
 #define WD_PROCS_MAX 1024

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "agent.h"
-#include "event_stub.h" /* the other agent parts */
+#include "agent_events.h"
 #include "mps.h"
 
 /* Where the stand-in is: -DGF_MPS_FAKE=... from CMake, else $GPUFRAC_SOURCE. */
@@ -65,8 +65,7 @@ static int setup(void **state)
         f->a.gpus[i].mode = GF_MODE_SM_SHARING;
         f->a.gpus[i].n_fractions = 1;
     }
-    n_events = 0;
-    last_event[0] = '\0';
+    events_capture(&f->a);
     *state = f;
     return 0;
 }
@@ -368,7 +367,7 @@ static void test_check_fault_restarts(void **state)
     assert_int_equal(f->a.gpus[0].mps_restarts, 1);
     assert_true(f->a.gpus[0].mps_fault);
     assert_true(f->a.gpus[0].mps_running);
-    assert_msg_has(last_event, "GPU 0", "FAULT");
+    assert_msg_has(events_last(), "GPU 0", "FAULT");
     assert_int_equal(waitpid(c, &status, 0), c); /* its client was terminated */
     assert_true(read_pidfile(f, 0) > 0 && read_pidfile(f, 0) != old);
     assert_false(alive(old));
@@ -400,7 +399,7 @@ static void test_check_restarts_vanished_daemon(void **state)
     assert_int_equal(gf_mps_check(&f->a, 1, &err), 0);
     assert_int_equal(f->a.gpus[1].mps_restarts, 1);
     assert_true(f->a.gpus[1].mps_running);
-    assert_msg_has(last_event, "GPU 1", "gone");
+    assert_msg_has(events_last(), "GPU 1", "gone");
     assert_true(read_pidfile(f, 1) > 0 && read_pidfile(f, 1) != old);
     commands(f, 1, log, sizeof(log));
     assert_int_equal(count_lines(log, "start "), 2);

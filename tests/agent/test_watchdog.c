@@ -22,20 +22,13 @@
 #include <unistd.h>
 
 #include "agent.h"
-#include "event_stub.h"
+#include "agent_events.h"
 
 #define MiB (1024ULL * 1024ULL)
 #define GPUSIM_CTX (64 * MiB) /* gpusim's default context overhead */
 
 static char build[1024], probe[1100], dir[64];
 
-/* the agent's loop is not part of this test */
-void gf_loop_watch(gf_agent *a, int fd, uint64_t data)
-{
-    (void)a;
-    (void)fd;
-    (void)data;
-}
 static gf_agent agent;
 
 typedef struct sup {
@@ -177,7 +170,7 @@ static int setup(void **state)
     agent.journal_fd = agent.priv_dfd = -1;
     agent.frac_dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     assert_true(agent.frac_dfd >= 0);
-    n_events = 0;
+    events_capture(&agent);
     return 0;
 }
 
@@ -224,7 +217,7 @@ static void test_bypass_over_limit_is_killed(void **state)
              "watchdog: killed pid %d of fraction rogue: driver reports %llu bytes on %s, "
              "bound %llu (limit %llu)",
              (int)rogue.child, 600 * MiB + GPUSIM_CTX, agent.gpus[0].uuid, 256 * MiB, 256 * MiB);
-    assert_string_equal(last_event, want);
+    assert_string_equal(events_last(), want);
     /* the reason its owner sees: which bound was passed, by how much */
     {
         char path[GF_PATH_MAX + 32], text[1024] = "";
@@ -248,7 +241,7 @@ static void test_bypass_over_limit_is_killed(void **state)
     assert_int_equal(gf_watchdog_tick(&agent, &err), 0);
     assert_int_equal(fr->watchdog_kills, 1);
     assert_int_equal(fr->driver_used[0], 0);
-    assert_int_equal(n_events, 1);
+    assert_int_equal(events_count(), 1);
 
     stop_sup(rogue);
     stop_sup(good);
