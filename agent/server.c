@@ -213,13 +213,13 @@ static void do_reclaim(gf_agent *a, const gf_msg *in, gf_msg *out, req *r)
     gf_registry_scan_if_changed(a, &err);
     if (!(f = caller_fraction(a, r, out)))
         return;
-    if (!(cd = gf_aconfig_device(&f->cfg, a->gpus[g].uuid)))
+    if (!(cd = gf_aconfig_device(&f->cfg, a->gpus[g].dev.uuid)))
         return gf_reply_error(out, "only a fraction guaranteed memory on this GPU may reclaim");
     if (bytes > cd->request)
         bytes = cd->request; /* nobody takes back more than its own guarantee */
     /* the driver has the memory already: nobody is evicted for nothing */
-    if (gf_agent_nvml_refresh(a, &err) == 0 && a->gpus[g].total > a->gpus[g].used &&
-        a->gpus[g].total - a->gpus[g].used >= bytes) {
+    if (gf_agent_nvml_refresh(a, &err) == 0 && a->gpus[g].dev.total > a->gpus[g].dev.used &&
+        a->gpus[g].dev.total - a->gpus[g].dev.used >= bytes) {
         gf_msg_init(out, "ok");
         gf_msg_add_u64(out, "evicted", 0);
         return;
@@ -238,7 +238,7 @@ static bool supervises_sm(gf_agent *a, pid_t pid, int g)
     for (int i = 0; i < a->n_fractions; i++) {
         const gf_afraction *f = &a->fractions[i];
         if (f->supervisor == pid && f->sup_pidfd >= 0 && f->cfg.mode == GF_MODE_SM_SHARING &&
-            gf_aconfig_device(&f->cfg, a->gpus[g].uuid))
+            gf_aconfig_device(&f->cfg, a->gpus[g].dev.uuid))
             return true;
     }
     return false;
@@ -302,7 +302,7 @@ static void do_release(gf_agent *a, const gf_msg *in, gf_msg *out, const req *r)
         return gf_reply_error(out, "only the fraction's supervisor or root may release it");
     for (int g = 0; g < a->n_gpus && f->cfg.mode == GF_MODE_SM_SHARING; g++) {
         int k;
-        if (!gf_aconfig_device(&f->cfg, a->gpus[g].uuid))
+        if (!gf_aconfig_device(&f->cfg, a->gpus[g].dev.uuid))
             continue;
         k = driver_pids(a, f, g, pids, 256);
         if (k && gf_mps_terminate_clients(a, g, pids, k, &err) < 0)
