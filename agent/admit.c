@@ -86,13 +86,13 @@ int gf_admit_check_fit(gf_agent *a, const gf_fraction_config *cfg, gf_error *err
         int g = gf_gpu_index(a, d->uuid);
         if (g < 0)
             return gf_error_set(err, GF_ENOTFOUND, "%s is not a GPU of this node", d->uuid);
-        gf_gpu *gpu = &a->gpus[g];
+        gf_node_gpu *gpu = &a->gpus[g];
         if (gpu->n_fractions && gpu->mode != cfg->mode)
             return gf_error_set(err, GF_ESTATE, "GPU %s runs %s fractions; a %s fraction cannot "
                                 "share it", d->uuid, gf_mode_name(gpu->mode),
                                 gf_mode_name(cfg->mode));
-        if (gpu->guaranteed + d->request > gpu->total) {
-            gf_bytes_human(gpu->total > gpu->guaranteed ? gpu->total - gpu->guaranteed : 0, h1,
+        if (gpu->guaranteed + d->request > gpu->dev.total) {
+            gf_bytes_human(gpu->dev.total > gpu->guaranteed ? gpu->dev.total - gpu->guaranteed : 0, h1,
                            sizeof(h1));
             gf_bytes_human(d->request, h2, sizeof(h2));
             return gf_error_set(err, GF_ESTATE, "GPU %s has %s not guaranteed to other "
@@ -281,7 +281,7 @@ static int terminate_mps_clients(gf_agent *a, gf_afraction *f, gf_error *err)
 
     for (int g = 0; g < a->n_gpus && f->cfg.mode == GF_MODE_SM_SHARING; g++) {
         int k;
-        if (!gf_aconfig_device(&f->cfg, a->gpus[g].uuid))
+        if (!gf_aconfig_device(&f->cfg, a->gpus[g].dev.uuid))
             continue;
         k = driver_pids(a, f, g, pids, 256);
         if (k && gf_mps_terminate_clients(a, g, pids, k, err) < 0)

@@ -68,6 +68,11 @@ typedef struct gf_gpu {
     char name[96];
     uint64_t total;   /* NVML total */
     uint64_t used;    /* NVML used, last sample */
+} gf_gpu;
+
+/* The agent's record of one GPU: the device and what the agent keeps on it. */
+typedef struct gf_node_gpu {
+    gf_gpu dev;
     gf_mode mode;     /* the mode of the fractions on it (valid when n_fractions > 0) */
     int n_fractions;
     uint64_t guaranteed; /* sum of requests of fractions on it */
@@ -75,7 +80,7 @@ typedef struct gf_gpu {
     bool mps_running;
     bool mps_fault;
     uint64_t mps_restarts;
-} gf_gpu;
+} gf_node_gpu;
 
 /* What the agent keeps of a fraction's config (trusted: root's or checked at
  * admission, read once when the fraction appears), sized to what it holds:
@@ -140,7 +145,7 @@ typedef struct gf_agent {
     uint64_t events_max_bytes;  /* events.log's bound (--events-max-bytes) */
     int state_dfd, priv_dfd, frac_dfd; /* <state>, <state>/agent (0700), <state>/fractions */
     char mps_control[GF_PATH_MAX]; /* nvidia-cuda-mps-control to run */
-    gf_gpu gpus[GF_AGENT_GPUS_MAX];
+    gf_node_gpu gpus[GF_AGENT_GPUS_MAX];
     int n_gpus;
     gf_afraction *fractions;   /* GF_AGENT_FRACTIONS_MAX entries */
     int n_fractions;
@@ -233,7 +238,7 @@ typedef struct gf_proc_mem {
 } gf_proc_mem;
 /* Per-process device memory of GPU i; returns the count or -1. */
 int gf_agent_nvml_procs(gf_agent *a, int gpu, gf_proc_mem *out, int max, gf_error *err);
-int gf_agent_nvml_refresh(gf_agent *a, gf_error *err); /* updates gpus[].used */
+int gf_agent_nvml_refresh(gf_agent *a, gf_error *err); /* updates gpus[].dev.used */
 
 /* journal.c: the agent's durable state in <state>/agent/journal, one line per
  * change (append + fdatasync), compacted at start and when it grows. */

@@ -75,11 +75,11 @@ int gf_fraction_view_init(gf_agent *a, gf_afraction *f, gf_error *err)
     free(f->view.entries);
     f->view = (gf_ledger_view){.ok = false, .why = "not read yet"};
     for (int g = 0; g < a->n_gpus; g++)
-        n += gf_aconfig_device(&f->cfg, a->gpus[g].uuid) != NULL;
+        n += gf_aconfig_device(&f->cfg, a->gpus[g].dev.uuid) != NULL;
     if (n && !(f->view.entries = calloc((size_t)n, sizeof(*f->view.entries))))
         return gf_error_sys(err, "fraction %s", f->cfg.name);
     for (int g = 0; g < a->n_gpus; g++)
-        if (gf_aconfig_device(&f->cfg, a->gpus[g].uuid)) {
+        if (gf_aconfig_device(&f->cfg, a->gpus[g].dev.uuid)) {
             f->view.entries[f->view.n_entries].tag = g;
             f->view.entries[f->view.n_entries++].index = -1;
         }
@@ -94,7 +94,7 @@ void gf_fraction_view_read(gf_agent *a, gf_afraction *f)
     /* the keys: each covered GPU's uuid, else the config entry it falls
      * under ("*" or that uuid), the entry the shim charges */
     for (int i = 0; i < f->view.n_entries && i < GF_AGENT_GPUS_MAX; i++) {
-        const char *uuid = a->gpus[f->view.entries[i].tag].uuid;
+        const char *uuid = a->gpus[f->view.entries[i].tag].dev.uuid;
         const gf_config_device *cd = gf_aconfig_device(&f->cfg, uuid);
         keys[i] = (gf_ledger_view_key){.uuid = uuid, .fallback = cd ? cd->uuid : NULL};
     }

@@ -351,7 +351,7 @@ static int snapshot(gf_agent *a, FILE *fp)
             a->ticks);
     for (int g = 0; g < a->n_gpus; g++)
         if (a->gpus[g].mps_restarts)
-            fprintf(fp, "gcount %s %" PRIu64 "\n", a->gpus[g].uuid, a->gpus[g].mps_restarts);
+            fprintf(fp, "gcount %s %" PRIu64 "\n", a->gpus[g].dev.uuid, a->gpus[g].mps_restarts);
     for (int i = 0; i < a->n_fractions; i++) {
         const gf_afraction *f = &a->fractions[i];
         if (f->supervisor > 0)
@@ -377,9 +377,9 @@ static int snapshot(gf_agent *a, FILE *fp)
         if (!l->used)
             continue;
         fprintf(fp, "lend %s %s %d %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", l->fraction,
-                a->gpus[l->gpu].uuid, (int)l->pid, l->start, l->bytes, l->seq);
+                a->gpus[l->gpu].dev.uuid, (int)l->pid, l->start, l->bytes, l->seq);
         if (l->evicting)
-            fprintf(fp, "evict %s %s %d %" PRIu64 "\n", l->fraction, a->gpus[l->gpu].uuid,
+            fprintf(fp, "evict %s %s %d %" PRIu64 "\n", l->fraction, a->gpus[l->gpu].dev.uuid,
                     (int)l->pid, l->start);
     }
     return fflush(fp) == 0 && fsync(fileno(fp)) == 0 ? 0 : -1;
@@ -445,7 +445,7 @@ static void journal_gpu_counts(gf_agent *a)
 {
     for (int g = 0; g < a->n_gpus; g++)
         if (a->gpus[g].mps_restarts != saved.mps_faults[g]) {
-            gf_journal(a, "gcount %s %" PRIu64, a->gpus[g].uuid, a->gpus[g].mps_restarts);
+            gf_journal(a, "gcount %s %" PRIu64, a->gpus[g].dev.uuid, a->gpus[g].mps_restarts);
             saved.mps_faults[g] = a->gpus[g].mps_restarts;
         }
 }

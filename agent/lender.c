@@ -41,7 +41,7 @@ void gf_loans_publish(gf_agent *a, gf_afraction *f)
     for (int i = 0; i < f->view.n_entries; i++) {
         gf_ledger_view_entry *e = &f->view.entries[i];
         int g = e->tag;
-        const gf_config_device *cd = gf_aconfig_device(&f->cfg, a->gpus[g].uuid);
+        const gf_config_device *cd = gf_aconfig_device(&f->cfg, a->gpus[g].dev.uuid);
         if (!cd || e->index < 0)
             continue; /* no entry the shim would read */
         uint64_t lent = gf_loans_of(a, f, g), ev = f->evictions[cd - f->cfg.devices];
@@ -56,8 +56,8 @@ void gf_loans_publish(gf_agent *a, gf_afraction *f)
 int gf_lend(gf_agent *a, gf_afraction *f, pid_t pid, int pidfd, int gpu, uint64_t bytes,
             uint64_t *granted, gf_error *err)
 {
-    gf_gpu *g = &a->gpus[gpu];
-    const gf_config_device *cd = gf_aconfig_device(&f->cfg, g->uuid);
+    gf_node_gpu *g = &a->gpus[gpu];
+    const gf_config_device *cd = gf_aconfig_device(&f->cfg, g->dev.uuid);
     char h1[32], h2[32];
     uint64_t start, lent, room_fraction, room_gpu, committed, give = bytes;
     gf_loan *l;
@@ -66,7 +66,7 @@ int gf_lend(gf_agent *a, gf_afraction *f, pid_t pid, int pidfd, int gpu, uint64_
     if (!cd) {
         close(pidfd);
         return gf_error_set(err, GF_EINVAL, "fraction %s has no share of %s", f->cfg.name,
-                            g->uuid);
+                            g->dev.uuid);
     }
     if (gf_journal_refuses(a, "a loan", err) < 0) {
         close(pidfd);
@@ -79,7 +79,7 @@ int gf_lend(gf_agent *a, gf_afraction *f, pid_t pid, int pidfd, int gpu, uint64_
     lent = gf_loans_of(a, f, gpu);
     room_fraction = cd->limit > cd->request + lent ? cd->limit - cd->request - lent : 0;
     committed = g->guaranteed + g->lent;
-    room_gpu = g->total > committed ? g->total - committed : 0;
+    room_gpu = g->dev.total > committed ? g->dev.total - committed : 0;
     if (give > room_fraction)
         give = room_fraction;
     if (give > room_gpu)
@@ -91,7 +91,7 @@ int gf_lend(gf_agent *a, gf_afraction *f, pid_t pid, int pidfd, int gpu, uint64_
         return gf_error_set(err, GF_ESTATE,
                             "no burst memory for %s on %s: %s asked, %s neither guaranteed nor "
                             "lent, %s left below its limit",
-                            f->cfg.name, g->uuid, h2, h1, room_fraction ? "some" : "nothing");
+                            f->cfg.name, g->dev.uuid, h2, h1, room_fraction ? "some" : "nothing");
     }
     if ((l = gf_loan_find(a, f->cfg.name, gpu, pid, start))) {
         close(pidfd); /* the loan holds one already */
@@ -107,7 +107,7 @@ int gf_lend(gf_agent *a, gf_afraction *f, pid_t pid, int pidfd, int gpu, uint64_
     }
     /* journaled before anyone can act on it: a crash from here on keeps it;
      * a loan the journal did not take is not granted */
-    if (gf_journal(a, "lend %s %s %d %" PRIu64 " %" PRIu64 " %" PRIu64, f->cfg.name, g->uuid,
+    if (gf_journal(a, "lend %s %s %d %" PRIu64 " %" PRIu64 " %" PRIu64, f->cfg.name, g->dev.uuid,
                    (int)pid, start, give, a->loan_seq + 1) < 0) {
         if (!l->bytes)
             gf_loan_free(a, l); /* never granted */
@@ -131,7 +131,7 @@ int gf_return_loan(gf_agent *a, gf_afraction *f, pid_t pid, int gpu, uint64_t by
         return -1;
     if (bytes > l->bytes)
         bytes = l->bytes;
-    gf_journal(a, "return %s %s %d %" PRIu64 " %" PRIu64, f->cfg.name, a->gpus[gpu].uuid,
+    gf_journal(a, "return %s %s %d %" PRIu64 " %" PRIu64, f->cfg.name, a->gpus[gpu].dev.uuid,
                (int)pid, start, bytes);
     l->bytes -= bytes;
     a->gpus[gpu].lent -= bytes < a->gpus[gpu].lent ? bytes : a->gpus[gpu].lent;
@@ -196,7 +196,7 @@ static bool evict_begin(gf_agent *a, gf_loan *l)
     owner = gf_attribute(a, l->pid);
     if (owner >= 0 && owner != (int)(f - a->fractions))
         return false;
-    gf_journal(a, "evict %s %s %d %" PRIu64, l->fraction, a->gpus[l->gpu].uuid, (int)l->pid,
+    gf_journal(a, "evict %s %s %d %" PRIu64, l->fraction, a->gpus[l->gpu].dev.uuid, (int)l->pid,
                l->start);
     gf_test_crash_point("reclaim-journaled");
     if (a->gpus[l->gpu].mode == GF_MODE_SM_SHARING &&
@@ -251,7 +251,7 @@ static int reclaim_start(gf_agent *a, int gpu, uint64_t bytes, gf_reply_token to
     }
     if (!evicted)
         return gf_error_set(err, GF_ESTATE, "nothing on loan on %s to take back",
-                            a->gpus[gpu].uuid);
+                            a->gpus[gpu].dev.uuid);
     pending[slot] = (reclaim){.used = true, .to = to, .gpu = gpu,
                               .evicted = evicted,
                               .deadline = gf_now_ms() + GF_AGENT_RECLAIM_WAIT_MS};
@@ -261,7 +261,7 @@ static int reclaim_start(gf_agent *a, int gpu, uint64_t bytes, gf_reply_token to
 static void finish(gf_agent *a, gf_loan *l, const char *how)
 {
     gf_afraction *f = gf_registry_find_name(a, l->fraction);
-    const char *uuid = a->gpus[l->gpu].uuid;
+    const char *uuid = a->gpus[l->gpu].dev.uuid;
     char h[32];
 
     if (l->evicting) {
@@ -384,13 +384,13 @@ void gf_serve_reclaim(gf_agent *a, gf_request *r, const gf_msg *in, gf_msg *out)
         return gf_reply_error(out, err.msg);
     if (!(f = gf_gate_caller_fraction(a, r, out)))
         return;
-    if (!(cd = gf_aconfig_device(&f->cfg, a->gpus[g].uuid)))
+    if (!(cd = gf_aconfig_device(&f->cfg, a->gpus[g].dev.uuid)))
         return gf_reply_error(out, "only a fraction guaranteed memory on this GPU may reclaim");
     if (bytes > cd->request)
         bytes = cd->request; /* nobody takes back more than its own guarantee */
     /* the driver has the memory already: nobody is evicted for nothing */
-    if (gf_agent_nvml_refresh(a, &err) == 0 && a->gpus[g].total > a->gpus[g].used &&
-        a->gpus[g].total - a->gpus[g].used >= bytes) {
+    if (gf_agent_nvml_refresh(a, &err) == 0 && a->gpus[g].dev.total > a->gpus[g].dev.used &&
+        a->gpus[g].dev.total - a->gpus[g].dev.used >= bytes) {
         gf_msg_init(out, "ok");
         gf_msg_add_u64(out, "evicted", 0);
         return;

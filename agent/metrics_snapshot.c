@@ -20,7 +20,7 @@ static size_t count_rows(const gf_agent *a)
 
     for (int i = 0; i < a->n_fractions; i++)
         for (int g = 0; g < a->n_gpus; g++)
-            n += gf_aconfig_device(&a->fractions[i].cfg, a->gpus[g].uuid) != NULL;
+            n += gf_aconfig_device(&a->fractions[i].cfg, a->gpus[g].dev.uuid) != NULL;
     return n;
 }
 
@@ -61,14 +61,14 @@ static void copy_row(gf_msnap_row *w, const gf_afraction *f, int g, const gf_con
     w->watchdog_kills = f->cfg.n_devices == 1 ? f->watchdog_kills : f->watchdog_kills_gpu[d];
 }
 
-static void copy_gpu(gf_msnap_gpu *out, const gf_gpu *g)
+static void copy_gpu(gf_msnap_gpu *out, const gf_node_gpu *g)
 {
-    out->index = g->index;
-    snprintf(out->uuid, sizeof(out->uuid), "%s", g->uuid);
-    snprintf(out->name, sizeof(out->name), "%s", g->name);
-    out->total = g->total;
+    out->index = g->dev.index;
+    snprintf(out->uuid, sizeof(out->uuid), "%s", g->dev.uuid);
+    snprintf(out->name, sizeof(out->name), "%s", g->dev.name);
+    out->total = g->dev.total;
     out->guaranteed = g->guaranteed;
-    out->used = g->used;
+    out->used = g->dev.used;
     out->lent = g->lent;
     out->mps_up = g->mps_running && !g->mps_fault;
     out->mps_restarts = g->mps_restarts;
@@ -122,7 +122,7 @@ static gf_msnap *take(const gf_agent *a, gf_error *err)
         copy_fraction(&s->fractions[i], f);
         warm_name(f);
         for (int g = 0; g < a->n_gpus; g++) {
-            const gf_config_device *cd = gf_aconfig_device(&f->cfg, a->gpus[g].uuid);
+            const gf_config_device *cd = gf_aconfig_device(&f->cfg, a->gpus[g].dev.uuid);
             if (!cd)
                 continue;
             gf_msnap_row *w = &s->rows[s->n_rows++];

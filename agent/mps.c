@@ -93,14 +93,14 @@ int gf_mps_pipe_dir(const gf_agent *a, int gpu, char *buf, size_t len, gf_error 
 
     if (gpu < 0 || gpu >= a->n_gpus)
         return gf_error_set(err, GF_EINVAL, "MPS: no GPU %d (the node has %d)", gpu, a->n_gpus);
-    u = a->gpus[gpu].uuid;
+    u = a->gpus[gpu].dev.uuid;
     if (strncmp(u, "GPU-", 4) == 0)
         u += 4;
     for (i = 0; i < 8; i++) {
         if (!isxdigit((unsigned char)u[i]))
             return gf_error_set(err, GF_EINVAL,
                                 "MPS: GPU %d: uuid \"%s\" does not start with 8 hex digits", gpu,
-                                a->gpus[gpu].uuid);
+                                a->gpus[gpu].dev.uuid);
         shortid[i] = (char)tolower((unsigned char)u[i]);
     }
     shortid[8] = '\0';
@@ -139,7 +139,7 @@ static int mps_env(const gf_agent *a, int gpu, const char *pipe, char vars[3][GF
     }
     snprintf(vars[0], sizeof(vars[0]), "CUDA_MPS_PIPE_DIRECTORY=%s", pipe);
     snprintf(vars[1], sizeof(vars[1]), "CUDA_MPS_LOG_DIRECTORY=%s/log", pipe);
-    snprintf(vars[2], sizeof(vars[2]), "CUDA_VISIBLE_DEVICES=%s", a->gpus[gpu].uuid);
+    snprintf(vars[2], sizeof(vars[2]), "CUDA_VISIBLE_DEVICES=%s", a->gpus[gpu].dev.uuid);
     for (d = 0; d < 3; d++)
         e[k++] = vars[d];
     *envp = e;
@@ -305,7 +305,7 @@ static int command_result(gf_agent *a, int gpu, const char *cmd, int status, mps
 
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         return gf_error_set(err, GF_ESTATE, "MPS: GPU %d (%s): command \"%s\" failed (%s %s %d): %s",
-                            gpu, a->gpus[gpu].uuid, cmd, mps_bin(a),
+                            gpu, a->gpus[gpu].dev.uuid, cmd, mps_bin(a),
                             WIFEXITED(status) ? "exit" : "signal",
                             WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
                             why[0] ? first_line(why, line, sizeof(line)) : "no output");
@@ -350,7 +350,7 @@ int gf_mps_command(gf_agent *a, int gpu, const char *cmd, char *out, size_t outl
         gf_error_set(err, GF_ESTATE,
                      "MPS: GPU %d (%s): command \"%s\" timed out after %d ms: the MPS control "
                      "daemon (pipe dir %s) is not answering",
-                     gpu, a->gpus[gpu].uuid, cmd, GF_MPS_TIMEOUT_MS, pipe);
+                     gpu, a->gpus[gpu].dev.uuid, cmd, GF_MPS_TIMEOUT_MS, pipe);
         goto fail;
     }
     pid = -1;
@@ -525,7 +525,7 @@ static int wait_control(gf_agent *a, int gpu, const char *pipe, int64_t deadline
             return gf_error_set(err, GF_ESTATE,
                                 "MPS: GPU %d (%s): the daemon started with \"%s -d\" made no "
                                 "control socket in %s within %d ms (see %s/log/control.log)",
-                                gpu, a->gpus[gpu].uuid, mps_bin(a), pipe, GF_MPS_TIMEOUT_MS, pipe);
+                                gpu, a->gpus[gpu].dev.uuid, mps_bin(a), pipe, GF_MPS_TIMEOUT_MS, pipe);
         sleep_ms(MPS_POLL_MS);
     }
     return 0;
@@ -551,12 +551,12 @@ static int daemon_start(gf_agent *a, int gpu, const char *pipe, gf_error *err)
     if (wait_child(pid, deadline, &status)) {
         kill_child(pid);
         return gf_error_set(err, GF_ESTATE, "MPS: GPU %d (%s): \"%s -d\" did not return within %d ms",
-                            gpu, a->gpus[gpu].uuid, mps_bin(a), GF_MPS_TIMEOUT_MS);
+                            gpu, a->gpus[gpu].dev.uuid, mps_bin(a), GF_MPS_TIMEOUT_MS);
     }
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         return gf_error_set(err, GF_ESTATE,
                             "MPS: GPU %d (%s): \"%s -d\" failed (status %d); see %s/log/control.log",
-                            gpu, a->gpus[gpu].uuid, mps_bin(a), status, pipe);
+                            gpu, a->gpus[gpu].dev.uuid, mps_bin(a), status, pipe);
     return wait_control(a, gpu, pipe, deadline, err);
 }
 
@@ -571,7 +571,7 @@ static int wait_gone(gf_agent *a, int gpu, pid_t pid, int force, gf_error *err)
             if (!force)
                 return gf_error_set(err, GF_ESTATE,
                                     "MPS: GPU %d (%s): daemon %d still running %d ms after \"quit\"",
-                                    gpu, a->gpus[gpu].uuid, (int)pid, GF_MPS_TIMEOUT_MS);
+                                    gpu, a->gpus[gpu].dev.uuid, (int)pid, GF_MPS_TIMEOUT_MS);
             kill(pid, SIGKILL);
             force = 0;
             deadline = now_ms() + GF_MPS_TIMEOUT_MS;
@@ -704,7 +704,7 @@ static int recover_fault(gf_agent *a, int gpu, const char *pipe, pid_t srv, gf_e
     gf_agent_event(a,
                    "mps: GPU %d (%s): server %d in FAULT; terminating its clients and restarting "
                    "the MPS control daemon",
-                   gpu, a->gpus[gpu].uuid, (int)srv);
+                   gpu, a->gpus[gpu].dev.uuid, (int)srv);
     gpu_set(a, gpu, -1, 1, 0);
     if (terminate_on_server(a, gpu, srv, NULL, 0, &quiet) < 0)
         gf_agent_event(a, "mps: GPU %d: %s", gpu, quiet.msg);
@@ -725,7 +725,7 @@ int gf_mps_check(gf_agent *a, int gpu, gf_error *err)
         return 0;
     if (daemon_pid(a, pipe) <= 0) {
         gf_agent_event(a, "mps: GPU %d (%s): the MPS control daemon is gone; restarting it", gpu,
-                       a->gpus[gpu].uuid);
+                       a->gpus[gpu].dev.uuid);
         return restart(a, gpu, pipe, err);
     }
     srv = faulted_server(a, gpu, &cmd_err);
@@ -747,7 +747,7 @@ int gf_mps_stop_idle(gf_agent *a, gf_error *err)
     int rc = 0;
 
     for (int i = 0; i < a->n_gpus; i++) {
-        const gf_gpu *g = &a->gpus[i];
+        const gf_node_gpu *g = &a->gpus[i];
 
         if (g->n_fractions > 0 && g->mode == GF_MODE_SM_SHARING)
             continue;
@@ -772,7 +772,7 @@ static bool supervises_sm(gf_agent *a, pid_t pid, int g)
     for (int i = 0; i < a->n_fractions; i++) {
         const gf_afraction *f = &a->fractions[i];
         if (f->supervisor == pid && f->sup_pidfd >= 0 && f->cfg.mode == GF_MODE_SM_SHARING &&
-            gf_aconfig_device(&f->cfg, a->gpus[g].uuid))
+            gf_aconfig_device(&f->cfg, a->gpus[g].dev.uuid))
             return true;
     }
     return false;

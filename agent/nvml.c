@@ -69,12 +69,13 @@ static int load(gf_error *err)
                         NVML_LIB);
 }
 
-static int read_gpu(gf_gpu *g, unsigned int i, gf_error *err)
+static int read_gpu(gf_node_gpu *ng, unsigned int i, gf_error *err)
 {
+    gf_gpu *g = &ng->dev;
     nvmlMemory_t mem;
     nvmlReturn_t r;
 
-    memset(g, 0, sizeof(*g));
+    memset(ng, 0, sizeof(*ng));
     g->index = (int)i;
     if ((r = nv.handle(i, &nv.dev[i])) != NVML_SUCCESS ||
         (r = nv.uuid(nv.dev[i], g->uuid, sizeof(g->uuid))) != NVML_SUCCESS ||
@@ -119,8 +120,8 @@ int gf_agent_nvml_refresh(gf_agent *a, gf_error *err)
         nvmlReturn_t r = nv.memory(nv.dev[i], &mem);
         if (r != NVML_SUCCESS)
             return gf_error_set(err, GF_ESYS, "NVML: memory of GPU %d: %s", i, nv_err(r));
-        a->gpus[i].total = mem.total;
-        a->gpus[i].used = mem.used;
+        a->gpus[i].dev.total = mem.total;
+        a->gpus[i].dev.used = mem.used;
     }
     return 0;
 }

@@ -52,14 +52,14 @@ static void describe_free(const gf_agent *a, char *buf, size_t len)
 
     buf[0] = '\0';
     for (int g = 0; g < a->n_gpus && off < len; g++) {
-        const gf_gpu *gpu = &a->gpus[g];
+        const gf_node_gpu *gpu = &a->gpus[g];
         char h[32];
         int w;
 
-        gf_bytes_human(gpu->total > gpu->guaranteed ? gpu->total - gpu->guaranteed : 0, h,
+        gf_bytes_human(gpu->dev.total > gpu->guaranteed ? gpu->dev.total - gpu->guaranteed : 0, h,
                        sizeof(h));
         w = snprintf(buf + off, len - off, "%sGPU %d (%s): %s not guaranteed%s%s", g ? "; " : "",
-                     gpu->index, gpu->uuid, h, gpu->n_fractions ? ", runs " : "",
+                     gpu->dev.index, gpu->dev.uuid, h, gpu->n_fractions ? ", runs " : "",
                      gpu->n_fractions ? gf_mode_name(gpu->mode) : "");
         off += w > 0 ? (size_t)w : 0;
     }
@@ -77,15 +77,15 @@ int gf_place(gf_agent *a, const gf_msg *in, gf_fraction_config *cfg, gf_error *e
     if (amounts(in, &req, &lim, &count, err) < 0)
         return -1;
     for (int g = 0; g < a->n_gpus; g++) {
-        const gf_gpu *gpu = &a->gpus[g];
-        uint64_t free = gpu->total > gpu->guaranteed ? gpu->total - gpu->guaranteed : 0;
+        const gf_node_gpu *gpu = &a->gpus[g];
+        uint64_t free = gpu->dev.total > gpu->guaranteed ? gpu->dev.total - gpu->guaranteed : 0;
         candidate k = {.gpu = g};
         gf_error ignored;
 
         if (gpu->n_fractions && gpu->mode != cfg->mode)
             continue; /* modes never share a GPU */
-        if (gf_amount_resolve(&req, gpu->total, "request", &k.request, &ignored) < 0 ||
-            gf_amount_resolve(&lim, gpu->total, "limit", &k.limit, &ignored) < 0 ||
+        if (gf_amount_resolve(&req, gpu->dev.total, "request", &k.request, &ignored) < 0 ||
+            gf_amount_resolve(&lim, gpu->dev.total, "limit", &k.limit, &ignored) < 0 ||
             k.limit < k.request || k.request > free)
             continue;
         k.left = free - k.request;
@@ -107,7 +107,7 @@ int gf_place(gf_agent *a, const gf_msg *in, gf_fraction_config *cfg, gf_error *e
     cfg->n_devices = 0;
     for (uint64_t i = 0; i < count; i++) {
         gf_config_device *d = &cfg->devices[cfg->n_devices++];
-        snprintf(d->uuid, sizeof(d->uuid), "%s", a->gpus[c[i].gpu].uuid);
+        snprintf(d->uuid, sizeof(d->uuid), "%s", a->gpus[c[i].gpu].dev.uuid);
         d->request = c[i].request;
         d->limit = c[i].limit;
     }

@@ -17,9 +17,9 @@ static json_t *inventory(const gf_agent *a)
 {
     json_t *list = json_array();
     for (int g = 0; g < a->n_gpus; g++)
-        json_array_append_new(list, json_pack("{s:s, s:i, s:I}", "uuid", a->gpus[g].uuid,
-                                              "index", a->gpus[g].index, "memory",
-                                              (json_int_t)a->gpus[g].total));
+        json_array_append_new(list, json_pack("{s:s, s:i, s:I}", "uuid", a->gpus[g].dev.uuid,
+                                              "index", a->gpus[g].dev.index, "memory",
+                                              (json_int_t)a->gpus[g].dev.total));
     return list;
 }
 

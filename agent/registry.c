@@ -225,7 +225,7 @@ static void close_unseen(gf_agent *a)
 static void sums_add(gf_agent *a, const gf_afraction *f)
 {
     for (int g = 0; g < a->n_gpus; g++) {
-        const gf_config_device *cd = gf_aconfig_device(&f->cfg, a->gpus[g].uuid);
+        const gf_config_device *cd = gf_aconfig_device(&f->cfg, a->gpus[g].dev.uuid);
         if (!cd)
             continue;
         a->gpus[g].n_fractions++;
@@ -237,12 +237,12 @@ static void sums_add(gf_agent *a, const gf_afraction *f)
 void gf_registry_sums(gf_agent *a)
 {
     for (int g = 0; g < a->n_gpus; g++) {
-        gf_gpu *gpu = &a->gpus[g];
+        gf_node_gpu *gpu = &a->gpus[g];
         gpu->guaranteed = gpu->lent = 0;
         gpu->n_fractions = 0;
         for (int i = 0; i < a->n_fractions; i++) {
             gf_afraction *f = &a->fractions[i];
-            const gf_config_device *cd = gf_aconfig_device(&f->cfg, gpu->uuid);
+            const gf_config_device *cd = gf_aconfig_device(&f->cfg, gpu->dev.uuid);
             if (!cd)
                 continue;
             gpu->n_fractions++;
@@ -373,7 +373,7 @@ gf_afraction *gf_registry_find_fid(gf_agent *a, uint64_t fid)
 int gf_gpu_index(const gf_agent *a, const char *uuid)
 {
     for (int g = 0; g < a->n_gpus; g++)
-        if (strcmp(a->gpus[g].uuid, uuid) == 0)
+        if (strcmp(a->gpus[g].dev.uuid, uuid) == 0)
             return g;
     return -1;
 }

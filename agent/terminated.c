@@ -27,7 +27,7 @@ static void reason_text(const gf_agent *a, const gf_afraction *f, int gpu, gf_te
         snprintf(out, len,
                  "evicted by gpufracd: its loan of %s above --memory on GPU %d was taken back "
                  "for %s%s%s, which is guaranteed that memory",
-                 h1, a->gpus[gpu].index, cause[0] ? "fraction \"" : "a guaranteed fraction",
+                 h1, a->gpus[gpu].dev.index, cause[0] ? "fraction \"" : "a guaranteed fraction",
                  cause, cause[0] ? "\"" : "");
         return;
     }
@@ -36,7 +36,7 @@ static void reason_text(const gf_agent *a, const gf_afraction *f, int gpu, gf_te
     snprintf(out, len,
              "terminated by gpufracd's watchdog: the driver reports %s for fraction \"%s\" on "
              "GPU %d, %s over its limit of %s (a process bypassed the shim)",
-             h1, f->cfg.name, a->gpus[gpu].index, h3, h2);
+             h1, f->cfg.name, a->gpus[gpu].dev.index, h3, h2);
 }
 
 /* The reason as the container's termination message: the kubelet reads the
@@ -70,15 +70,15 @@ void gf_terminated_record(gf_agent *a, gf_afraction *f, pid_t pid, int gpu, gf_t
                           uint64_t bytes, uint64_t limit)
 {
     char path[GF_PATH_MAX + 16], reason[512], line[900];
-    const gf_config_device *cd = gf_aconfig_device(&f->cfg, a->gpus[gpu].uuid);
+    const gf_config_device *cd = gf_aconfig_device(&f->cfg, a->gpus[gpu].dev.uuid);
     int dfd, fd, n;
 
     if (by == GF_TERM_WATCHDOG && cd)
         f->watchdog_kills_gpu[cd - f->cfg.devices]++;
     reason_text(a, f, gpu, by, bytes, limit, reason, sizeof(reason));
     n = snprintf(line, sizeof(line), "pid=%d by=%s gpu=%d uuid=%s time=%lld reason=%s\n",
-                 (int)pid, by == GF_TERM_RECLAIM ? "reclaim" : "watchdog", a->gpus[gpu].index,
-                 a->gpus[gpu].uuid, (long long)time(NULL), reason);
+                 (int)pid, by == GF_TERM_RECLAIM ? "reclaim" : "watchdog", a->gpus[gpu].dev.index,
+                 a->gpus[gpu].dev.uuid, (long long)time(NULL), reason);
     write_termination_message(a, f, reason);
     if (snprintf(path, sizeof(path), "%s/terminated", f->dir) >= (int)sizeof(path) || n <= 0)
         return;

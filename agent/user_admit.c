@@ -124,7 +124,7 @@ static int check_policy(gf_agent *a, const gf_fraction_config *cfg, const gf_pee
         int g = gf_gpu_index(a, cfg->devices[i].uuid);
         devs[i] = (gf_user_policy_device){.request = cfg->devices[i].request,
                                      .limit = cfg->devices[i].limit,
-                                     .gpu_total = g >= 0 ? a->gpus[g].total : 0};
+                                     .gpu_total = g >= 0 ? a->gpus[g].dev.total : 0};
     }
     for (int i = 0; i < a->n_fractions; i++)
         if (gf_user_fraction(a, &a->fractions[i]) && a->fractions[i].owner == cr->uid)
@@ -222,7 +222,7 @@ static int write_figures(gf_agent *a, const gf_afraction *f, int dfd, gf_error *
             continue;
         off += (size_t)snprintf(text + off, sizeof(text) - off,
                                 "dev=%s used=%llu peak=%llu denied=%llu lent=%llu "
-                                "evictions=%llu\n", a->gpus[e->tag].uuid,
+                                "evictions=%llu\n", a->gpus[e->tag].dev.uuid,
                                 (unsigned long long)atomic_load(&e->dev.used),
                                 (unsigned long long)atomic_load(&e->dev.peak),
                                 (unsigned long long)atomic_load(&e->dev.denied),

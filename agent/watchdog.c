@@ -43,7 +43,7 @@ static struct {
 
 uint64_t gf_watchdog_tolerance(const gf_agent *a, int gpu)
 {
-    uint64_t t = a->gpus[gpu].total / 512;
+    uint64_t t = a->gpus[gpu].dev.total / 512;
     if (a->watchdog_tolerance)
         return a->watchdog_tolerance;
     return t > GF_WATCHDOG_TOLERANCE_MIN ? t : GF_WATCHDOG_TOLERANCE_MIN;
@@ -93,7 +93,7 @@ static void enforce(gf_agent *a, int g, int i, int n)
 {
     gf_afraction *f = &a->fractions[i];
     wd_frac *w = &wd.frac[i];
-    const gf_config_device *cd = gf_aconfig_device(&f->cfg, a->gpus[g].uuid);
+    const gf_config_device *cd = gf_aconfig_device(&f->cfg, a->gpus[g].dev.uuid);
     uint64_t b;
     int k;
 
@@ -121,7 +121,7 @@ static void enforce(gf_agent *a, int g, int i, int n)
     gf_agent_event(a, "watchdog: killed pid %d of fraction %s: driver reports %llu bytes on %s, "
                       "bound %llu (%s %llu)",
                    (int)wd.procs[k].pid, f->cfg.name, (unsigned long long)w->sum,
-                   a->gpus[g].uuid, (unsigned long long)b,
+                   a->gpus[g].dev.uuid, (unsigned long long)b,
                    cd ? "limit" : "a GPU the fraction was not given: limit",
                    (unsigned long long)(cd ? cd->limit : 0));
     gf_counters_save(a);
@@ -138,7 +138,7 @@ static int sum_gpu(gf_agent *a, int g, int n)
         if (wd.who[k] < 0)
             continue;
         gf_afraction *f = &a->fractions[wd.who[k]];
-        const gf_config_device *cd = gf_aconfig_device(&f->cfg, a->gpus[g].uuid);
+        const gf_config_device *cd = gf_aconfig_device(&f->cfg, a->gpus[g].dev.uuid);
         wd_frac *w = &wd.frac[wd.who[k]];
         if (w->stamp != wd.stamp) {
             w->stamp = wd.stamp;

@@ -45,12 +45,12 @@ typedef struct fixture {
     char expected_path[128];
 } fixture;
 
-static gf_gpu *add_gpu(gf_agent *a, const char *uuid, uint64_t total)
+static gf_node_gpu *add_gpu(gf_agent *a, const char *uuid, uint64_t total)
 {
-    gf_gpu *g = &a->gpus[a->n_gpus];
-    *g = (gf_gpu){.index = a->n_gpus, .total = total};
-    snprintf(g->uuid, sizeof(g->uuid), "%s", uuid);
-    snprintf(g->name, sizeof(g->name), "gpusim");
+    gf_node_gpu *g = &a->gpus[a->n_gpus];
+    *g = (gf_node_gpu){.dev = {.index = a->n_gpus, .total = total}};
+    snprintf(g->dev.uuid, sizeof(g->dev.uuid), "%s", uuid);
+    snprintf(g->dev.name, sizeof(g->dev.name), "gpusim");
     a->n_gpus++;
     return g;
 }
@@ -228,15 +228,15 @@ static void check_page(fixture *fx, const char *page, size_t len)
 static void populate(fixture *fx)
 {
     gf_agent *a = &fx->a;
-    gf_gpu *g0 = add_gpu(a, "GPU-aaaa", 16 * GiB), *g1 = add_gpu(a, "GPU-bbbb", 80 * GiB);
+    gf_node_gpu *g0 = add_gpu(a, "GPU-aaaa", 16 * GiB), *g1 = add_gpu(a, "GPU-bbbb", 80 * GiB);
     gf_afraction *f;
     gf_ledger_device *ld;
 
     snprintf(a->node_name, sizeof(a->node_name), "node-a");
-    g0->used = 3 * GiB;
+    g0->dev.used = 3 * GiB;
     g0->guaranteed = 1 * GiB + 2 * GiB;
     g0->lent = 256 * MiB;
-    g1->used = 5 * GiB;
+    g1->dev.used = 5 * GiB;
     g1->mps_running = true;
     g1->mps_restarts = 4;
 

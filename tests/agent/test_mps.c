@@ -58,10 +58,10 @@ static int setup(void **state)
     }
     snprintf(f->a.mps_control, sizeof(f->a.mps_control), "%s", f->fake);
     f->a.n_gpus = 2;
-    snprintf(f->a.gpus[0].uuid, GF_UUID_MAX, "GPU-3F2a1b4c-1111-2222-3333-444455556666");
-    snprintf(f->a.gpus[1].uuid, GF_UUID_MAX, "GPU-9e8d7c6b-aaaa-bbbb-cccc-ddddeeeeffff");
+    snprintf(f->a.gpus[0].dev.uuid, GF_UUID_MAX, "GPU-3F2a1b4c-1111-2222-3333-444455556666");
+    snprintf(f->a.gpus[1].dev.uuid, GF_UUID_MAX, "GPU-9e8d7c6b-aaaa-bbbb-cccc-ddddeeeeffff");
     for (int i = 0; i < 2; i++) {
-        f->a.gpus[i].index = i;
+        f->a.gpus[i].dev.index = i;
         f->a.gpus[i].mode = GF_MODE_SM_SHARING;
         f->a.gpus[i].n_fractions = 1;
     }
@@ -282,7 +282,7 @@ static void test_bad_uuid_and_long_state(void **state)
     char pipe[GF_PATH_MAX];
     gf_error err;
 
-    snprintf(f->a.gpus[1].uuid, GF_UUID_MAX, "GPU-xyz");
+    snprintf(f->a.gpus[1].dev.uuid, GF_UUID_MAX, "GPU-xyz");
     assert_int_equal(gf_mps_ensure(&f->a, 1, pipe, sizeof(pipe), &err), -1);
     assert_msg_has(err.msg, "GPU 1", "GPU-xyz", "8 hex");
     assert_int_equal(gf_mps_ensure(&f->a, 5, pipe, sizeof(pipe), &err), -1);

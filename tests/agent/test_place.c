@@ -18,11 +18,11 @@ static gf_agent agent;
 
 static void gpu(int i, uint64_t total, uint64_t guaranteed, int n, gf_mode mode)
 {
-    gf_gpu *g = &agent.gpus[i];
+    gf_node_gpu *g = &agent.gpus[i];
     memset(g, 0, sizeof(*g));
-    g->index = i;
-    snprintf(g->uuid, sizeof(g->uuid), "GPU-%d", i);
-    g->total = total;
+    g->dev.index = i;
+    snprintf(g->dev.uuid, sizeof(g->dev.uuid), "GPU-%d", i);
+    g->dev.total = total;
     g->guaranteed = guaranteed;
     g->n_fractions = n;
     g->mode = mode;

@@ -139,7 +139,7 @@ static gf_afraction *add_fraction(const char *name, uint64_t limit, pid_t superv
     memset(f, 0, sizeof(*f));
     snprintf(cfg.name, sizeof(cfg.name), "%s", name);
     snprintf(path, sizeof(path), "%s/%s.ledger", dir, name);
-    snprintf(cfg.devices[0].uuid, sizeof(cfg.devices[0].uuid), "%s", agent.gpus[0].uuid);
+    snprintf(cfg.devices[0].uuid, sizeof(cfg.devices[0].uuid), "%s", agent.gpus[0].dev.uuid);
     cfg.devices[0].request = cfg.devices[0].limit = limit;
     assert_int_equal(gf_aconfig_set(&f->cfg, &cfg, path, &err), 0);
     f->supervisor = supervisor;
@@ -216,7 +216,7 @@ static void test_bypass_over_limit_is_killed(void **state)
     snprintf(want, sizeof(want),
              "watchdog: killed pid %d of fraction rogue: driver reports %llu bytes on %s, "
              "bound %llu (limit %llu)",
-             (int)rogue.child, 600 * MiB + GPUSIM_CTX, agent.gpus[0].uuid, 256 * MiB, 256 * MiB);
+             (int)rogue.child, 600 * MiB + GPUSIM_CTX, agent.gpus[0].dev.uuid, 256 * MiB, 256 * MiB);
     assert_string_equal(events_last(), want);
     /* the reason its owner sees: which bound was passed, by how much */
     {
