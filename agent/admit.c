@@ -2,6 +2,8 @@
 /* Container fractions, made by the agent for the OCI runtime wrapper:
  * admit (check and create), attach (the container's init process), release
  * (remove), and reconcile (remove what a missed poststop hook left). */
+#include "admit.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -15,12 +17,20 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "admit.h"
+#include "attrib.h"
+#include "conn.h"
+#include "events.h"
 #include "fracdir.h"
+#include "fraction.h"
 #include "fsat.h"
 #include "gate.h"
+#include "journal.h"
+#include "mps.h"
+#include "nvml.h"
+#include "peer.h"
 #include "place.h"
 #include "quantity.h"
+#include "registry.h"
 #include "supervisors.h"
 #include "user_admit.h"
 
@@ -244,7 +254,7 @@ void gf_serve_attach(gf_agent *a, gf_request *r, const gf_msg *in, gf_msg *out)
 
     if (runtime && (gf_msg_get_u64(in, "pid", &pid, &err) < 0 || !pid || pid > INT32_MAX))
         return gf_reply_error(out, "pid= must be the container's init process (a host pid)");
-    f = r->fid ? gf_registry_find_fid(a, r->fid)
+    f = r->fid ? gf_fraction_find_fid(a, r->fid)
                : name ? gf_registry_find_name_fresh(a, name) : NULL;
     if (!f || (name && strcmp(name, f->cfg.name) != 0))
         return gf_reply_error(out, "name= names no fraction of this node (or not this socket's)");
@@ -322,66 +332,4 @@ void gf_serve_release(gf_agent *a, gf_request *r, const gf_msg *in, gf_msg *out)
         gf_release_fraction(a, f);
     gf_msg_init(out, "ok");
     gf_msg_add_u64(out, "clients", (uint64_t)n);
-}
-
-void gf_release_fraction(gf_agent *a, gf_afraction *f)
-{
-    char name[GF_NAME_MAX];
-
-    snprintf(name, sizeof(name), "%s", f->cfg.name);
-    gf_fracdir_remove(a, name);
-    gf_journal(a, "unsup %s", name);
-    gf_registry_forget(a, f);
-    gf_agent_event(a, "released fraction %s", name);
-}
-
-/* A container admitted whose init never attached (its runtime died, or
- * never ran it) does not keep its guarantee: past a->attach_timeout_s, with
- * no process holding a slot, it is released. */
-static bool never_attached(gf_agent *a, const gf_afraction *f)
-{
-    return f->has_identity && !f->sup_seen && f->sup_pidfd < 0 && f->admitted_at > 0 &&
-           time(NULL) - f->admitted_at > a->attach_timeout_s &&
-           !gf_ledger_view_any_live(f->ledger_fd);
-}
-
-static bool release_unattached(gf_agent *a, gf_afraction *f)
-{
-    if (!never_attached(a, f))
-        return false;
-    gf_agent_event(a, "fraction %s: admitted %lld s ago and its container never attached: "
-                      "releasing its guarantee", f->cfg.name,
-                   (long long)(time(NULL) - f->admitted_at));
-    gf_release_fraction(a, f);
-    return true;
-}
-
-/* A fraction whose supervisor (attached by the agent) is gone and that no
- * process holds a slot of any more (the kernel's lock table says so) is
- * released: its guarantee ends within a tick, whoever made it. */
-void gf_release_stale(gf_agent *a)
-{
-    for (int i = 0; i < a->n_fractions; i++) {
-        gf_afraction *f = &a->fractions[i];
-        if (release_unattached(a, f)) {
-            i = -1; /* the registry changed under us: start over */
-            continue;
-        }
-        if (f->sup_pidfd >= 0 && gf_pidfd_exited(f->sup_pidfd))
-            gf_sup_lost(a, f);
-        if (!f->sup_seen || f->sup_pidfd >= 0 || gf_ledger_view_any_live(f->ledger_fd) ||
-            gf_attrib_has_member(a, f))
-            continue;
-        int before = a->n_fractions;
-        f->sup_seen = false; /* tried once: a fraction that cannot be removed is not retried */
-        if (gf_user_fraction(a, f)) { /* kept a while for its owner's gpufrac status */
-            gf_user_end_stale(a, f);
-        } else {
-            gf_agent_event(a, "fraction %s: its supervisor and all its processes are gone: "
-                              "releasing its guarantee", f->cfg.name);
-            gf_release_fraction(a, f);
-        }
-        if (a->n_fractions < before)
-            i = -1; /* the registry changed under us: start over */
-    }
 }

@@ -15,9 +15,5 @@ int gf_admit_check_fit(gf_agent *a, const gf_fraction_config *cfg, gf_error *err
 void gf_serve_admit(gf_agent *a, gf_request *r, const gf_msg *in, gf_msg *out);
 void gf_serve_attach(gf_agent *a, gf_request *r, const gf_msg *in, gf_msg *out);
 void gf_serve_release(gf_agent *a, gf_request *r, const gf_msg *in, gf_msg *out);
-/* Removes a fraction's directory and forgets it. */
-void gf_release_fraction(gf_agent *a, gf_afraction *f);
-/* Releases fractions whose supervisor and processes are all gone. */
-void gf_release_stale(gf_agent *a);
 
 #endif

@@ -8,11 +8,15 @@
  * cgroup — or when it was once found to belong to F and is still that
  * process (pid + start time): a process whose supervisor died (reparented to
  * init) stays F's. Ledgers and tenant files play no part. */
+#include "attrib.h"
+
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "agent.h"
+#include "fraction.h"
+#include "proc.h"
 
 #define SUP_HASH 8192 /* > 2 x GF_AGENT_FRACTIONS_MAX */
 #define ANCESTRY_GUARD 65536 /* more steps than any real chain: a loop */
@@ -95,7 +99,7 @@ static int member_of(gf_agent *a, pid_t pid, uint64_t start)
     const struct member *m = member_slot(pid);
     gf_afraction *f;
 
-    if (m->pid != pid || m->start != start || !(f = gf_registry_find_fid(a, m->fid)))
+    if (m->pid != pid || m->start != start || !(f = gf_fraction_find_fid(a, m->fid)))
         return -1;
     return (int)(f - a->fractions);
 }

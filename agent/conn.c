@@ -17,6 +17,8 @@
 #include <unistd.h>
 
 #include "loop.h"
+#include "peer.h"
+#include "proc.h"
 
 typedef struct client {
     int fd;                /* -1: free */

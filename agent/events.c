@@ -11,6 +11,8 @@
  * may be a user's: no link is followed, only a plain file of the agent's
  * own, linked once, is appended to or rotated, and the rename replaces a
  * name without following what is there. Callable from any thread. */
+#include "events.h"
+
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -24,6 +26,7 @@
 
 #include "agent.h"
 #include "log.h"
+#include "proc.h"
 
 #define EVENTS_LOG "events.log"
 #define EVENTS_OLD "events.log.1"

@@ -7,7 +7,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "events.h"
 #include "fsat.h"
+#include "journal.h"
+#include "registry.h"
 
 static int set_paths(gf_agent *a, gf_fraction_config *cfg, gf_error *err)
 {
@@ -78,4 +81,15 @@ void gf_fracdir_remove(gf_agent *a, const char *name)
     snprintf(old, sizeof(old), ".old-%s", name);
     if (renameat(a->frac_dfd, name, a->frac_dfd, old) == 0)
         gf_at_rmdir(a->frac_dfd, old);
+}
+
+void gf_release_fraction(gf_agent *a, gf_afraction *f)
+{
+    char name[GF_NAME_MAX];
+
+    snprintf(name, sizeof(name), "%s", f->cfg.name);
+    gf_fracdir_remove(a, name);
+    gf_journal(a, "unsup %s", name);
+    gf_registry_forget(a, f);
+    gf_agent_event(a, "released fraction %s", name);
 }

@@ -28,5 +28,8 @@ typedef struct gf_fracdir_spec {
 int gf_fracdir_make(gf_agent *a, const gf_fracdir_spec *s, gf_error *err);
 /* Removes <state>/fractions/name (renamed aside first, then emptied). */
 void gf_fracdir_remove(gf_agent *a, const char *name);
+/* Removes a fraction's directory, journals that it has no supervisor, and
+ * forgets it. */
+void gf_release_fraction(gf_agent *a, gf_afraction *f);
 
 #endif

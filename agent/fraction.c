@@ -3,12 +3,15 @@
  * its paths, and the ledger entries of the GPUs it covers. Each is sized to
  * what it holds, so a thousand fractions cost a thousand small blocks, not a
  * thousand copies of every bound. */
+#include "fraction.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "agent.h"
+#include "ledger_view.h"
 
 int gf_aconfig_set(gf_aconfig *c, const gf_fraction_config *cfg, const char *ledger,
                    gf_error *err)
@@ -109,4 +112,12 @@ const gf_ledger_device *gf_fraction_ledger_device(const gf_afraction *f, int gpu
     if (index)
         *index = e ? e->index : -1;
     return e ? &e->dev : NULL;
+}
+
+gf_afraction *gf_fraction_find_fid(gf_agent *a, uint64_t fid)
+{
+    for (int i = 0; fid && i < a->n_fractions; i++)
+        if (a->fractions[i].fid == fid)
+            return &a->fractions[i];
+    return NULL;
 }

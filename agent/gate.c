@@ -4,6 +4,11 @@
 
 #include <stdio.h>
 
+#include "attrib.h"
+#include "conn.h"
+#include "fraction.h"
+#include "nvml.h"
+
 int gf_gate_gpu(gf_agent *a, const gf_msg *in, gf_msg *out)
 {
     const char *dev = gf_msg_get(in, "dev");
@@ -18,7 +23,7 @@ int gf_gate_gpu(gf_agent *a, const gf_msg *in, gf_msg *out)
 
 gf_afraction *gf_gate_caller_fraction(gf_agent *a, const gf_request *r, gf_msg *out)
 {
-    gf_afraction *f = r->fid ? gf_registry_find_fid(a, r->fid) : NULL;
+    gf_afraction *f = r->fid ? gf_fraction_find_fid(a, r->fid) : NULL;
     int i = gf_attribute(a, r->peer->pid);
 
     if (r->fid && !f) {

@@ -27,6 +27,8 @@
  * loop under a->lock like every journal write), so the journal always holds
  * at least what any scrape saw. Evictions and watchdog kills are journaled as
  * they happen; the rest when a snapshot is published (each tick). */
+#include "journal.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -41,8 +43,10 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "events.h"
 #include "loans.h"
 #include "log.h"
+#include "nvml.h"
 
 #define JOURNAL "journal"
 #define JOURNAL_TMP "journal.tmp"

@@ -4,9 +4,9 @@
  * container fractions (their namespace/pod from the agent's own admission
  * record) and when the agent talks to the API server (--node-name). */
 #include <ctype.h>
+#include <jansson.h>
 #include <pthread.h>
 #include <signal.h>
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

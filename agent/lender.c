@@ -9,6 +9,8 @@
  * Taking a loan back never waits in the loop: the victims are SIGKILLed
  * through their pidfds, whose exit the loop sees like any other event, and
  * the reclaimer gets its answer then. */
+#include "lender.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -16,11 +18,20 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "attrib.h"
+#include "conn.h"
+#include "events.h"
+#include "fraction.h"
 #include "gate.h"
-#include "lender.h"
+#include "journal.h"
+#include "ledger_view.h"
 #include "loans.h"
+#include "mps.h"
+#include "nvml.h"
+#include "proc.h"
 #include "proto.h"
 #include "quantity.h"
+#include "registry.h"
 #include "terminated.h"
 
 typedef struct reclaim {
@@ -273,7 +284,7 @@ static void finish(gf_agent *a, gf_loan *l, const char *how)
                 f->evictions[cd - f->cfg.devices]++;
             gf_journal_fraction_counts(a, f);
         }
-        gf_counters_save(a);
+        gf_journal_counters(a);
         gf_bytes_human(l->bytes, h, sizeof(h));
         gf_agent_event(a, "reclaim: terminated pid %d of fraction %s on %s to take back its loan "
                           "of %s%s",

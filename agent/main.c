@@ -23,13 +23,27 @@
 #include "admit.h"
 #include "agent.h"
 #include "conn.h"
+#include "events.h"
+#include "fraction.h"
+#include "journal.h"
 #include "lender.h"
 #include "log.h"
 #include "loop.h"
+#include "metrics.h"
+#include "metrics_snapshot.h"
+#include "mps.h"
+#include "nvml.h"
+#include "proc.h"
+#include "publish.h"
+#include "registry.h"
+#include "singleton.h"
 #include "sock.h"
+#include "stale.h"
 #include "supervisors.h"
 #include "user_admit.h"
+#include "usernames.h"
 #include "verbs.h"
+#include "watchdog.h"
 
 static const char usage[] =
     "Usage: gpufracd [--state-dir DIR] [--socket PATH] [--metrics-listen HOST:PORT]\n"
@@ -322,7 +336,7 @@ static void on_users_socket(void *agent, uint64_t fd, uint32_t events)
 
 static void on_fraction_socket(void *agent, uint64_t fid, uint32_t events)
 {
-    gf_afraction *f = gf_registry_find_fid(agent, fid);
+    gf_afraction *f = gf_fraction_find_fid(agent, fid);
 
     (void)events;
     if (f && f->listen_fd >= 0)
@@ -336,7 +350,7 @@ static void on_sup_exit(void *agent, uint64_t fid, uint32_t events)
 
     (void)events;
     pthread_mutex_lock(&a->lock);
-    if ((f = gf_registry_find_fid(a, fid)))
+    if ((f = gf_fraction_find_fid(a, fid)))
         gf_sup_lost(a, f);
     gf_release_stale(a);
     pthread_mutex_unlock(&a->lock);

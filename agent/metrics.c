@@ -6,6 +6,9 @@
  * row; each metric then walks the rows, so all samples of a name stay
  * contiguous and a scrape of 1000 fractions is a few memcpy per line rather
  * than a printf. */
+
+#include "metrics.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +17,7 @@
 
 #include "agent.h"
 #include "metrics_snapshot.h"
+#include "usernames.h"
 
 typedef struct buf {
     char *p;

@@ -18,7 +18,10 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "metrics.h"
 #include "netaddr.h"
+#include "proc.h"
+#include "usernames.h"
 
 #define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 #define HTTP_THREADS 4

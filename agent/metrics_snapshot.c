@@ -4,13 +4,18 @@
  * taking of a reference; nothing else is done while it is held. One
  * allocation per snapshot (the header, then the fractions, then the rows), so
  * taking one costs a malloc and a copy of what the page shows. */
+#include "metrics_snapshot.h"
+
 #include <stdalign.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "metrics_snapshot.h"
+#include "fraction.h"
+#include "journal.h"
+#include "proc.h"
+#include "usernames.h"
 
 static pthread_mutex_t swap_lock = PTHREAD_MUTEX_INITIALIZER;
 

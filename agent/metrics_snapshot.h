@@ -55,4 +55,15 @@ typedef struct gf_msnap {
 gf_msnap *gf_msnap_acquire(gf_agent *a);
 void gf_msnap_release(gf_msnap *s);
 
+/* copies what /metrics shows out of a (a->lock held:
+ * the loop, at every tick and when fractions came or went) and makes it the
+ * page's; a page is at most one watchdog period (plus a tick) old. */
+int gf_metrics_publish(gf_agent *a, gf_error *err);
+void gf_metrics_unpublish(gf_agent *a); /* drops the agent's reference */
+/* Publishes when fractions changed (or a change waits) and none was
+ * published in the last 20 ms (a->lock held); the loop's alone. */
+void gf_metrics_publish_soon(gf_agent *a, bool changed);
+/* Whether a change waits for gf_metrics_publish_soon (read without a->lock). */
+bool gf_metrics_publish_pending(void);
+
 #endif

@@ -18,6 +18,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "conn.h"
+#include "events.h"
+#include "fraction.h"
 #include "gate.h"
 
 extern char **environ;

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* mps.c's own helpers (the rest of its interface is in agent.h).
+/* MPS (mps.c).
  *
  * One legacy (v2) MPS control daemon per GPU in sm-sharing use, pipe dir
  * <state>/mps/<first 8 hex of the GPU uuid>, logs in <pipe dir>/log. Every
@@ -29,6 +29,12 @@ int gf_mps_pipe_dir(const gf_agent *a, int gpu, char *buf, size_t len, gf_error 
  * back within GF_MPS_TIMEOUT_MS (the tool is then SIGKILLed). */
 int gf_mps_command(gf_agent *a, int gpu, const char *cmd, char *out, size_t outlen,
                    gf_error *err);
+
+/* one MPS control daemon per GPU in sm-sharing use. */
+int gf_mps_ensure(gf_agent *a, int gpu, char *pipe_dir, size_t len, gf_error *err);
+int gf_mps_terminate_clients(gf_agent *a, int gpu, const pid_t *pids, int n, gf_error *err);
+int gf_mps_check(gf_agent *a, int gpu, gf_error *err);   /* fault detection + recovery */
+int gf_mps_stop_idle(gf_agent *a, gf_error *err);        /* stop daemons of GPUs with no sm-sharing fraction */
 
 /* The verb mps (verbs.c): root, or the supervisor of an sm-sharing fraction
  * on the GPU, gets the pipe directory of its daemon, started if need be. */

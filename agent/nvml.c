@@ -2,6 +2,8 @@
 /* The agent's NVML, loaded at run time so that gpufracd builds and starts
  * without the driver. One library per process: the handle and the device
  * handles are module state. */
+#include "nvml.h"
+
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
@@ -186,4 +188,12 @@ int gf_agent_nvml_procs(gf_agent *a, int gpu, gf_proc_mem *out, int max, gf_erro
         return gf_error_set(err, GF_ENOSPACE, "NVML: GPU %d runs %u processes, more than %d",
                             gpu, n, max);
     return copy_procs(&b, n, v == 2, out, max);
+}
+
+int gf_gpu_index(const gf_agent *a, const char *uuid)
+{
+    for (int g = 0; g < a->n_gpus; g++)
+        if (strcmp(a->gpus[g].dev.uuid, uuid) == 0)
+            return g;
+    return -1;
 }

@@ -9,11 +9,12 @@
  * still fit, so whole GPUs stay free for large requests. Ties go to the
  * lower index. The request: place=<count> request=<amount> limit=<amount>,
  * an amount being bytes or a portion of each GPU ("0.25"). */
+#include "place.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "place.h"
 #include "quantity.h"
 
 typedef struct candidate {

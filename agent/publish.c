@@ -2,6 +2,8 @@
 /* Publishes this node's GPU inventory for gpufrac-scheduler: the node
  * annotation gpufrac.io/gpus = [{"uuid","index","memory"}, ...] (bytes), one
  * merge patch of the Node. Retried on the tick until it lands. */
+#include "publish.h"
+
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +11,7 @@
 #include <time.h>
 
 #include "agent.h"
+#include "events.h"
 #include "kube.h"
 #include "log.h"
 #include "model.h"

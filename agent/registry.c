@@ -7,20 +7,27 @@
  * it is opened relative to a directory fd, O_NOFOLLOW | O_NONBLOCK, checked
  * to be a regular file, and read with a bound. The config is read once, when
  * the fraction first appears; the ledger is never mapped (ledger_view.h). */
+#include "registry.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "agent.h"
+#include "attrib.h"
+#include "events.h"
+#include "fraction.h"
 #include "fsat.h"
+#include "journal.h"
+#include "ledger_view.h"
 #include "loop.h"
+#include "proc.h"
 #include "sock.h"
-#include "supervisors.h"
 
 static void sums_add(gf_agent *a, const gf_afraction *f);
 
@@ -117,6 +124,23 @@ static void open_socket(gf_agent *a, gf_afraction *f, int dfd)
     gf_loop_watch(&a->loop, f->listen_fd, GF_EV_FRACTION, f->fid);
 }
 
+/* The supervisor the journal says the agent attached before a restart. */
+static void restore_supervisor(gf_agent *a, gf_afraction *f)
+{
+    pid_t pid;
+    uint64_t start;
+    bool admitted;
+
+    if (!gf_journal_supervisor(a, f->cfg.name, &pid, &start, &admitted))
+        return;
+    f->supervisor = pid;
+    f->sup_start = start;
+    f->sup_admitted = admitted;
+    f->sup_seen = true;
+    f->sup_pidfd = gf_pidfd_verified(pid, start); /* -1: gone while we were down */
+    gf_loop_watch(&a->loop, f->sup_pidfd, GF_EV_SUP, f->fid);
+}
+
 static int load_config(int dfd, const char *name, gf_fraction_config *cfg, gf_error *err)
 {
     char text[GF_CONFIG_TEXT_MAX + 1];
@@ -177,7 +201,7 @@ static int open_fraction(gf_agent *a, const char *name, gf_error *err)
     read_identity(f, dfd);
     open_socket(a, f, dfd);
     close(dfd);
-    gf_sup_restore(a, f);
+    restore_supervisor(a, f);
     gf_journal_restore_counts(a, f);
     f->seen = true;
     a->n_fractions++;
@@ -360,20 +384,4 @@ gf_afraction *gf_registry_open_new(gf_agent *a, const char *name, gf_error *err)
 gf_afraction *gf_registry_find_name(gf_agent *a, const char *name)
 {
     return by_name(a, name);
-}
-
-gf_afraction *gf_registry_find_fid(gf_agent *a, uint64_t fid)
-{
-    for (int i = 0; fid && i < a->n_fractions; i++)
-        if (a->fractions[i].fid == fid)
-            return &a->fractions[i];
-    return NULL;
-}
-
-int gf_gpu_index(const gf_agent *a, const char *uuid)
-{
-    for (int g = 0; g < a->n_gpus; g++)
-        if (strcmp(a->gpus[g].dev.uuid, uuid) == 0)
-            return g;
-    return -1;
 }

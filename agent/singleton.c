@@ -6,6 +6,8 @@
  * (sockets, journal, fractions, events.log); a second agent finds it held,
  * touches nothing and exits naming the holder. The holder writes its pid
  * into the file once it holds the lock: OFD locks report no pid. */
+#include "singleton.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>

@@ -1,15 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Listening sockets of the agent: its own and one per fraction. */
+#include "sock.h"
+
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <stdio.h>
-#include <fcntl.h>
 #include <unistd.h>
-
-#include "sock.h"
 
 int gf_socket_listen(const char *path, uid_t owner, gf_error *err)
 {

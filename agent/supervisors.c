@@ -5,7 +5,10 @@
 #include <inttypes.h>
 #include <unistd.h>
 
+#include "attrib.h"
+#include "journal.h"
 #include "loop.h"
+#include "proc.h"
 
 int gf_sup_attach(gf_agent *a, gf_afraction *f, pid_t pid, uint64_t start, bool admitted,
                   gf_error *err)
@@ -36,22 +39,6 @@ int gf_sup_attach(gf_agent *a, gf_afraction *f, pid_t pid, uint64_t start, bool 
     else
         gf_attrib_added(a, (int)(f - a->fractions));
     return 0;
-}
-
-void gf_sup_restore(gf_agent *a, gf_afraction *f)
-{
-    pid_t pid;
-    uint64_t start;
-    bool admitted;
-
-    if (!gf_journal_supervisor(a, f->cfg.name, &pid, &start, &admitted))
-        return;
-    f->supervisor = pid;
-    f->sup_start = start;
-    f->sup_admitted = admitted;
-    f->sup_seen = true;
-    f->sup_pidfd = gf_pidfd_verified(pid, start); /* -1: gone while we were down */
-    gf_loop_watch(&a->loop, f->sup_pidfd, GF_EV_SUP, f->fid);
 }
 
 void gf_sup_lost(gf_agent *a, gf_afraction *f)

@@ -2,7 +2,8 @@
 /* A fraction's supervisor: the host process the agent attached (gpufrac run,
  * or a container's init the runtime named), held by a pidfd the loop watches
  * as (GF_EV_SUP, fid) and journaled, so attribution (attrib.c) survives a
- * restart. Attaching, restoring and losing one are written here only. */
+ * restart (registry.c restores it from the journal when it opens the
+ * fraction). Attaching and losing one are written here only. */
 #ifndef GPUFRAC_AGENT_SUPERVISORS_H
 #define GPUFRAC_AGENT_SUPERVISORS_H
 
@@ -17,8 +18,6 @@
  * kernel named, peer.h); 0 only for a container's init the runtime names. */
 int gf_sup_attach(gf_agent *a, gf_afraction *f, pid_t pid, uint64_t start, bool admitted,
                   gf_error *err);
-/* The supervisor the journal says the agent attached before a restart. */
-void gf_sup_restore(gf_agent *a, gf_afraction *f);
 /* f's supervisor is gone: its pidfd is unwatched and closed (the record of
  * who it was stays, for stale release). */
 void gf_sup_lost(gf_agent *a, gf_afraction *f);

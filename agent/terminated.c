@@ -1,14 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include "terminated.h"
+
 #include <fcntl.h>
 #include <stdio.h>
-#include <sys/stat.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "events.h"
+#include "fraction.h"
 #include "fsat.h"
 #include "quantity.h"
-#include "terminated.h"
 
 static char cause[GF_NAME_MAX + 64];
 

@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+#include "user_admit.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -16,12 +18,20 @@
 #include <unistd.h>
 
 #include "admit.h"
+#include "conn.h"
+#include "events.h"
 #include "fracdir.h"
+#include "fraction.h"
 #include "fsat.h"
 #include "gate.h"
+#include "journal.h"
+#include "ledger_view.h"
+#include "nvml.h"
+#include "peer.h"
+#include "proc.h"
+#include "registry.h"
 #include "sock.h"
 #include "supervisors.h"
-#include "user_admit.h"
 #include "user_policy.h"
 
 #define GROUPS_MAX 64

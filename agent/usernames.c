@@ -11,6 +11,8 @@
  * passwd entry (or whose lookup failed) GF_USERNAME_NEG_TTL_S. The table
  * holds SETS x WAYS uids; a new one takes the place of the least recently
  * shown entry of its set that is not being looked up. */
+#include "usernames.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <pwd.h>
@@ -20,6 +22,7 @@
 #include <time.h>
 
 #include "agent.h"
+#include "proc.h"
 
 #define SETS 256
 #define WAYS 4

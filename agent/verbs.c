@@ -8,8 +8,10 @@
 #include <string.h>
 
 #include "admit.h"
+#include "conn.h"
 #include "lender.h"
 #include "mps.h"
+#include "registry.h"
 #include "user_admit.h"
 
 #define ROOT GF_SOCKET_ROOT

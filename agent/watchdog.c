@@ -14,6 +14,8 @@
  *
  * All scratch space is static: a tick allocates nothing. Not reentrant; the
  * agent runs it from its one loop under a->lock. */
+#include "watchdog.h"
+
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -21,7 +23,14 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "attrib.h"
+#include "events.h"
+#include "fraction.h"
+#include "journal.h"
+#include "ledger_view.h"
 #include "loans.h"
+#include "nvml.h"
+#include "proc.h"
 #include "terminated.h"
 
 #define WD_PROCS_MAX 1024
@@ -124,7 +133,7 @@ static void enforce(gf_agent *a, int g, int i, int n)
                    a->gpus[g].dev.uuid, (unsigned long long)b,
                    cd ? "limit" : "a GPU the fraction was not given: limit",
                    (unsigned long long)(cd ? cd->limit : 0));
-    gf_counters_save(a);
+    gf_journal_counters(a);
 }
 
 /* Sums GPU g's processes per fraction; returns how many fractions it touched. */

@@ -22,6 +22,13 @@
 #include <pwd.h>
 
 #include "agent.h"
+#include "events.h"
+#include "fraction.h"
+#include "journal.h"
+#include "metrics.h"
+#include "metrics_snapshot.h"
+#include "proc.h"
+#include "usernames.h"
 
 #define MiB (1024ULL * 1024ULL)
 #define GiB (1024ULL * MiB)

@@ -23,6 +23,11 @@
 
 #include "agent.h"
 #include "agent_events.h"
+#include "attrib.h"
+#include "fraction.h"
+#include "nvml.h"
+#include "proc.h"
+#include "watchdog.h"
 
 #define MiB (1024ULL * 1024ULL)
 #define GPUSIM_CTX (64 * MiB) /* gpusim's default context overhead */
