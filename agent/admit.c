@@ -32,7 +32,6 @@
 #include "quantity.h"
 #include "registry.h"
 #include "supervisors.h"
-#include "user_admit.h"
 
 /* "uuid/request/limit,..." into cfg->devices. */
 static int parse_devices(const char *v, gf_fraction_config *cfg, gf_error *err)

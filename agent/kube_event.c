@@ -3,6 +3,8 @@
  * Warning Event on the pod, so `kubectl describe pod` shows it. Only for
  * container fractions (their namespace/pod from the agent's own admission
  * record) and when the agent talks to the API server (--node-name). */
+#include "kube_event.h"
+
 #include <ctype.h>
 #include <jansson.h>
 #include <pthread.h>
@@ -14,7 +16,6 @@
 
 #include "kube.h"
 #include "log.h"
-#include "terminated.h"
 
 /* What one Event needs, copied: posted by the worker without the agent's
  * lock, so no request, scrape or tick waits behind the API server. */

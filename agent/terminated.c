@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "events.h"
+#include "kube_event.h"
 #include "fraction.h"
 #include "fsat.h"
 #include "quantity.h"

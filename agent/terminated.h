@@ -33,8 +33,4 @@ void gf_terminated_cause(const char *who);
 void gf_terminated_record(gf_agent *a, gf_afraction *f, pid_t pid, int gpu, gf_term_cause by,
                           uint64_t bytes, uint64_t limit);
 
-/* kube_event.c: a Warning Event on the pod of a container fraction. */
-void gf_kube_event_terminated(gf_agent *a, const gf_afraction *f, pid_t pid, bool watchdog,
-                              const char *reason);
-
 #endif
