@@ -20,6 +20,7 @@
 #include "attrib.h"
 #include "conn.h"
 #include "events.h"
+#include "fit.h"
 #include "fracdir.h"
 #include "fraction.h"
 #include "fsat.h"
@@ -95,14 +96,20 @@ int gf_admit_check_fit(gf_agent *a, const gf_fraction_config *cfg, gf_error *err
         int g = gf_gpu_index(a, d->uuid);
         if (g < 0)
             return gf_error_set(err, GF_ENOTFOUND, "%s is not a GPU of this node", d->uuid);
-        gf_node_gpu *gpu = &a->gpus[g];
-        if (gpu->n_fractions && gpu->mode != cfg->mode)
+        const gf_node_gpu *gpu = &a->gpus[g];
+        const gf_fit_gpu state = {.total = gpu->dev.total, .guaranteed = gpu->guaranteed,
+                                  .has_fractions = gpu->n_fractions > 0, .mode = gpu->mode};
+        const gf_fit_ask ask = {.request = d->request, .mode = cfg->mode};
+        uint64_t free_bytes;
+        switch (gf_fit_check(&state, &ask, &free_bytes)) {
+        case GF_FIT_OK:
+            break;
+        case GF_FIT_MODE:
             return gf_error_set(err, GF_ESTATE, "GPU %s runs %s fractions; a %s fraction cannot "
                                 "share it", d->uuid, gf_mode_name(gpu->mode),
                                 gf_mode_name(cfg->mode));
-        if (gpu->guaranteed + d->request > gpu->dev.total) {
-            gf_bytes_human(gpu->dev.total > gpu->guaranteed ? gpu->dev.total - gpu->guaranteed : 0, h1,
-                           sizeof(h1));
+        default: /* memory: the request is never 0 (parsed), compute and limit not asked */
+            gf_bytes_human(free_bytes, h1, sizeof(h1));
             gf_bytes_human(d->request, h2, sizeof(h2));
             return gf_error_set(err, GF_ESTATE, "GPU %s has %s not guaranteed to other "
                                 "fractions; the fraction asks for %s", d->uuid, h1, h2);

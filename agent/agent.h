@@ -33,6 +33,7 @@
 
 #include "config.h"
 #include "error.h"
+#include "gpus.h"
 #include "ledger.h"
 #include "ledger_view.h"
 #include "loop.h"
@@ -60,15 +61,6 @@ typedef struct gf_loan {
     int pidfd;        /* -1 once it is gone */
     bool evicting;    /* SIGKILLed to take it back; finished when the pidfd fires */
 } gf_loan;
-
-/* One GPU of the node, as NVML reports it. */
-typedef struct gf_gpu {
-    int index;
-    char uuid[GF_UUID_MAX];
-    char name[96];
-    uint64_t total;   /* NVML total */
-    uint64_t used;    /* NVML used, last sample */
-} gf_gpu;
 
 /* The agent's record of one GPU: the device and what the agent keeps on it. */
 typedef struct gf_node_gpu {

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fit.h"
 #include "quantity.h"
 
 int gf_state_lock(const char *state, gf_error *err)
@@ -39,63 +40,92 @@ void gf_state_unlock(int fd)
         close(fd);
 }
 
-/* Checks one existing fraction's config against the plan, adding its
- * requests to sums[] (per planned GPU). */
-static int check_one(const run_plan *p, const gf_fraction_config *other, uint64_t *sums,
-                     gf_error *err)
+/* What the fractions already on the planned GPUs hold of them. */
+typedef struct others {
+    gf_fit_gpu gpu[GF_GPUS_MAX];
+    bool conflict;           /* a fraction of the other mode, the first one found: */
+    size_t conflict_gpu;     /* on this planned GPU */
+    char conflict_name[GF_NAME_MAX];
+} others;
+
+/* Adds one existing fraction's config to what the planned GPUs hold. */
+static void add_one(const run_plan *p, const gf_fraction_config *other, others *o)
 {
     for (size_t i = 0; i < p->gpus.n; i++) {
-        const gf_gpu *g = &p->gpus.gpus[i];
-        const gf_config_device *d = gf_config_find_device(other, g->uuid);
+        gf_fit_gpu *g = &o->gpu[i];
+        const gf_config_device *d = gf_config_find_device(other, p->gpus.gpus[i].uuid);
         if (!d)
             continue;
-        if (other->mode != p->cfg.mode)
-            return gf_error_set(err, GF_ESTATE,
-                                "GPU %u (%s) runs %s fraction \"%s\"; a %s fraction cannot share "
-                                "it (choose other --devices or --mode %s)",
-                                g->index, g->uuid, gf_mode_name(other->mode), other->name,
-                                gf_mode_name(p->cfg.mode), gf_mode_name(other->mode));
-        sums[i] += d->request;
+        if (!g->has_fractions || other->mode != p->cfg.mode)
+            g->mode = other->mode;
+        g->has_fractions = true;
+        g->guaranteed += d->request;
+        if (!o->conflict && other->mode != p->cfg.mode) {
+            o->conflict = true;
+            o->conflict_gpu = i;
+            snprintf(o->conflict_name, sizeof(o->conflict_name), "%s", other->name);
+        }
     }
-    return 0;
+}
+
+static int check_gpu(const run_plan *p, const others *o, size_t i, gf_error *err)
+{
+    const gf_gpu *g = &p->gpus.gpus[i];
+    const gf_fit_gpu *s = &o->gpu[i];
+    const gf_fit_ask ask = {.request = p->cfg.devices[i].request, .mode = p->cfg.mode};
+    char h1[32], h2[32], h3[32];
+    uint64_t free_bytes;
+
+    switch (gf_fit_check(s, &ask, &free_bytes)) {
+    case GF_FIT_OK:
+        return 0;
+    case GF_FIT_MODE:
+        return gf_error_set(err, GF_ESTATE,
+                            "GPU %u (%s) runs %s fraction \"%s\"; a %s fraction cannot share "
+                            "it (choose other --devices or --mode %s)",
+                            g->index, g->uuid, gf_mode_name(s->mode), o->conflict_name,
+                            gf_mode_name(p->cfg.mode), gf_mode_name(s->mode));
+    default: /* memory: the request is never 0 (resolved), compute and limit not asked */
+        gf_bytes_human(free_bytes, h1, sizeof(h1));
+        gf_bytes_human(ask.request, h2, sizeof(h2));
+        gf_bytes_human(s->guaranteed, h3, sizeof(h3));
+        return gf_error_set(err, GF_ESTATE,
+                            "GPU %u (%s) has %s not guaranteed to other fractions (they hold "
+                            "%s); --memory asks %s",
+                            g->index, g->uuid, h1, h3, h2);
+    }
 }
 
 int gf_admit_check(const run_plan *p, gf_error *err)
 {
     char dir[GF_PATH_MAX + 16], path[GF_PATH_MAX + 300];
-    uint64_t sums[GF_GPUS_MAX] = {0};
+    others o;
     struct dirent *de;
     DIR *d;
-    int rc = 0;
 
+    memset(&o, 0, sizeof(o));
+    for (size_t i = 0; i < p->gpus.n; i++)
+        o.gpu[i].total = p->gpus.gpus[i].total;
     snprintf(dir, sizeof(dir), "%s/fractions", p->state);
     if (!(d = opendir(dir)))
         return errno == ENOENT ? 0 : gf_error_sys(err, "reading %s", dir);
-    while (rc == 0 && (de = readdir(d))) {
+    while (!o.conflict && (de = readdir(d))) {
         gf_fraction_config other;
         gf_error ignored;
         if (de->d_name[0] == '.' || strcmp(de->d_name, p->cfg.name) == 0)
             continue;
         snprintf(path, sizeof(path), "%s/%s/config", dir, de->d_name);
         if (gf_config_load(path, &other, &ignored) == 0)
-            rc = check_one(p, &other, sums, err);
+            add_one(p, &other, &o);
     }
     closedir(d);
-    for (size_t i = 0; rc == 0 && i < p->gpus.n; i++) {
-        const gf_gpu *g = &p->gpus.gpus[i];
-        uint64_t want = p->cfg.devices[i].request;
-        if (sums[i] + want <= g->total)
-            continue;
-        char h1[32], h2[32], h3[32];
-        gf_bytes_human(g->total > sums[i] ? g->total - sums[i] : 0, h1, sizeof(h1));
-        gf_bytes_human(want, h2, sizeof(h2));
-        gf_bytes_human(sums[i], h3, sizeof(h3));
-        rc = gf_error_set(err, GF_ESTATE,
-                          "GPU %u (%s) has %s not guaranteed to other fractions (they hold %s); "
-                          "--memory asks %s",
-                          g->index, g->uuid, h1, h3, h2);
-    }
-    return rc;
+    /* a fraction of the other mode in the way is named before any memory shortfall */
+    if (o.conflict && check_gpu(p, &o, o.conflict_gpu, err) < 0)
+        return -1;
+    for (size_t i = 0; i < p->gpus.n; i++)
+        if (check_gpu(p, &o, i, err) < 0)
+            return -1;
+    return 0;
 }
 
 bool gf_agent_present(const char *state)

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fit.h"
 #include "model.h"
 #include "model_int.h"
 #include "quantity.h"
@@ -120,12 +121,31 @@ static bool compute_fits(const mgpu *g, const gf_sched_pod *pod)
     return g->compute_pct + gf_sched_pod_compute_pct(pod) <= 100;
 }
 
+/* The pod's limit for the fit rule: its bytes, or (a portion, which never
+ * resolves to more than the GPU) 0 when it resolves, else unresolved. */
+static uint64_t fit_limit(const mgpu *g, const gf_sched_pod *pod)
+{
+    const gf_amount *l = &pod->limit;
+
+    if (l->is_portion)
+        return limit_fits(g, pod, NULL) ? 0 : GF_FIT_UNRESOLVED;
+    return l->bytes > 0 ? l->bytes : GF_FIT_UNRESOLVED;
+}
+
 /* Would g take the pod now? *r = the request in g's bytes. */
 static bool gpu_fits(const mgpu *g, const gf_sched_pod *pod, uint64_t *r)
 {
+    gf_mode other = pod->mode == GF_MODE_SM_SHARING ? GF_MODE_TIME_SLICING : GF_MODE_SM_SHARING;
+    gf_fit_gpu state = {.total = g->total, .guaranteed = g->requested,
+                        .has_fractions = g->pods[other] + g->pods[pod->mode] > 0,
+                        .mode = g->pods[other] > 0 ? other : pod->mode,
+                        .compute_pct = g->compute_pct};
+    gf_fit_ask ask;
+
     *r = gf_sched_charge(&pod->request, g->total);
-    return *r > 0 && gf_sched_gpu_mode_ok(g, pod->mode) && gpu_free(g) >= *r &&
-           compute_fits(g, pod) && limit_fits(g, pod, NULL);
+    ask = (gf_fit_ask){.request = *r, .limit = fit_limit(g, pod), .mode = pod->mode,
+                       .compute_pct = gf_sched_pod_compute_pct(pod)};
+    return gf_fit_check(&state, &ask, NULL) == GF_FIT_OK;
 }
 
 bool gf_sched_gpu_fits(const mgpu *g, const gf_sched_pod *pod)

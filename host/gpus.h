@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The host's GPUs as NVML reports them, and choosing among them. */
-#ifndef GPUFRAC_CLI_GPUS_H
-#define GPUFRAC_CLI_GPUS_H
+/* The host's GPUs as NVML reports them, and choosing among them (gfhost:
+ * the CLI's, the runtime's and the agent's one GPU type). */
+#ifndef GPUFRAC_HOST_GPUS_H
+#define GPUFRAC_HOST_GPUS_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -12,11 +13,12 @@
 
 #define GF_GPUS_MAX 64
 
+/* One GPU as NVML reports it. */
 typedef struct gf_gpu {
     unsigned index; /* NVML index (nvidia-smi order) */
     char uuid[GF_UUID_MAX];
     uint64_t total; /* bytes */
-    uint64_t used;  /* bytes in use, as NVML reported at the probe */
+    uint64_t used;  /* bytes in use, as NVML reported at the last read */
     char name[96];  /* NVML product name, "" when NVML gave none */
 } gf_gpu;
 
