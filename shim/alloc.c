@@ -65,25 +65,19 @@ static CUresult call_legacy(void *dptr, size_t bytes, unsigned int flags)
 
 GF_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
-    gf_shim_init();
-    if (!gf_cu.cuMemAlloc_v2)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    GF_HOOK_ENTER(cu, cuMemAlloc_v2);
     return alloc_admitted(dptr, bytesize, KIND_PLAIN, call_alloc, 0);
 }
 
 GF_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
-    gf_shim_init();
-    if (!gf_cu.cuMemAllocManaged)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    GF_HOOK_ENTER(cu, cuMemAllocManaged);
     return alloc_admitted(dptr, bytesize, KIND_MANAGED, call_managed, flags);
 }
 
 GF_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
 {
-    gf_shim_init();
-    if (!gf_cu.cuMemAlloc)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    GF_HOOK_ENTER(cu, cuMemAlloc);
     return alloc_admitted(dptr, bytesize, KIND_LEGACY, call_legacy, 0);
 }
 
@@ -144,9 +138,7 @@ GF_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t w
     size_t pt = 0;
     CUresult rc;
 
-    gf_shim_init();
-    if (!gf_cu.cuMemAllocPitch_v2)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    GF_HOOK_ENTER(cu, cuMemAllocPitch_v2);
     if (!dptr || !pitch)
         return gf_cu.cuMemAllocPitch_v2(dptr, pitch, width, height, elemsize);
     rc = alloc_pitched(args, &d, &pt, call_pitch, KIND_PITCH);
@@ -167,9 +159,7 @@ GF_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
     size_t pt = 0;
     CUresult rc;
 
-    gf_shim_init();
-    if (!gf_cu.cuMemAllocPitch)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    GF_HOOK_ENTER(cu, cuMemAllocPitch);
     if (!dptr || !pPitch)
         return gf_cu.cuMemAllocPitch(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
     rc = alloc_pitched(args, &d, &pt, call_pitch_legacy, KIND_LEGACY);
@@ -225,17 +215,13 @@ static CUresult call_free_legacy(CUdeviceptr p, void *arg)
 
 GF_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
-    gf_shim_init();
-    if (!gf_cu.cuMemFree_v2)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    GF_HOOK_ENTER(cu, cuMemFree_v2);
     return gf_free_tracked(dptr, call_free, NULL);
 }
 
 GF_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr)
 {
-    gf_shim_init();
-    if (!gf_cu.cuMemFree)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    GF_HOOK_ENTER(cu, cuMemFree);
     return gf_free_tracked(dptr, call_free_legacy, NULL);
 }
 

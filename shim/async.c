@@ -239,9 +239,7 @@ static CUresult call_from_pool(CUdeviceptr *d, size_t b, CUmemoryPool p, CUstrea
 #define DEFINE_ASYNC(name)                                                                    \
     GF_EXPORT CUresult name(CUdeviceptr *dptr, size_t bytesize, CUstream stream)               \
     {                                                                                         \
-        gf_shim_init();                                                                       \
-        if (!gf_cu.name)                                                                      \
-            return CUDA_ERROR_NOT_INITIALIZED;                                                \
+        GF_HOOK_ENTER(cu, name);                                                              \
         return alloc_async(dptr, bytesize, NULL, stream, call_async, (void *)gf_cu.name);     \
     }
 ASYNC_HOOKS(DEFINE_ASYNC)
@@ -250,9 +248,7 @@ ASYNC_HOOKS(DEFINE_ASYNC)
     GF_EXPORT CUresult name(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,             \
                             CUstream stream)                                                  \
     {                                                                                         \
-        gf_shim_init();                                                                       \
-        if (!gf_cu.name)                                                                      \
-            return CUDA_ERROR_NOT_INITIALIZED;                                                \
+        GF_HOOK_ENTER(cu, name);                                                              \
         if (!pool)                                                                            \
             return gf_cu.name(dptr, bytesize, pool, stream);                                  \
         return alloc_async(dptr, bytesize, pool, stream, call_from_pool, (void *)gf_cu.name); \
@@ -267,9 +263,7 @@ POOL_HOOKS(DEFINE_FROM_POOL)
     }                                                                                         \
     GF_EXPORT CUresult name(CUdeviceptr dptr, CUstream stream)                                 \
     {                                                                                         \
-        gf_shim_init();                                                                       \
-        if (!gf_cu.name)                                                                      \
-            return CUDA_ERROR_NOT_INITIALIZED;                                                \
+        GF_HOOK_ENTER(cu, name);                                                              \
         return gf_free_tracked(dptr, call_##name, stream);                                    \
     }
 DEFINE_FREE_ASYNC(cuMemFreeAsync)
@@ -278,9 +272,7 @@ DEFINE_FREE_ASYNC(cuMemFreeAsync_ptsz)
 GF_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
 {
     CUresult rc;
-    gf_shim_init();
-    if (!gf_cu.cuMemPoolTrimTo)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    GF_HOOK_ENTER(cu, cuMemPoolTrimTo);
     rc = gf_cu.cuMemPoolTrimTo(pool, minBytesToKeep);
     pthread_mutex_lock(&pools_lock);
     pool_charge *pc = pool_find(pool, -1, false);
@@ -295,9 +287,7 @@ GF_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
 GF_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
 {
     CUresult rc;
-    gf_shim_init();
-    if (!gf_cu.cuMemPoolDestroy)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    GF_HOOK_ENTER(cu, cuMemPoolDestroy);
     rc = gf_cu.cuMemPoolDestroy(pool);
     if (rc != CUDA_SUCCESS)
         return rc;

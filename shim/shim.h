@@ -93,6 +93,21 @@ static inline void gf_shim_init(void)
         gf_shim_init_slow();
 }
 GF_HIDDEN void gf_shim_init_nvml(void);
+
+/* Every hook's first statement: the shim is initialised (the NVML side for an
+ * NVML hook), and a driver that lacks the entry point gets its own "not
+ * initialised" answer. lib is cu or nvml, name the hook's hooks.def name. */
+#define GF_HOOK_ENTER(lib, name)                                                              \
+    do {                                                                                      \
+        GF_HOOK_INIT_##lib();                                                                 \
+        if (!gf_##lib.name)                                                                   \
+            return GF_HOOK_UNRESOLVED_##lib;                                                  \
+    } while (0)
+#define GF_HOOK_INIT_cu gf_shim_init
+#define GF_HOOK_INIT_nvml gf_shim_init_nvml
+#define GF_HOOK_UNRESOLVED_cu CUDA_ERROR_NOT_INITIALIZED
+#define GF_HOOK_UNRESOLVED_nvml NVML_ERROR_UNINITIALIZED
+
 GF_HIDDEN bool gf_shim_initialising(void);
 GF_HIDDEN void gf_find_real_dlsym(void);
 GF_HIDDEN void gf_log(gf_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
