@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "async.h"
 #include "shim.h"
 #include "table.h"
 
@@ -91,7 +92,7 @@ static void pool_true_up(pool_charge *pc)
     pc->charged = now;
 }
 
-GF_HIDDEN void gf_pools_reconcile(int ordinal)
+static void pools_reconcile(int ordinal)
 {
     pthread_mutex_lock(&pools_lock);
     for (int i = 0; i < n_pools; i++)
@@ -255,20 +256,6 @@ ASYNC_HOOKS(DEFINE_ASYNC)
     }
 POOL_HOOKS(DEFINE_FROM_POOL)
 
-/* cuMemFreeAsync also frees plain allocations: those carry their own charge. */
-#define DEFINE_FREE_ASYNC(name)                                                               \
-    static CUresult call_##name(CUdeviceptr p, void *stream)                                   \
-    {                                                                                         \
-        return gf_cu.name(p, (CUstream)stream);                                               \
-    }                                                                                         \
-    GF_EXPORT CUresult name(CUdeviceptr dptr, CUstream stream)                                 \
-    {                                                                                         \
-        GF_HOOK_ENTER(cu, name);                                                              \
-        return gf_free_tracked(dptr, call_##name, stream);                                    \
-    }
-DEFINE_FREE_ASYNC(cuMemFreeAsync)
-DEFINE_FREE_ASYNC(cuMemFreeAsync_ptsz)
-
 GF_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
 {
     CUresult rc;
@@ -307,7 +294,7 @@ GF_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
     return rc;
 }
 
-GF_HIDDEN void gf_pools_after_fork(void)
+static void pools_after_fork(void)
 {
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
     pools_lock = fresh;
@@ -315,3 +302,11 @@ GF_HIDDEN void gf_pools_after_fork(void)
     n_pools = cap_pools = 0;
     gf_table_reset(&async_ptrs);
 }
+
+static void reconcile(int ordinal, gf_reconcile_why why)
+{
+    pools_reconcile(why == GF_RECONCILE_REFUSAL ? -1 : ordinal); /* any pool may give back */
+}
+
+GF_HIDDEN const gf_family gf_family_async = {
+    .name = "async", .after_fork = pools_after_fork, .reconcile = reconcile};

@@ -709,7 +709,7 @@ GF_EXPORT CUresult cuLibraryUnload(CUlibrary library)
 }
 
 /* ---- resync ------------------------------------------------------------------------ */
-GF_HIDDEN void gf_footprint_resync(int ord, bool may_raise)
+static void resync(int ord, bool may_raise)
 {
     const gf_ordinal *o;
     fp_dev *d;
@@ -742,7 +742,7 @@ GF_HIDDEN void gf_footprint_resync(int ord, bool may_raise)
 }
 
 /* In a fork child: the parent's contexts and modules are not the child's. */
-GF_HIDDEN void gf_footprint_after_fork(void)
+static void footprint_after_fork(void)
 {
     for (int i = 0; i < GF_MAX_ORDINALS; i++) {
         nvmlDevice_t h = devs[i].nvml;
@@ -751,3 +751,12 @@ GF_HIDDEN void gf_footprint_after_fork(void)
     }
     gf_table_reset(&owners);
 }
+
+/* A refusal only lowers: the overhead is not raised while an allocation waits. */
+static void reconcile(int ordinal, gf_reconcile_why why)
+{
+    resync(ordinal, why == GF_RECONCILE_VIEW);
+}
+
+GF_HIDDEN const gf_family gf_family_footprint = {
+    .name = "footprint", .after_fork = footprint_after_fork, .reconcile = reconcile};

@@ -49,7 +49,7 @@ static void true_up(int ord)
     charged[ord] = now;
 }
 
-GF_HIDDEN void gf_graphs_reconcile(int ordinal)
+static void graphs_reconcile(int ordinal)
 {
     pthread_mutex_lock(&graph_lock);
     for (int i = 0; i < GF_MAX_ORDINALS; i++)
@@ -152,11 +152,11 @@ GF_EXPORT CUresult cuDeviceGraphMemTrim(CUdevice device)
     GF_HOOK_ENTER(cu, cuDeviceGraphMemTrim);
     rc = gf_cu.cuDeviceGraphMemTrim(device);
     if (device >= 0 && device < GF_MAX_ORDINALS && gf_ordinal_get(device))
-        gf_graphs_reconcile(device);
+        graphs_reconcile(device);
     return rc;
 }
 
-GF_HIDDEN void gf_graphs_after_fork(void)
+static void graphs_after_fork(void)
 {
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
     graph_lock = fresh;
@@ -164,3 +164,11 @@ GF_HIDDEN void gf_graphs_after_fork(void)
     for (int i = 0; i < GF_MAX_ORDINALS; i++)
         charged[i] = 0;
 }
+
+static void reconcile(int ordinal, gf_reconcile_why why)
+{
+    graphs_reconcile(why == GF_RECONCILE_REFUSAL ? -1 : ordinal); /* every charged device */
+}
+
+GF_HIDDEN const gf_family gf_family_graph = {
+    .name = "graph", .after_fork = graphs_after_fork, .reconcile = reconcile};

@@ -20,11 +20,8 @@ static const gf_ordinal *current_view(void)
     if (ord < 0)
         return NULL;
     const gf_ordinal *o = gf_ordinal_get(ord);
-    if (o && o->dev >= 0) {
-        gf_pools_reconcile(ord);
-        gf_graphs_reconcile(ord);
-        gf_footprint_resync(ord, true);
-    }
+    if (o && o->dev >= 0)
+        gf_reconcile(ord, GF_RECONCILE_VIEW);
     return o;
 }
 

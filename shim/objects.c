@@ -184,7 +184,9 @@ GF_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray)
     return rc;
 }
 
-GF_HIDDEN void gf_objects_after_fork(void)
+static void objects_after_fork(void)
 {
     gf_table_reset(&objects);
 }
+
+GF_HIDDEN const gf_family gf_family_objects = {.name = "objects", .after_fork = objects_after_fork};
