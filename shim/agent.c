@@ -190,7 +190,7 @@ GF_HIDDEN void gf_agent_maybe_return(const gf_ordinal *o)
         atomic_fetch_sub(&borrowed[o->dev], mine);
 }
 
-GF_HIDDEN void gf_agent_after_fork(void)
+static void agent_after_fork(void)
 {
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
     agent_lock = fresh;
@@ -202,3 +202,5 @@ GF_HIDDEN void gf_agent_after_fork(void)
     agent_gone = false;
     atomic_store(&silent_until, 0);
 }
+
+GF_HIDDEN const gf_family gf_family_agent = {.name = "agent", .after_fork = agent_after_fork};

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Plain, legacy, pitched and managed allocations and their frees. */
+/* Plain, legacy, pitched and managed allocations, and every free of a device
+ * pointer (a stream-ordered one's charge is its pool's: async.h). */
 #include <limits.h>
 
+#include "async.h"
 #include "shim.h"
 #include "table.h"
 
@@ -65,25 +67,19 @@ static CUresult call_legacy(void *dptr, size_t bytes, unsigned int flags)
 
 GF_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
-    gf_shim_init();
-    if (!gf_cu.cuMemAlloc_v2)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    GF_HOOK_ENTER(cu, cuMemAlloc_v2);
     return alloc_admitted(dptr, bytesize, KIND_PLAIN, call_alloc, 0);
 }
 
 GF_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
-    gf_shim_init();
-    if (!gf_cu.cuMemAllocManaged)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    GF_HOOK_ENTER(cu, cuMemAllocManaged);
     return alloc_admitted(dptr, bytesize, KIND_MANAGED, call_managed, flags);
 }
 
 GF_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
 {
-    gf_shim_init();
-    if (!gf_cu.cuMemAlloc)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    GF_HOOK_ENTER(cu, cuMemAlloc);
     return alloc_admitted(dptr, bytesize, KIND_LEGACY, call_legacy, 0);
 }
 
@@ -144,9 +140,7 @@ GF_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t w
     size_t pt = 0;
     CUresult rc;
 
-    gf_shim_init();
-    if (!gf_cu.cuMemAllocPitch_v2)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    GF_HOOK_ENTER(cu, cuMemAllocPitch_v2);
     if (!dptr || !pitch)
         return gf_cu.cuMemAllocPitch_v2(dptr, pitch, width, height, elemsize);
     rc = alloc_pitched(args, &d, &pt, call_pitch, KIND_PITCH);
@@ -167,9 +161,7 @@ GF_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
     size_t pt = 0;
     CUresult rc;
 
-    gf_shim_init();
-    if (!gf_cu.cuMemAllocPitch)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    GF_HOOK_ENTER(cu, cuMemAllocPitch);
     if (!dptr || !pPitch)
         return gf_cu.cuMemAllocPitch(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
     rc = alloc_pitched(args, &d, &pt, call_pitch_legacy, KIND_LEGACY);
@@ -182,8 +174,7 @@ GF_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
 
 /* Frees always reach the driver, tracked or not; the charge is returned only
  * when the driver accepted the free. */
-GF_HIDDEN CUresult gf_free_tracked(CUdeviceptr dptr, CUresult (*call)(CUdeviceptr, void *),
-                                   void *arg)
+static CUresult free_tracked(CUdeviceptr dptr, CUresult (*call)(CUdeviceptr, void *), void *arg)
 {
     gf_entry e;
     bool tracked = gf_table_take(&gf_ptrs, dptr, &e);
@@ -225,27 +216,34 @@ static CUresult call_free_legacy(CUdeviceptr p, void *arg)
 
 GF_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
-    gf_shim_init();
-    if (!gf_cu.cuMemFree_v2)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    return gf_free_tracked(dptr, call_free, NULL);
+    GF_HOOK_ENTER(cu, cuMemFree_v2);
+    return free_tracked(dptr, call_free, NULL);
 }
 
 GF_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr)
 {
-    gf_shim_init();
-    if (!gf_cu.cuMemFree)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    return gf_free_tracked(dptr, call_free_legacy, NULL);
+    GF_HOOK_ENTER(cu, cuMemFree);
+    return free_tracked(dptr, call_free_legacy, NULL);
 }
 
+/* cuMemFreeAsync also frees plain allocations: those carry their own charge. */
+#define DEFINE_FREE_ASYNC(name)                                                               \
+    static CUresult call_##name(CUdeviceptr p, void *stream)                                   \
+    {                                                                                         \
+        return gf_cu.name(p, (CUstream)stream);                                               \
+    }                                                                                         \
+    GF_EXPORT CUresult name(CUdeviceptr dptr, CUstream stream)                                 \
+    {                                                                                         \
+        GF_HOOK_ENTER(cu, name);                                                              \
+        return free_tracked(dptr, call_##name, stream);                                       \
+    }
+DEFINE_FREE_ASYNC(cuMemFreeAsync)
+DEFINE_FREE_ASYNC(cuMemFreeAsync_ptsz)
 
 /* In a forked child the parent's device memory is not ours to free. */
-GF_HIDDEN void gf_tables_after_fork(void)
+static void alloc_after_fork(void)
 {
     gf_table_reset(&gf_ptrs);
-    gf_pools_after_fork();
-    gf_graphs_after_fork();
-    gf_objects_after_fork();
-    gf_footprint_after_fork();
 }
+
+GF_HIDDEN const gf_family gf_family_alloc = {.name = "alloc", .after_fork = alloc_after_fork};

@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "async.h"
 #include "shim.h"
 #include "table.h"
 
@@ -91,7 +92,7 @@ static void pool_true_up(pool_charge *pc)
     pc->charged = now;
 }
 
-GF_HIDDEN void gf_pools_reconcile(int ordinal)
+static void pools_reconcile(int ordinal)
 {
     pthread_mutex_lock(&pools_lock);
     for (int i = 0; i < n_pools; i++)
@@ -239,9 +240,7 @@ static CUresult call_from_pool(CUdeviceptr *d, size_t b, CUmemoryPool p, CUstrea
 #define DEFINE_ASYNC(name)                                                                    \
     GF_EXPORT CUresult name(CUdeviceptr *dptr, size_t bytesize, CUstream stream)               \
     {                                                                                         \
-        gf_shim_init();                                                                       \
-        if (!gf_cu.name)                                                                      \
-            return CUDA_ERROR_NOT_INITIALIZED;                                                \
+        GF_HOOK_ENTER(cu, name);                                                              \
         return alloc_async(dptr, bytesize, NULL, stream, call_async, (void *)gf_cu.name);     \
     }
 ASYNC_HOOKS(DEFINE_ASYNC)
@@ -250,37 +249,17 @@ ASYNC_HOOKS(DEFINE_ASYNC)
     GF_EXPORT CUresult name(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,             \
                             CUstream stream)                                                  \
     {                                                                                         \
-        gf_shim_init();                                                                       \
-        if (!gf_cu.name)                                                                      \
-            return CUDA_ERROR_NOT_INITIALIZED;                                                \
+        GF_HOOK_ENTER(cu, name);                                                              \
         if (!pool)                                                                            \
             return gf_cu.name(dptr, bytesize, pool, stream);                                  \
         return alloc_async(dptr, bytesize, pool, stream, call_from_pool, (void *)gf_cu.name); \
     }
 POOL_HOOKS(DEFINE_FROM_POOL)
 
-/* cuMemFreeAsync also frees plain allocations: those carry their own charge. */
-#define DEFINE_FREE_ASYNC(name)                                                               \
-    static CUresult call_##name(CUdeviceptr p, void *stream)                                   \
-    {                                                                                         \
-        return gf_cu.name(p, (CUstream)stream);                                               \
-    }                                                                                         \
-    GF_EXPORT CUresult name(CUdeviceptr dptr, CUstream stream)                                 \
-    {                                                                                         \
-        gf_shim_init();                                                                       \
-        if (!gf_cu.name)                                                                      \
-            return CUDA_ERROR_NOT_INITIALIZED;                                                \
-        return gf_free_tracked(dptr, call_##name, stream);                                    \
-    }
-DEFINE_FREE_ASYNC(cuMemFreeAsync)
-DEFINE_FREE_ASYNC(cuMemFreeAsync_ptsz)
-
 GF_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
 {
     CUresult rc;
-    gf_shim_init();
-    if (!gf_cu.cuMemPoolTrimTo)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    GF_HOOK_ENTER(cu, cuMemPoolTrimTo);
     rc = gf_cu.cuMemPoolTrimTo(pool, minBytesToKeep);
     pthread_mutex_lock(&pools_lock);
     pool_charge *pc = pool_find(pool, -1, false);
@@ -295,9 +274,7 @@ GF_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
 GF_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
 {
     CUresult rc;
-    gf_shim_init();
-    if (!gf_cu.cuMemPoolDestroy)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    GF_HOOK_ENTER(cu, cuMemPoolDestroy);
     rc = gf_cu.cuMemPoolDestroy(pool);
     if (rc != CUDA_SUCCESS)
         return rc;
@@ -317,7 +294,7 @@ GF_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
     return rc;
 }
 
-GF_HIDDEN void gf_pools_after_fork(void)
+static void pools_after_fork(void)
 {
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
     pools_lock = fresh;
@@ -325,3 +302,11 @@ GF_HIDDEN void gf_pools_after_fork(void)
     n_pools = cap_pools = 0;
     gf_table_reset(&async_ptrs);
 }
+
+static void reconcile(int ordinal, gf_reconcile_why why)
+{
+    pools_reconcile(why == GF_RECONCILE_REFUSAL ? -1 : ordinal); /* any pool may give back */
+}
+
+GF_HIDDEN const gf_family gf_family_async = {
+    .name = "async", .after_fork = pools_after_fork, .reconcile = reconcile};

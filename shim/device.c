@@ -83,6 +83,13 @@ GF_HIDDEN int gf_current_ordinal_slow(void)
     return d;
 }
 
+GF_HIDDEN void gf_reconcile(int ordinal, gf_reconcile_why why)
+{
+    for (const gf_family *const *f = gf_families; *f; f++)
+        if ((*f)->reconcile)
+            (*f)->reconcile(ordinal, why);
+}
+
 static bool reserve(const gf_ordinal *o, uint64_t bytes)
 {
     /* with an agent, past the request only what it lent; without one the
@@ -91,6 +98,14 @@ static bool reserve(const gf_ordinal *o, uint64_t bytes)
                        ? gf_ledger_burst_cap(&gf_state.ledger, o->dev, o->limit)
                        : o->limit;
     return gf_ledger_reserve(&gf_state.ledger, o->dev, bytes, cap);
+}
+
+/* The ordinal o stands for, or -1 (the view of no device). */
+static int ordinal_of(const gf_ordinal *o)
+{
+    if (o >= gf_state.ordinals && o < gf_state.ordinals + GF_MAX_ORDINALS)
+        return (int)(o - gf_state.ordinals);
+    return -1;
 }
 
 GF_HIDDEN bool gf_admit(const gf_ordinal *o, uint64_t bytes)
@@ -102,10 +117,7 @@ GF_HIDDEN bool gf_admit(const gf_ordinal *o, uint64_t bytes)
     /* before refusing: memory of dead processes, idle pool reservations, and
      * overhead this process no longer holds */
     gf_ledger_reclaim_dead(&gf_state.ledger);
-    gf_pools_reconcile(-1);
-    gf_graphs_reconcile(-1);
-    if (o >= gf_state.ordinals && o < gf_state.ordinals + GF_MAX_ORDINALS)
-        gf_footprint_resync((int)(o - gf_state.ordinals), false);
+    gf_reconcile(ordinal_of(o), GF_RECONCILE_REFUSAL);
     if (reserve(o, bytes))
         return true;
     while (gf_agent_borrow(o, bytes)) /* burst: each loan raises the cap */

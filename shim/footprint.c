@@ -328,9 +328,7 @@ GF_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     int64_t grew;
     uint64_t est;
 
-    gf_shim_init();
-    if (!gf_cu.cuDevicePrimaryCtxRetain)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    GF_HOOK_ENTER(cu, cuDevicePrimaryCtxRetain);
     if (primary_active(dev) || !begin(dev, &h)) /* another reference: nothing new */
         return gf_cu.cuDevicePrimaryCtxRetain(pctx, dev);
     if (!reserve_estimate(&h, &est)) {
@@ -379,9 +377,7 @@ static CUresult primary_dropped(CUresult rc, CUdevice dev)
 #define DEFINE_DROP(name)                                                                     \
     GF_EXPORT CUresult name(CUdevice dev)                                                      \
     {                                                                                         \
-        gf_shim_init();                                                                       \
-        if (!gf_cu.name)                                                                      \
-            return CUDA_ERROR_NOT_INITIALIZED;                                                \
+        GF_HOOK_ENTER(cu, name);                                                              \
         return primary_dropped(gf_cu.name(dev), dev);                                         \
     }
 PRIMARY_DROP(DEFINE_DROP)
@@ -456,18 +452,14 @@ static CUresult call_create_v4(CUcontext *pctx, const void *p)
 GF_EXPORT CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
     create_args a = {.flags = flags, .dev = dev};
-    gf_shim_init();
-    if (!gf_cu.cuCtxCreate)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    GF_HOOK_ENTER(cu, cuCtxCreate);
     return ctx_create(pctx, dev, call_create, &a);
 }
 
 GF_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
     create_args a = {.flags = flags, .dev = dev};
-    gf_shim_init();
-    if (!gf_cu.cuCtxCreate_v2)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    GF_HOOK_ENTER(cu, cuCtxCreate_v2);
     return ctx_create(pctx, dev, call_create_v2, &a);
 }
 
@@ -476,9 +468,7 @@ GF_EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsAr
 {
     create_args a = {.flags = flags, .dev = dev, .affinity = paramsArray,
                      .n_affinity = numParams};
-    gf_shim_init();
-    if (!gf_cu.cuCtxCreate_v3)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    GF_HOOK_ENTER(cu, cuCtxCreate_v3);
     return ctx_create(pctx, dev, call_create_v3, &a);
 }
 
@@ -486,18 +476,14 @@ GF_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateP
                                   unsigned int flags, CUdevice dev)
 {
     create_args a = {.flags = flags, .dev = dev, .params = ctxCreateParams};
-    gf_shim_init();
-    if (!gf_cu.cuCtxCreate_v4)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    GF_HOOK_ENTER(cu, cuCtxCreate_v4);
     return ctx_create(pctx, dev, call_create_v4, &a);
 }
 
 GF_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
 {
     CUresult rc;
-    gf_shim_init();
-    if (!gf_cu.cuCtxDestroy_v2)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    GF_HOOK_ENTER(cu, cuCtxDestroy_v2);
     rc = gf_cu.cuCtxDestroy_v2(ctx);
     if (rc == CUDA_SUCCESS)
         forget(ctx);
@@ -507,9 +493,7 @@ GF_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
 GF_EXPORT CUresult cuCtxDestroy(CUcontext ctx)
 {
     CUresult rc;
-    gf_shim_init();
-    if (!gf_cu.cuCtxDestroy)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    GF_HOOK_ENTER(cu, cuCtxDestroy);
     rc = gf_cu.cuCtxDestroy(ctx);
     if (rc == CUDA_SUCCESS)
         forget(ctx);
@@ -542,9 +526,7 @@ GF_EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value)
     CUresult rc;
     int64_t grew;
 
-    gf_shim_init();
-    if (!gf_cu.cuCtxSetLimit)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    GF_HOOK_ENTER(cu, cuCtxSetLimit);
     if ((limit != CU_LIMIT_STACK_SIZE && limit != CU_LIMIT_PRINTF_FIFO_SIZE &&
          limit != CU_LIMIT_MALLOC_HEAP_SIZE) ||
         !begin(gf_current_ordinal(), &h))
@@ -649,24 +631,17 @@ static CUresult call_library_file(void **h, const void *p)
                                        a->n_lib_opts);
 }
 
-#define NEED(name)                                                                            \
-    do {                                                                                      \
-        gf_shim_init();                                                                       \
-        if (!gf_cu.name)                                                                      \
-            return CUDA_ERROR_NOT_INITIALIZED;                                                \
-    } while (0)
-
 GF_EXPORT CUresult cuModuleLoad(CUmodule *module, const char *fname)
 {
     load_args a = {.path = fname};
-    NEED(cuModuleLoad);
+    GF_HOOK_ENTER(cu, cuModuleLoad);
     return code_load((void **)module, call_module_load, &a, unload_module);
 }
 
 GF_EXPORT CUresult cuModuleLoadData(CUmodule *module, const void *image)
 {
     load_args a = {.image = image};
-    NEED(cuModuleLoadData);
+    GF_HOOK_ENTER(cu, cuModuleLoadData);
     return code_load((void **)module, call_module_data, &a, unload_module);
 }
 
@@ -676,21 +651,21 @@ GF_EXPORT CUresult cuModuleLoadDataEx(CUmodule *module, const void *image,
 {
     load_args a = {.image = image, .n_opts = numOptions, .opts = options,
                    .opt_values = optionValues};
-    NEED(cuModuleLoadDataEx);
+    GF_HOOK_ENTER(cu, cuModuleLoadDataEx);
     return code_load((void **)module, call_module_data_ex, &a, unload_module);
 }
 
 GF_EXPORT CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin)
 {
     load_args a = {.image = fatCubin};
-    NEED(cuModuleLoadFatBinary);
+    GF_HOOK_ENTER(cu, cuModuleLoadFatBinary);
     return code_load((void **)module, call_module_fatbin, &a, unload_module);
 }
 
 GF_EXPORT CUresult cuModuleUnload(CUmodule hmod)
 {
     CUresult rc;
-    NEED(cuModuleUnload);
+    GF_HOOK_ENTER(cu, cuModuleUnload);
     rc = gf_cu.cuModuleUnload(hmod);
     if (rc == CUDA_SUCCESS)
         forget(hmod);
@@ -705,7 +680,7 @@ GF_EXPORT CUresult cuLibraryLoadData(CUlibrary *library, const void *code,
     load_args a = {.image = code, .opts = jitOptions, .opt_values = jitOptionsValues,
                    .n_opts = numJitOptions, .lib_opts = libraryOptions,
                    .lib_opt_values = libraryOptionValues, .n_lib_opts = numLibraryOptions};
-    NEED(cuLibraryLoadData);
+    GF_HOOK_ENTER(cu, cuLibraryLoadData);
     return code_load((void **)library, call_library_data, &a, unload_library);
 }
 
@@ -719,14 +694,14 @@ GF_EXPORT CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileNam
     load_args a = {.path = fileName, .opts = jitOptions, .opt_values = jitOptionsValues,
                    .n_opts = numJitOptions, .lib_opts = libraryOptions,
                    .lib_opt_values = libraryOptionValues, .n_lib_opts = numLibraryOptions};
-    NEED(cuLibraryLoadFromFile);
+    GF_HOOK_ENTER(cu, cuLibraryLoadFromFile);
     return code_load((void **)library, call_library_file, &a, unload_library);
 }
 
 GF_EXPORT CUresult cuLibraryUnload(CUlibrary library)
 {
     CUresult rc;
-    NEED(cuLibraryUnload);
+    GF_HOOK_ENTER(cu, cuLibraryUnload);
     rc = gf_cu.cuLibraryUnload(library);
     if (rc == CUDA_SUCCESS)
         forget(library);
@@ -734,7 +709,7 @@ GF_EXPORT CUresult cuLibraryUnload(CUlibrary library)
 }
 
 /* ---- resync ------------------------------------------------------------------------ */
-GF_HIDDEN void gf_footprint_resync(int ord, bool may_raise)
+static void resync(int ord, bool may_raise)
 {
     const gf_ordinal *o;
     fp_dev *d;
@@ -767,7 +742,7 @@ GF_HIDDEN void gf_footprint_resync(int ord, bool may_raise)
 }
 
 /* In a fork child: the parent's contexts and modules are not the child's. */
-GF_HIDDEN void gf_footprint_after_fork(void)
+static void footprint_after_fork(void)
 {
     for (int i = 0; i < GF_MAX_ORDINALS; i++) {
         nvmlDevice_t h = devs[i].nvml;
@@ -776,3 +751,12 @@ GF_HIDDEN void gf_footprint_after_fork(void)
     }
     gf_table_reset(&owners);
 }
+
+/* A refusal only lowers: the overhead is not raised while an allocation waits. */
+static void reconcile(int ordinal, gf_reconcile_why why)
+{
+    resync(ordinal, why == GF_RECONCILE_VIEW);
+}
+
+GF_HIDDEN const gf_family gf_family_footprint = {
+    .name = "footprint", .after_fork = footprint_after_fork, .reconcile = reconcile};

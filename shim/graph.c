@@ -49,7 +49,7 @@ static void true_up(int ord)
     charged[ord] = now;
 }
 
-GF_HIDDEN void gf_graphs_reconcile(int ordinal)
+static void graphs_reconcile(int ordinal)
 {
     pthread_mutex_lock(&graph_lock);
     for (int i = 0; i < GF_MAX_ORDINALS; i++)
@@ -63,9 +63,7 @@ GF_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGra
                                           CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
 {
     CUresult rc;
-    gf_shim_init();
-    if (!gf_cu.cuGraphAddMemAllocNode)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    GF_HOOK_ENTER(cu, cuGraphAddMemAllocNode);
     rc = gf_cu.cuGraphAddMemAllocNode(phGraphNode, hGraph, dependencies, numDependencies,
                                       nodeParams);
     if (rc == CUDA_SUCCESS && nodeParams)
@@ -77,9 +75,7 @@ GF_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph
                                                unsigned long long flags)
 {
     CUresult rc;
-    gf_shim_init();
-    if (!gf_cu.cuGraphInstantiateWithFlags)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    GF_HOOK_ENTER(cu, cuGraphInstantiateWithFlags);
     rc = gf_cu.cuGraphInstantiateWithFlags(phGraphExec, hGraph, flags);
     if (rc == CUDA_SUCCESS && bytes_of(hGraph))
         set_bytes(*phGraphExec, bytes_of(hGraph));
@@ -113,51 +109,39 @@ static CUresult launch(CUgraphExec exec, CUstream stream,
 
 GF_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
 {
-    gf_shim_init();
-    if (!gf_cu.cuGraphLaunch)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    GF_HOOK_ENTER(cu, cuGraphLaunch);
     return launch(hGraphExec, hStream, gf_cu.cuGraphLaunch);
 }
 
 GF_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
 {
-    gf_shim_init();
-    if (!gf_cu.cuGraphLaunch_ptsz)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    GF_HOOK_ENTER(cu, cuGraphLaunch_ptsz);
     return launch(hGraphExec, hStream, gf_cu.cuGraphLaunch_ptsz);
 }
 
 /* an upload backs the memory nodes ahead of the launches: admitted the same way */
 GF_EXPORT CUresult cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream)
 {
-    gf_shim_init();
-    if (!gf_cu.cuGraphUpload)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    GF_HOOK_ENTER(cu, cuGraphUpload);
     return launch(hGraphExec, hStream, gf_cu.cuGraphUpload);
 }
 
 GF_EXPORT CUresult cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream)
 {
-    gf_shim_init();
-    if (!gf_cu.cuGraphUpload_ptsz)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    GF_HOOK_ENTER(cu, cuGraphUpload_ptsz);
     return launch(hGraphExec, hStream, gf_cu.cuGraphUpload_ptsz);
 }
 
 GF_EXPORT CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
 {
-    gf_shim_init();
-    if (!gf_cu.cuGraphExecDestroy)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    GF_HOOK_ENTER(cu, cuGraphExecDestroy);
     gf_table_take(&graph_bytes, (uint64_t)(uintptr_t)hGraphExec, NULL);
     return gf_cu.cuGraphExecDestroy(hGraphExec);
 }
 
 GF_EXPORT CUresult cuGraphDestroy(CUgraph hGraph)
 {
-    gf_shim_init();
-    if (!gf_cu.cuGraphDestroy)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    GF_HOOK_ENTER(cu, cuGraphDestroy);
     gf_table_take(&graph_bytes, (uint64_t)(uintptr_t)hGraph, NULL);
     return gf_cu.cuGraphDestroy(hGraph);
 }
@@ -165,16 +149,14 @@ GF_EXPORT CUresult cuGraphDestroy(CUgraph hGraph)
 GF_EXPORT CUresult cuDeviceGraphMemTrim(CUdevice device)
 {
     CUresult rc;
-    gf_shim_init();
-    if (!gf_cu.cuDeviceGraphMemTrim)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    GF_HOOK_ENTER(cu, cuDeviceGraphMemTrim);
     rc = gf_cu.cuDeviceGraphMemTrim(device);
     if (device >= 0 && device < GF_MAX_ORDINALS && gf_ordinal_get(device))
-        gf_graphs_reconcile(device);
+        graphs_reconcile(device);
     return rc;
 }
 
-GF_HIDDEN void gf_graphs_after_fork(void)
+static void graphs_after_fork(void)
 {
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
     graph_lock = fresh;
@@ -182,3 +164,11 @@ GF_HIDDEN void gf_graphs_after_fork(void)
     for (int i = 0; i < GF_MAX_ORDINALS; i++)
         charged[i] = 0;
 }
+
+static void reconcile(int ordinal, gf_reconcile_why why)
+{
+    graphs_reconcile(why == GF_RECONCILE_REFUSAL ? -1 : ordinal); /* every charged device */
+}
+
+GF_HIDDEN const gf_family gf_family_graph = {
+    .name = "graph", .after_fork = graphs_after_fork, .reconcile = reconcile};

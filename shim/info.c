@@ -20,11 +20,8 @@ static const gf_ordinal *current_view(void)
     if (ord < 0)
         return NULL;
     const gf_ordinal *o = gf_ordinal_get(ord);
-    if (o && o->dev >= 0) {
-        gf_pools_reconcile(ord);
-        gf_graphs_reconcile(ord);
-        gf_footprint_resync(ord, true);
-    }
+    if (o && o->dev >= 0)
+        gf_reconcile(ord, GF_RECONCILE_VIEW);
     return o;
 }
 
@@ -44,9 +41,7 @@ GF_EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
     uint64_t f, t;
     CUresult rc;
 
-    gf_shim_init();
-    if (!gf_cu.cuMemGetInfo_v2)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    GF_HOOK_ENTER(cu, cuMemGetInfo_v2);
     rc = gf_cu.cuMemGetInfo_v2(&pf, &pt);
     f = pf;
     t = pt;
@@ -70,9 +65,7 @@ GF_EXPORT CUresult cuMemGetInfo(unsigned int *free, unsigned int *total)
     uint64_t f, t;
     CUresult rc;
 
-    gf_shim_init();
-    if (!gf_cu.cuMemGetInfo)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    GF_HOOK_ENTER(cu, cuMemGetInfo);
     rc = gf_cu.cuMemGetInfo(&pf, &pt);
     /* the legacy call saturates at 4 GiB: so does the physical free it gave us */
     f = pf == UINT_MAX ? UINT64_MAX : pf;
@@ -91,9 +84,7 @@ GF_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
     CUresult rc;
     const gf_ordinal *o;
 
-    gf_shim_init();
-    if (!gf_cu.cuDeviceTotalMem_v2)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    GF_HOOK_ENTER(cu, cuDeviceTotalMem_v2);
     rc = gf_cu.cuDeviceTotalMem_v2(bytes, dev);
     if (rc == CUDA_SUCCESS && bytes && (o = gf_ordinal_get(dev)))
         *bytes = o->limit;
@@ -105,9 +96,7 @@ GF_EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
     CUresult rc;
     const gf_ordinal *o;
 
-    gf_shim_init();
-    if (!gf_cu.cuDeviceTotalMem)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    GF_HOOK_ENTER(cu, cuDeviceTotalMem);
     rc = gf_cu.cuDeviceTotalMem(bytes, dev);
     if (rc == CUDA_SUCCESS && bytes && (o = gf_ordinal_get(dev)))
         *bytes = clamp32(o->limit);
@@ -157,9 +146,7 @@ GF_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t
 {
     nvmlReturn_t rc;
 
-    gf_shim_init_nvml();
-    if (!gf_nvml.nvmlDeviceGetMemoryInfo)
-        return NVML_ERROR_UNINITIALIZED;
+    GF_HOOK_ENTER(nvml, nvmlDeviceGetMemoryInfo);
     rc = gf_nvml.nvmlDeviceGetMemoryInfo(device, memory);
     if (rc == NVML_SUCCESS && memory)
         nvml_apply(device, &memory->total, &memory->free, &memory->used);
@@ -170,9 +157,7 @@ GF_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemor
 {
     nvmlReturn_t rc;
 
-    gf_shim_init_nvml();
-    if (!gf_nvml.nvmlDeviceGetMemoryInfo_v2)
-        return NVML_ERROR_UNINITIALIZED;
+    GF_HOOK_ENTER(nvml, nvmlDeviceGetMemoryInfo_v2);
     rc = gf_nvml.nvmlDeviceGetMemoryInfo_v2(device, memory);
     if (rc == NVML_SUCCESS && memory &&
         nvml_apply(device, &memory->total, &memory->free, &memory->used))

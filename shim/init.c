@@ -101,8 +101,9 @@ static void child_after_fork(void)
     gf_error err;
     if (!gf_state.active)
         return;
-    gf_tables_after_fork();
-    gf_agent_after_fork();
+    for (const gf_family *const *f = gf_families; *f; f++)
+        if ((*f)->after_fork)
+            (*f)->after_fork();
     if (gf_ledger_after_fork(&gf_state.ledger, gf_state.cfg.ledger, &err) < 0) {
         gf_log(GF_LOG_ERROR, "%s: allocations in this process will fail", err.msg);
         gf_state.active = false;

@@ -34,9 +34,7 @@ GF_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
     const gf_ordinal *o;
     CUresult rc;
 
-    gf_shim_init();
-    if (!gf_cu.cuMemCreate)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    GF_HOOK_ENTER(cu, cuMemCreate);
     if (prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE)
         ord = prop->location.id;
     else
@@ -58,9 +56,7 @@ GF_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
 GF_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
     CUresult rc;
-    gf_shim_init();
-    if (!gf_cu.cuMemRelease)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    GF_HOOK_ENTER(cu, cuMemRelease);
     rc = gf_cu.cuMemRelease(handle);
     if (rc == CUDA_SUCCESS)
         untrack(handle);
@@ -136,43 +132,33 @@ static CUresult after_create(CUresult rc, void **handle, const array_ops *ops)
 
 GF_EXPORT CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *desc)
 {
-    gf_shim_init();
-    if (!gf_cu.cuArrayCreate_v2)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    GF_HOOK_ENTER(cu, cuArrayCreate_v2);
     return after_create(gf_cu.cuArrayCreate_v2(pHandle, desc), (void **)pHandle, &arrays);
 }
 
 GF_EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *desc)
 {
-    gf_shim_init();
-    if (!gf_cu.cuArray3DCreate_v2)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    GF_HOOK_ENTER(cu, cuArray3DCreate_v2);
     return after_create(gf_cu.cuArray3DCreate_v2(pHandle, desc), (void **)pHandle, &arrays);
 }
 
 /* the pre-3.2 descriptors (32-bit sizes): charged the same way */
 GF_EXPORT CUresult cuArrayCreate(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *desc)
 {
-    gf_shim_init();
-    if (!gf_cu.cuArrayCreate)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    GF_HOOK_ENTER(cu, cuArrayCreate);
     return after_create(gf_cu.cuArrayCreate(pHandle, desc), (void **)pHandle, &arrays);
 }
 
 GF_EXPORT CUresult cuArray3DCreate(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1 *desc)
 {
-    gf_shim_init();
-    if (!gf_cu.cuArray3DCreate)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    GF_HOOK_ENTER(cu, cuArray3DCreate);
     return after_create(gf_cu.cuArray3DCreate(pHandle, desc), (void **)pHandle, &arrays);
 }
 
 GF_EXPORT CUresult cuArrayDestroy(CUarray hArray)
 {
     CUresult rc;
-    gf_shim_init();
-    if (!gf_cu.cuArrayDestroy)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    GF_HOOK_ENTER(cu, cuArrayDestroy);
     rc = gf_cu.cuArrayDestroy(hArray);
     if (rc == CUDA_SUCCESS)
         untrack((uint64_t)(uintptr_t)hArray);
@@ -183,9 +169,7 @@ GF_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
                                           const CUDA_ARRAY3D_DESCRIPTOR *desc,
                                           unsigned int numMipmapLevels)
 {
-    gf_shim_init();
-    if (!gf_cu.cuMipmappedArrayCreate)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    GF_HOOK_ENTER(cu, cuMipmappedArrayCreate);
     return after_create(gf_cu.cuMipmappedArrayCreate(pHandle, desc, numMipmapLevels),
                         (void **)pHandle, &mipmaps);
 }
@@ -193,16 +177,16 @@ GF_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
 GF_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray)
 {
     CUresult rc;
-    gf_shim_init();
-    if (!gf_cu.cuMipmappedArrayDestroy)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    GF_HOOK_ENTER(cu, cuMipmappedArrayDestroy);
     rc = gf_cu.cuMipmappedArrayDestroy(hMipmappedArray);
     if (rc == CUDA_SUCCESS)
         untrack((uint64_t)(uintptr_t)hMipmappedArray);
     return rc;
 }
 
-GF_HIDDEN void gf_objects_after_fork(void)
+static void objects_after_fork(void)
 {
     gf_table_reset(&objects);
 }
+
+GF_HIDDEN const gf_family gf_family_objects = {.name = "objects", .after_fork = objects_after_fork};

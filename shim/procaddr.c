@@ -96,9 +96,7 @@ GF_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVers
                                     cuuint64_t flags)
 {
     CUresult rc;
-    gf_shim_init();
-    if (!gf_cu.cuGetProcAddress)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    GF_HOOK_ENTER(cu, cuGetProcAddress);
     rc = gf_cu.cuGetProcAddress(symbol, pfn, cudaVersion, flags);
     if (rc == CUDA_SUCCESS && symbol)
         swap_in_hook(symbol, pfn, cudaVersion, flags);
@@ -110,9 +108,7 @@ GF_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaV
                                        CUdriverProcAddressQueryResult *symbolStatus)
 {
     CUresult rc;
-    gf_shim_init();
-    if (!gf_cu.cuGetProcAddress_v2)
-        return CUDA_ERROR_NOT_INITIALIZED;
+    GF_HOOK_ENTER(cu, cuGetProcAddress_v2);
     rc = gf_cu.cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, symbolStatus);
     if (rc == CUDA_SUCCESS && symbol)
         swap_in_hook(symbol, pfn, cudaVersion, flags);

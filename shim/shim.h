@@ -1,6 +1,20 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* libgpufrac internals. Everything here is hidden; only the hooks in
- * hooks.def (and dlsym) leave the library. */
+ * hooks.def (and dlsym) leave the library.
+ *
+ * Floors: a file calls only the floors below its own, never the one above.
+ *   3 lookup and the table: dlsym.c, procaddr.c (every hook, via hooks.def),
+ *     families.c (every family's entry, via families.def)
+ *   2 families: alloc.c async.c objects.c graph.c footprint.c info.c; each
+ *     holds its hooks and state, and gives its after-fork and reconcile to
+ *     the table as one gf_family. No family calls another, but for one
+ *     arrow: alloc.c's frees ask async.c (async.h) for stream-ordered pointers.
+ *   1 shim core (this header): init.c (the real driver, state, logging, the
+ *     after-fork handler), device.c (ordinals, admission, gf_reconcile),
+ *     agent.c (loans from gpufracd; its after-fork is a table entry too),
+ *     table.c (handle maps). It reaches the families only by walking
+ *     gf_families, never by name.
+ *   0 gfcore (core/): config, ledger, log. */
 #ifndef GPUFRAC_SHIM_H
 #define GPUFRAC_SHIM_H
 
@@ -93,6 +107,21 @@ static inline void gf_shim_init(void)
         gf_shim_init_slow();
 }
 GF_HIDDEN void gf_shim_init_nvml(void);
+
+/* Every hook's first statement: the shim is initialised (the NVML side for an
+ * NVML hook), and a driver that lacks the entry point gets its own "not
+ * initialised" answer. lib is cu or nvml, name the hook's hooks.def name. */
+#define GF_HOOK_ENTER(lib, name)                                                              \
+    do {                                                                                      \
+        GF_HOOK_INIT_##lib();                                                                 \
+        if (!gf_##lib.name)                                                                   \
+            return GF_HOOK_UNRESOLVED_##lib;                                                  \
+    } while (0)
+#define GF_HOOK_INIT_cu gf_shim_init
+#define GF_HOOK_INIT_nvml gf_shim_init_nvml
+#define GF_HOOK_UNRESOLVED_cu CUDA_ERROR_NOT_INITIALIZED
+#define GF_HOOK_UNRESOLVED_nvml NVML_ERROR_UNINITIALIZED
+
 GF_HIDDEN bool gf_shim_initialising(void);
 GF_HIDDEN void gf_find_real_dlsym(void);
 GF_HIDDEN void gf_log(gf_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -130,14 +159,26 @@ GF_HIDDEN void gf_unadmit(const gf_ordinal *o, uint64_t bytes);
 GF_HIDDEN bool gf_reclaim_for(const gf_ordinal *o, uint64_t bytes);
 GF_HIDDEN uint64_t gf_used(const gf_ordinal *o);
 
-/* footprint.c: contexts, limits and modules, measured from the driver; the
- * resync trues a process's untracked overhead up to NVML's figure. */
-GF_HIDDEN void gf_footprint_resync(int ordinal, bool may_raise);
-GF_HIDDEN void gf_footprint_after_fork(void);
+/* Why a family trues its charges up to the driver's own figures. */
+typedef enum gf_reconcile_why {
+    GF_RECONCILE_VIEW,    /* the process asks what the ordinal has: that ordinal, up or down */
+    GF_RECONCILE_REFUSAL, /* an admission on the ordinal (-1: none) was refused: whatever can
+                           * be given back, and nothing raised */
+} gf_reconcile_why;
 
-/* Stream-ordered pools and graph pools: charge what the driver reserved. */
-GF_HIDDEN void gf_pools_reconcile(int ordinal);
-GF_HIDDEN void gf_graphs_reconcile(int ordinal);
+/* A family: the hooks of one kind of memory and the process-local state
+ * behind them. Either function may be NULL. */
+typedef struct gf_family {
+    const char *name;
+    void (*after_fork)(void); /* in a fork child: the parent's objects are not its */
+    void (*reconcile)(int ordinal, gf_reconcile_why why);
+} gf_family;
+
+/* families.c: every family, in families.def order, NULL-terminated. */
+GF_HIDDEN extern const gf_family *const gf_families[];
+
+/* Walks the families' reconcile in order. */
+GF_HIDDEN void gf_reconcile(int ordinal, gf_reconcile_why why);
 
 /* Returns the hook wrapping real pointer fn, or NULL. */
 GF_HIDDEN void *gf_hook_for_real(void *fn);
@@ -145,25 +186,11 @@ GF_HIDDEN void *gf_hook_for_real(void *fn);
 GF_HIDDEN void *gf_hook_for_name(const char *name);
 GF_HIDDEN void *gf_hook_for_version(const char *base, int version, cuuint64_t flags);
 
-GF_HIDDEN void gf_tables_after_fork(void);
-
 /* agent.c: burst loans and reclaim through gpufracd (off the fast path). */
 GF_HIDDEN bool gf_agent_borrow(const gf_ordinal *o, uint64_t bytes);
 GF_HIDDEN bool gf_agent_reclaim(const gf_ordinal *o, uint64_t bytes);
 GF_HIDDEN void gf_agent_maybe_return(const gf_ordinal *o);
-GF_HIDDEN void gf_agent_after_fork(void);
-GF_HIDDEN void gf_pools_after_fork(void);
-GF_HIDDEN void gf_graphs_after_fork(void);
-GF_HIDDEN void gf_objects_after_fork(void);
-struct gf_entry;
-/* async.c: a stream-ordered allocation freed (by whichever free call). */
-GF_HIDDEN bool gf_async_take(CUdeviceptr dptr, struct gf_entry *out);
-GF_HIDDEN void gf_async_put_back(const struct gf_entry *e);
-GF_HIDDEN void gf_async_freed(const struct gf_entry *e);
 GF_HIDDEN void *gf_dlsym_lookup(void *handle, const char *name);
-/* Forwards a free to the driver and returns the tracked charge on success. */
-GF_HIDDEN CUresult gf_free_tracked(CUdeviceptr dptr, CUresult (*call)(CUdeviceptr, void *),
-                                   void *arg);
 
 /* The exported hooks. */
 #define CU_HOOK(name, base, since, ptsz, ret, params) GF_EXPORT ret name params;
