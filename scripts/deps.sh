@@ -14,6 +14,8 @@ PKGS="$PKGS containerd python3-grpcio python3-grpc-tools umoci"
 PKGS="$PKGS containernetworking-plugins util-linux"
 # man pages (scdoc) and their check; the Debian packages and lintian; make image
 PKGS="$PKGS scdoc man-db debhelper dpkg-dev fakeroot lintian mmdebstrap"
+# the C style check (tests/style: scripts/check-format.sh, .clang-format)
+PKGS="$PKGS clang-format-14"
 # a real Prometheus server and promtool check the metrics, the alert rules and the dashboard
 PKGS="$PKGS prometheus"
 missing=""
