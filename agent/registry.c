@@ -19,6 +19,7 @@
 
 #include "agent.h"
 #include "fsat.h"
+#include "identity.h"
 #include "server.h"
 
 static void sums_add(gf_agent *a, const gf_afraction *f);
@@ -79,27 +80,21 @@ static void keep_ledger_size(gf_agent *a, gf_afraction *f)
 /* Kubernetes identity of a container fraction (written at admission). */
 static void read_identity(gf_afraction *f, int dfd)
 {
-    char text[2048];
+    char text[GF_IDENTITY_TEXT_MAX + 1];
+    gf_identity id;
     ssize_t n = gf_at_read(dfd, "identity", text, sizeof(text) - 1);
 
     if (n <= 0)
         return;
     f->has_identity = true;
-    text[n] = '\0';
-    for (char *save = NULL, *line = strtok_r(text, "\n", &save); line;
-         line = strtok_r(NULL, "\n", &save)) {
-        if (strncmp(line, "namespace=", 10) == 0)
-            snprintf(f->ns, sizeof(f->ns), "%.63s", line + 10);
-        else if (strncmp(line, "pod=", 4) == 0)
-            snprintf(f->pod, sizeof(f->pod), "%.127s", line + 4);
-        else if (strncmp(line, "container=", 10) == 0)
-            snprintf(f->container, sizeof(f->container), "%.63s", line + 10);
-        else if (strncmp(line, "admitted=", 9) == 0)
-            f->admitted_at = (time_t)strtoll(line + 9, NULL, 10);
-        else if (strncmp(line, "termlog=/", 9) == 0) {
-            free(f->termlog);
-            f->termlog = strndup(line + 8, GF_PATH_MAX - 1); /* NULL (none) without memory */
-        }
+    gf_identity_parse(text, (size_t)n, &id);
+    snprintf(f->ns, sizeof(f->ns), "%s", id.ns);
+    snprintf(f->pod, sizeof(f->pod), "%s", id.pod);
+    snprintf(f->container, sizeof(f->container), "%s", id.container);
+    f->admitted_at = id.admitted_at;
+    if (id.termlog[0]) {
+        free(f->termlog);
+        f->termlog = strdup(id.termlog); /* NULL (none) without memory */
     }
 }
 

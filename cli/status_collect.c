@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "admit.h"
+#include "identity.h"
 #include "ledger.h"
 #include "run.h"
 #include "status.h"
@@ -37,21 +38,19 @@ static void read_ledger(status_fraction *f, gf_ledger *lg)
 /* Kubernetes identity, written by the agent at admission. */
 static void read_identity(status_fraction *f)
 {
-    char path[GF_PATH_MAX + 16], line[256];
+    char path[GF_PATH_MAX + 16], text[GF_IDENTITY_TEXT_MAX];
+    gf_identity id;
+    size_t n;
     FILE *fp;
 
     if (gf_path_join(path, sizeof(path), f->dir, "identity") < 0 || !(fp = fopen(path, "re")))
         return;
-    while (fgets(line, sizeof(line), fp)) {
-        line[strcspn(line, "\n")] = '\0';
-        if (strncmp(line, "namespace=", 10) == 0)
-            snprintf(f->ns, sizeof(f->ns), "%.63s", line + 10);
-        else if (strncmp(line, "pod=", 4) == 0)
-            snprintf(f->pod, sizeof(f->pod), "%.127s", line + 4);
-        else if (strncmp(line, "container=", 10) == 0)
-            snprintf(f->container, sizeof(f->container), "%.63s", line + 10);
-    }
+    n = fread(text, 1, sizeof(text), fp);
     fclose(fp);
+    gf_identity_parse(text, n, &id);
+    snprintf(f->ns, sizeof(f->ns), "%s", id.ns);
+    snprintf(f->pod, sizeof(f->pod), "%s", id.pod);
+    snprintf(f->container, sizeof(f->container), "%s", id.container);
 }
 
 static void read_terminated(status_fraction *f)
