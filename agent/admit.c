@@ -20,6 +20,7 @@
 #include "fsat.h"
 #include "place.h"
 #include "quantity.h"
+#include "statedir.h"
 #include "user_admit.h"
 
 /* "uuid/request/limit,..." into cfg->devices. */
@@ -112,21 +113,23 @@ static int make_fraction(gf_agent *a, gf_fraction_config *cfg, const gf_msg *in,
         return gf_error_set(err, GF_EINVAL,
                             "termlog: \"%s\" is not an absolute path (the host file of the "
                             "container's termination message)", termlog);
-    snprintf(dir, sizeof(dir), "%s/fractions/%s", a->state_dir, cfg->name);
-    snprintf(tmp, sizeof(tmp), ".new-%s", cfg->name);
-    if ((size_t)snprintf(cfg->ledger, sizeof(cfg->ledger), "%s/ledger", dir) >= sizeof(cfg->ledger))
+    snprintf(dir, sizeof(dir), "%s/" GF_STATE_FRACTIONS "/%s", a->state_dir, cfg->name);
+    snprintf(tmp, sizeof(tmp), GF_STATE_NEW_PREFIX "%s", cfg->name);
+    if ((size_t)snprintf(cfg->ledger, sizeof(cfg->ledger), "%s/" GF_FRAC_LEDGER, dir) >=
+        sizeof(cfg->ledger))
         return gf_error_set(err, GF_EINVAL, "state directory path too long");
-    if ((size_t)snprintf(cfg->agent, sizeof(cfg->agent), "%s/agent.sock", dir) >= sizeof(cfg->agent))
+    if ((size_t)snprintf(cfg->agent, sizeof(cfg->agent), "%s/" GF_FRAC_AGENT_SOCK, dir) >=
+        sizeof(cfg->agent))
         return gf_error_set(err, GF_EINVAL, "state directory path too long");
     gf_at_rmdir(a->frac_dfd, tmp);
     if (mkdirat(a->frac_dfd, tmp, 0711) < 0)
-        return gf_error_sys(err, "creating %s/fractions/%s", a->state_dir, tmp);
+        return gf_error_sys(err, "creating %s/" GF_STATE_FRACTIONS "/%s", a->state_dir, tmp);
     if ((dfd = gf_at_dir(a->frac_dfd, tmp)) < 0) {
-        gf_error_sys(err, "opening %s/fractions/%s", a->state_dir, tmp);
+        gf_error_sys(err, "opening %s/" GF_STATE_FRACTIONS "/%s", a->state_dir, tmp);
         goto fail;
     }
     if (gf_config_format(cfg, text, sizeof(text)) < 0 ||
-        gf_at_write(dfd, "config", text, 0444, err) < 0)
+        gf_at_write(dfd, GF_FRAC_CONFIG, text, 0444, err) < 0)
         goto fail;
     /* termlog= only from root's socket (gf_admit_container's caller checks):
      * the host file containerd mounts at the terminationMessagePath */
@@ -135,14 +138,15 @@ static int make_fraction(gf_agent *a, gf_fraction_config *cfg, const gf_msg *in,
              gf_msg_get(in, "pod") ? gf_msg_get(in, "pod") : "",
              gf_msg_get(in, "container") ? gf_msg_get(in, "container") : "", (long long)time(NULL),
              gf_msg_get(in, "termlog") ? gf_msg_get(in, "termlog") : "");
-    snprintf(ledger_tmp, sizeof(ledger_tmp), "%s/fractions/%s/ledger", a->state_dir, tmp);
+    snprintf(ledger_tmp, sizeof(ledger_tmp), "%s/" GF_STATE_FRACTIONS "/%s/" GF_FRAC_LEDGER,
+             a->state_dir, tmp);
     /* the directory is root's and new: a path into it is not redirected */
-    if (gf_at_write(dfd, "identity", id, 0444, err) < 0 ||
+    if (gf_at_write(dfd, GF_FRAC_IDENTITY, id, 0444, err) < 0 ||
         gf_ledger_create_for(ledger_tmp, cfg, 0600, err) < 0)
         goto fail;
     /* the fraction is given to the container's user: its ledger, nobody else's */
     if (gf_msg_get(in, "uid") && gf_msg_get_u64(in, "uid", &uid, err) == 0 &&
-        fchownat(dfd, "ledger", (uid_t)uid, (gid_t)-1, AT_SYMLINK_NOFOLLOW) < 0) {
+        fchownat(dfd, GF_FRAC_LEDGER, (uid_t)uid, (gid_t)-1, AT_SYMLINK_NOFOLLOW) < 0) {
         gf_error_sys(err, "giving %s to uid %" PRIu64, ledger_tmp, uid);
         goto fail;
     }
@@ -194,7 +198,7 @@ void gf_admit_container(gf_agent *a, const gf_msg *in, gf_msg *out, const gf_pee
         }
     }
     char config[GF_PATH_MAX + 16];
-    snprintf(config, sizeof(config), "%s/config", f->dir);
+    snprintf(config, sizeof(config), "%s/" GF_FRAC_CONFIG, f->dir);
     gf_msg_init(out, "ok");
     gf_msg_add(out, "config", config);
     gf_msg_add(out, "ledger", f->cfg.ledger);
@@ -295,7 +299,7 @@ void gf_attach(gf_agent *a, const gf_msg *in, gf_msg *out, const gf_peer *cr, ui
         int dfd = gf_at_dir(a->frac_dfd, f->cfg.name);
         snprintf(text, sizeof(text), "%" PRIu64 "\n", pid);
         if (dfd >= 0) {
-            gf_at_write(dfd, "supervisor", text, 0444, &err);
+            gf_at_write(dfd, GF_FRAC_SUPERVISOR, text, 0444, &err);
             close(dfd);
         }
     }
@@ -306,7 +310,7 @@ void gf_remove_fraction_dir(gf_agent *a, const char *name)
 {
     char old[GF_NAME_MAX + 16];
 
-    snprintf(old, sizeof(old), ".old-%s", name);
+    snprintf(old, sizeof(old), GF_STATE_OLD_PREFIX "%s", name);
     if (renameat(a->frac_dfd, name, a->frac_dfd, old) == 0)
         gf_at_rmdir(a->frac_dfd, old);
 }

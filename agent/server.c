@@ -25,6 +25,7 @@
 #include "peer.h"
 #include "proto.h"
 #include "server.h"
+#include "statedir.h"
 #include "terminated.h"
 #include "user_admit.h"
 
@@ -57,9 +58,9 @@ void gf_server_init(void)
 int gf_server_listen(gf_agent *a, gf_error *err)
 {
     char def[GF_PATH_MAX + 16];
-    snprintf(def, sizeof(def), "%s/agent.sock", a->state_dir);
+    snprintf(def, sizeof(def), "%s/" GF_STATE_AGENT_SOCK, a->state_dir);
     if (strcmp(def, a->socket_path) == 0)
-        return gf_socket_listen_in(a, a->state_dfd, "agent.sock", 0, err);
+        return gf_socket_listen_in(a, a->state_dfd, GF_STATE_AGENT_SOCK, 0, err);
     return gf_socket_listen(a->socket_path, 0, err); /* a path the administrator chose */
 }
 
@@ -327,7 +328,8 @@ static void dispatch_users(gf_agent *a, const gf_msg *in, gf_msg *out, req *r)
         gf_msg_add(out, "agent", "gpufracd");
     } else if (!gf_user_dispatch(a, in, out, r->cr)) {
         char m[160];
-        snprintf(m, sizeof(m), "%s is not served on users.sock (expected ping, run or end)",
+        snprintf(m, sizeof(m),
+                 "%s is not served on " GF_STATE_USERS_SOCK " (expected ping, run or end)",
                  in->verb);
         gf_reply_error(out, m);
     }

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "server.h"
+#include "statedir.h"
 
 int gf_socket_listen(const char *path, uid_t owner, gf_error *err)
 {
@@ -47,7 +48,8 @@ int gf_socket_listen_in_mode(gf_agent *a, int dfd, const char *name, uid_t owner
     int fd;
 
     snprintf(tmp, sizeof(tmp), "s%u.%d", ++serial, (int)getpid());
-    if ((size_t)snprintf(path, sizeof(path), "%s/agent/%s", a->state_dir, tmp) >= sizeof(path))
+    if ((size_t)snprintf(path, sizeof(path), "%s/" GF_STATE_AGENT_DIR "/%s", a->state_dir, tmp) >=
+        sizeof(path))
         return gf_error_set(err, GF_EINVAL, "state directory path too long");
     unlinkat(a->priv_dfd, tmp, 0);
     /* <state>/agent is root's alone: binding, chmod and chown by path there

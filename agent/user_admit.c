@@ -20,6 +20,7 @@
 #include "fsat.h"
 #include "user_policy.h"
 #include "server.h"
+#include "statedir.h"
 #include "user_admit.h"
 
 #define GROUPS_MAX 64
@@ -33,7 +34,7 @@ int gf_user_listen(gf_agent *a, const char *policy, gf_error *err)
     /* in the state directory's fd, renamed into place from <state>/agent:
      * nothing a user put at that name is followed; everyone may connect,
      * each request is judged by the caller's credentials */
-    return gf_socket_listen_in_mode(a, a->state_dfd, "users.sock", 0, 0666, err);
+    return gf_socket_listen_in_mode(a, a->state_dfd, GF_STATE_USERS_SOCK, 0, 0666, err);
 }
 
 /* The caller's name and groups: the account of its uid, and the groups the
@@ -149,21 +150,24 @@ static int make_user_fraction(gf_agent *a, gf_fraction_config *cfg, const gf_pee
     char ledger[GF_PATH_MAX + 128];
     int dfd = -1;
 
-    snprintf(dir, sizeof(dir), "%s/fractions/%s", a->state_dir, cfg->name);
-    snprintf(tmp, sizeof(tmp), ".new-%s", cfg->name);
-    if ((size_t)snprintf(cfg->ledger, sizeof(cfg->ledger), "%s/ledger", dir) >= sizeof(cfg->ledger) ||
-        (size_t)snprintf(cfg->agent, sizeof(cfg->agent), "%s/agent.sock", dir) >= sizeof(cfg->agent))
+    snprintf(dir, sizeof(dir), "%s/" GF_STATE_FRACTIONS "/%s", a->state_dir, cfg->name);
+    snprintf(tmp, sizeof(tmp), GF_STATE_NEW_PREFIX "%s", cfg->name);
+    if ((size_t)snprintf(cfg->ledger, sizeof(cfg->ledger), "%s/" GF_FRAC_LEDGER, dir) >=
+            sizeof(cfg->ledger) ||
+        (size_t)snprintf(cfg->agent, sizeof(cfg->agent), "%s/" GF_FRAC_AGENT_SOCK, dir) >=
+            sizeof(cfg->agent))
         return gf_error_set(err, GF_EINVAL, "state directory path too long");
     gf_at_rmdir(a->frac_dfd, tmp);
     if (mkdirat(a->frac_dfd, tmp, 0711) < 0)
-        return gf_error_sys(err, "creating %s/fractions/%s", a->state_dir, tmp);
+        return gf_error_sys(err, "creating %s/" GF_STATE_FRACTIONS "/%s", a->state_dir, tmp);
     if ((dfd = gf_at_dir(a->frac_dfd, tmp)) < 0) {
-        gf_error_sys(err, "opening %s/fractions/%s", a->state_dir, tmp);
+        gf_error_sys(err, "opening %s/" GF_STATE_FRACTIONS "/%s", a->state_dir, tmp);
         goto fail;
     }
     /* shown by gpufrac status and locked by the run; the agent never reads it */
     snprintf(pid, sizeof(pid), "%d\n", (int)cr->pid);
-    snprintf(ledger, sizeof(ledger), "%s/fractions/%s/ledger", a->state_dir, tmp);
+    snprintf(ledger, sizeof(ledger), "%s/" GF_STATE_FRACTIONS "/%s/" GF_FRAC_LEDGER, a->state_dir,
+             tmp);
     if (gf_config_format(cfg, text, sizeof(text)) < 0) {
         gf_error_set(err, GF_ENOSPACE, "fraction config too long");
         goto fail;
@@ -171,19 +175,19 @@ static int make_user_fraction(gf_agent *a, gf_fraction_config *cfg, const gf_pee
     /* the directory is root's and new: a path into it is not redirected;
      * config and supervisor are for the caller's group alone (the shim of
      * its processes reads the config), never other users' */
-    if (gf_at_write(dfd, "config", text, 0440, err) < 0 ||
-        gf_at_write(dfd, "supervisor", pid, 0440, err) < 0 ||
+    if (gf_at_write(dfd, GF_FRAC_CONFIG, text, 0440, err) < 0 ||
+        gf_at_write(dfd, GF_FRAC_SUPERVISOR, pid, 0440, err) < 0 ||
         gf_ledger_create_for(ledger, cfg, 0600, err) < 0)
         goto fail;
-    if (fchownat(dfd, "config", 0, cr->gid, AT_SYMLINK_NOFOLLOW) < 0 ||
-        fchownat(dfd, "supervisor", 0, cr->gid, AT_SYMLINK_NOFOLLOW) < 0) {
-        gf_error_sys(err, "giving %s/fractions/%s to gid %u", a->state_dir, tmp,
+    if (fchownat(dfd, GF_FRAC_CONFIG, 0, cr->gid, AT_SYMLINK_NOFOLLOW) < 0 ||
+        fchownat(dfd, GF_FRAC_SUPERVISOR, 0, cr->gid, AT_SYMLINK_NOFOLLOW) < 0) {
+        gf_error_sys(err, "giving %s/" GF_STATE_FRACTIONS "/%s to gid %u", a->state_dir, tmp,
                      (unsigned)cr->gid);
         goto fail;
     }
     /* the one file the user's processes write (and, made by the registry,
      * the fraction's socket) */
-    if (fchownat(dfd, "ledger", cr->uid, cr->gid, AT_SYMLINK_NOFOLLOW) < 0) {
+    if (fchownat(dfd, GF_FRAC_LEDGER, cr->uid, cr->gid, AT_SYMLINK_NOFOLLOW) < 0) {
         gf_error_sys(err, "giving %s to uid %u", ledger, (unsigned)cr->uid);
         goto fail;
     }
@@ -240,7 +244,7 @@ static void do_run(gf_agent *a, const gf_msg *in, gf_msg *out, const gf_peer *cr
     }
     gf_agent_event(a, "admitted fraction %s of uid %u (pid %d)", cfg.name, (unsigned)cr->uid,
                    (int)cr->pid);
-    snprintf(config, sizeof(config), "%s/config", f->dir);
+    snprintf(config, sizeof(config), "%s/" GF_FRAC_CONFIG, f->dir);
     gf_msg_init(out, "ok");
     gf_msg_add(out, "config", config);
     gf_msg_add(out, "ledger", f->cfg.ledger);
@@ -271,9 +275,9 @@ static int write_figures(gf_agent *a, const gf_afraction *f, int dfd, gf_error *
     }
     if (off >= sizeof(text))
         return gf_error_set(err, GF_ENOSPACE, "figures of %s too long", f->cfg.name);
-    if (gf_at_write(dfd, "figures", text, 0444, err) < 0)
+    if (gf_at_write(dfd, GF_FRAC_FIGURES, text, 0444, err) < 0)
         return -1;
-    unlinkat(dfd, "ledger", 0);
+    unlinkat(dfd, GF_FRAC_LEDGER, 0);
     return 0;
 }
 
@@ -287,17 +291,18 @@ static void end_fraction(gf_agent *a, gf_afraction *f, int code)
     snprintf(name, sizeof(name), "%s", f->cfg.name);
     snprintf(dest, sizeof(dest), "%s.%d", name, (int)f->supervisor);
     snprintf(text, sizeof(text), "time=%lld\nexit=%d\n", (long long)time(NULL), code);
-    if ((mkdirat(a->state_dfd, "ended", 0755) < 0 && errno != EEXIST) ||
-        (edfd = gf_at_dir(a->state_dfd, "ended")) < 0 ||
+    if ((mkdirat(a->state_dfd, GF_STATE_ENDED, 0755) < 0 && errno != EEXIST) ||
+        (edfd = gf_at_dir(a->state_dfd, GF_STATE_ENDED)) < 0 ||
         (dfd = gf_at_dir(a->frac_dfd, name)) < 0) {
         if (edfd >= 0)
             close(edfd);
         gf_release_fraction(a, f);
         return;
     }
-    unlinkat(dfd, "agent.sock", 0);
+    unlinkat(dfd, GF_FRAC_AGENT_SOCK, 0);
     gf_fraction_view_read(a, f); /* the last figures */
-    ok = gf_at_write(dfd, "ended", text, 0444, &err) == 0 && write_figures(a, f, dfd, &err) == 0;
+    ok = gf_at_write(dfd, GF_FRAC_ENDED, text, 0444, &err) == 0 &&
+         write_figures(a, f, dfd, &err) == 0;
     close(dfd);
     gf_at_rmdir(edfd, dest); /* a record of an earlier run of that pid */
     ok = ok && renameat(a->frac_dfd, name, edfd, dest) == 0;
@@ -350,7 +355,7 @@ static void gc_ended(gf_agent *a)
     time_t now = time(NULL);
     struct dirent *de;
     struct stat st;
-    int fd = gf_at_dir(a->state_dfd, "ended");
+    int fd = gf_at_dir(a->state_dfd, GF_STATE_ENDED);
     DIR *d;
 
     if (fd < 0)
