@@ -32,7 +32,9 @@
 #include "place.h"
 #include "quantity.h"
 #include "registry.h"
+#include "statedir.h"
 #include "supervisors.h"
+#include "user_admit.h"
 
 /* "uuid/request/limit,..." into cfg->devices. */
 static int parse_devices(const char *v, gf_fraction_config *cfg, gf_error *err)
@@ -96,7 +98,7 @@ int gf_admit_check_fit(gf_agent *a, const gf_fraction_config *cfg, gf_error *err
         int g = gf_gpu_index(a, d->uuid);
         if (g < 0)
             return gf_error_set(err, GF_ENOTFOUND, "%s is not a GPU of this node", d->uuid);
-        const gf_node_gpu *gpu = &a->gpus[g];
+        const gf_agent_gpu *gpu = &a->gpus[g];
         const gf_fit_gpu state = {.total = gpu->dev.total, .guaranteed = gpu->guaranteed,
                                   .has_fractions = gpu->n_fractions > 0, .mode = gpu->mode};
         const gf_fit_ask ask = {.request = d->request, .mode = cfg->mode};
@@ -145,7 +147,7 @@ static int make_fraction(gf_agent *a, gf_fraction_config *cfg, const gf_msg *in,
     /* the fraction is given to the container's user: its ledger, nobody else's */
     bool give = gf_msg_get(in, "uid") && gf_msg_get_u64(in, "uid", &uid, &ignored) == 0;
     gf_fracdir_spec spec = {.cfg = cfg, .config_mode = 0444, .group = (gid_t)-1,
-                            .extra = {"identity", id, 0444},
+                            .extra = {GF_FRAC_IDENTITY, id, 0444},
                             .ledger_uid = give ? (uid_t)uid : (uid_t)-1,
                             .ledger_gid = (gid_t)-1};
 
@@ -160,7 +162,7 @@ static void admitted(const gf_afraction *f, const char *pipe, gf_msg *out)
 {
     char config[GF_PATH_MAX + 16];
 
-    snprintf(config, sizeof(config), "%s/config", f->dir);
+    snprintf(config, sizeof(config), "%s/" GF_FRAC_CONFIG, f->dir);
     gf_msg_init(out, "ok");
     gf_msg_add(out, "config", config);
     gf_msg_add(out, "ledger", f->cfg.ledger);
@@ -241,7 +243,7 @@ static void write_supervisor(gf_agent *a, const gf_afraction *f, uint64_t pid)
 
     snprintf(text, sizeof(text), "%" PRIu64 "\n", pid);
     if (dfd >= 0) {
-        gf_at_write(dfd, "supervisor", text, 0444, &err);
+        gf_at_write(dfd, GF_FRAC_SUPERVISOR, text, 0444, &err);
         close(dfd);
     }
 }

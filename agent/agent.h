@@ -63,7 +63,7 @@ typedef struct gf_loan {
 } gf_loan;
 
 /* The agent's record of one GPU: the device and what the agent keeps on it. */
-typedef struct gf_node_gpu {
+typedef struct gf_agent_gpu {
     gf_gpu dev;
     gf_mode mode;     /* the mode of the fractions on it (valid when n_fractions > 0) */
     int n_fractions;
@@ -72,7 +72,7 @@ typedef struct gf_node_gpu {
     bool mps_running;
     bool mps_fault;
     uint64_t mps_restarts;
-} gf_node_gpu;
+} gf_agent_gpu;
 
 /* What the agent keeps of a fraction's config (trusted: root's or checked at
  * admission, read once when the fraction appears), sized to what it holds:
@@ -127,7 +127,7 @@ typedef struct gf_agent {
     uint64_t events_max_bytes;  /* events.log's bound (--events-max-bytes) */
     int state_dfd, priv_dfd, frac_dfd; /* <state>, <state>/agent (0700), <state>/fractions */
     char mps_control[GF_PATH_MAX]; /* nvidia-cuda-mps-control to run */
-    gf_node_gpu gpus[GF_AGENT_GPUS_MAX];
+    gf_agent_gpu gpus[GF_AGENT_GPUS_MAX];
     int n_gpus;
     gf_afraction *fractions;   /* GF_AGENT_FRACTIONS_MAX entries */
     int n_fractions;

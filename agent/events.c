@@ -27,9 +27,10 @@
 #include "agent.h"
 #include "log.h"
 #include "proc.h"
+#include "statedir.h"
 
-#define EVENTS_LOG "events.log"
-#define EVENTS_OLD "events.log.1"
+#define EVENTS_LOG GF_STATE_EVENTS
+#define EVENTS_OLD GF_STATE_EVENTS_OLD
 #define EVENTS_BURST 50
 #define EVENTS_PER_S 10
 #define FORMATS_MAX 128

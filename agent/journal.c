@@ -47,9 +47,10 @@
 #include "loans.h"
 #include "log.h"
 #include "nvml.h"
+#include "statedir.h"
 
-#define JOURNAL "journal"
-#define JOURNAL_TMP "journal.tmp"
+#define JOURNAL GF_STATE_JOURNAL
+#define JOURNAL_TMP GF_STATE_JOURNAL_TMP
 #define JOURNAL_RESERVE (1 << 20)        /* kept allocated past the journal's end */
 #define JOURNAL_MAX_READ (64u << 20)
 #define JOURNAL_COMPACT_BYTES (1u << 20)
@@ -305,10 +306,11 @@ static int replay(gf_agent *a, gf_error *err)
     if (fd < 0 && errno == ENOENT)
         return 0;
     if (fd < 0)
-        return gf_error_sys(err, "opening %s/agent/" JOURNAL, a->state_dir);
+        return gf_error_sys(err, "opening %s/" GF_STATE_AGENT_DIR "/" JOURNAL, a->state_dir);
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > JOURNAL_MAX_READ) {
         close(fd);
-        return gf_error_set(err, GF_EINVAL, "%s/agent/" JOURNAL " is not a journal of gpufracd",
+        return gf_error_set(err, GF_EINVAL,
+                            "%s/" GF_STATE_AGENT_DIR "/" JOURNAL " is not a journal of gpufracd",
                             a->state_dir);
     }
     buf = malloc((size_t)st.st_size + 1);
@@ -485,7 +487,7 @@ int gf_journal_open(gf_agent *a, gf_error *err)
         a->journal_fd = openat(a->priv_dfd, JOURNAL,
                                O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (a->journal_fd < 0)
-        return gf_error_sys(err, "opening %s/agent/" JOURNAL, a->state_dir);
+        return gf_error_sys(err, "opening %s/" GF_STATE_AGENT_DIR "/" JOURNAL, a->state_dir);
     gf_journal_reserve(a);
     return 0;
 }

@@ -67,7 +67,7 @@ void gf_loans_publish(gf_agent *a, gf_afraction *f)
 int gf_lend(gf_agent *a, gf_afraction *f, pid_t pid, int pidfd, int gpu, uint64_t bytes,
             uint64_t *granted, gf_error *err)
 {
-    gf_node_gpu *g = &a->gpus[gpu];
+    gf_agent_gpu *g = &a->gpus[gpu];
     const gf_config_device *cd = gf_aconfig_device(&f->cfg, g->dev.uuid);
     char h1[32], h2[32];
     uint64_t start, lent, room_fraction, room_gpu, committed, give = bytes;

@@ -39,6 +39,7 @@
 #include "singleton.h"
 #include "sock.h"
 #include "stale.h"
+#include "statedir.h"
 #include "supervisors.h"
 #include "user_admit.h"
 #include "usernames.h"
@@ -111,7 +112,7 @@ static int parse_args(gf_agent *a, int argc, char **argv)
     int c;
     char *end;
 
-    snprintf(a->state_dir, sizeof(a->state_dir), "/run/gpufrac");
+    snprintf(a->state_dir, sizeof(a->state_dir), GF_STATE_DIR_DEFAULT);
     snprintf(a->metrics_listen, sizeof(a->metrics_listen), "127.0.0.1:9464");
     snprintf(a->mps_control, sizeof(a->mps_control), "nvidia-cuda-mps-control");
     if (getenv("NODE_NAME"))
@@ -185,7 +186,7 @@ static int parse_args(gf_agent *a, int argc, char **argv)
         return 2;
     }
     if (!a->socket_path[0] && (size_t)snprintf(a->socket_path, sizeof(a->socket_path),
-                                               "%s/agent.sock", a->state_dir) >=
+                                               "%s/" GF_STATE_AGENT_SOCK, a->state_dir) >=
                                       sizeof(a->socket_path)) {
         fprintf(stderr, "gpufracd: --state-dir: \"%s\" is too long\n", a->state_dir);
         return 2;
@@ -221,13 +222,13 @@ static int make_dirs(gf_agent *a, gf_error *err)
     char shown[GF_PATH_MAX + 16];
     if ((a->state_dfd = open_dir(AT_FDCWD, a->state_dir, 0755, false, a->state_dir, err)) < 0)
         return -1;
-    snprintf(shown, sizeof(shown), "%s/agent", a->state_dir);
-    if ((a->priv_dfd = open_dir(a->state_dfd, "agent", 0700, true, shown, err)) < 0)
+    snprintf(shown, sizeof(shown), "%s/" GF_STATE_AGENT_DIR, a->state_dir);
+    if ((a->priv_dfd = open_dir(a->state_dfd, GF_STATE_AGENT_DIR, 0700, true, shown, err)) < 0)
         return -1;
     if (gf_agent_lock(a, err) < 0) /* before anything of a running agent is touched */
         return -1;
-    snprintf(shown, sizeof(shown), "%s/fractions", a->state_dir);
-    if ((a->frac_dfd = open_dir(a->state_dfd, "fractions", 0755, false, shown, err)) < 0)
+    snprintf(shown, sizeof(shown), "%s/" GF_STATE_FRACTIONS, a->state_dir);
+    if ((a->frac_dfd = open_dir(a->state_dfd, GF_STATE_FRACTIONS, 0755, false, shown, err)) < 0)
         return -1;
     return 0;
 }
@@ -479,7 +480,7 @@ int main(int argc, char **argv)
     gf_metrics_stop(a);
     gf_journal_exposed(a); /* all of them, ticks too */
     unlink(a->socket_path);
-    unlinkat(a->state_dfd, "users.sock", 0);
+    unlinkat(a->state_dfd, GF_STATE_USERS_SOCK, 0);
     return rc;
 fail:
     fprintf(stderr, "gpufracd: %s\n", err.msg);

@@ -66,7 +66,7 @@ static void copy_row(gf_msnap_row *w, const gf_afraction *f, int g, const gf_con
     w->watchdog_kills = f->cfg.n_devices == 1 ? f->watchdog_kills : f->watchdog_kills_gpu[d];
 }
 
-static void copy_gpu(gf_msnap_gpu *out, const gf_node_gpu *g)
+static void copy_gpu(gf_msnap_gpu *out, const gf_agent_gpu *g)
 {
     out->index = g->dev.index;
     snprintf(out->uuid, sizeof(out->uuid), "%s", g->dev.uuid);

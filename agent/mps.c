@@ -22,6 +22,7 @@
 #include "events.h"
 #include "fraction.h"
 #include "gate.h"
+#include "statedir.h"
 
 extern char **environ;
 
@@ -107,10 +108,11 @@ int gf_mps_pipe_dir(const gf_agent *a, int gpu, char *buf, size_t len, gf_error 
         shortid[i] = (char)tolower((unsigned char)u[i]);
     }
     shortid[8] = '\0';
-    n = snprintf(buf, len, "%s/mps/%s", a->state_dir, shortid);
+    n = snprintf(buf, len, "%s/" GF_STATE_MPS "/%s", a->state_dir, shortid);
     if (n < 0 || (size_t)n >= len || n > GF_MPS_PIPE_DIR_MAX)
         return gf_error_set(err, GF_ERANGE,
-                            "MPS: GPU %d: pipe dir %s/mps/%s is longer than %d characters "
+                            "MPS: GPU %d: pipe dir %s/" GF_STATE_MPS "/%s is longer than %d "
+                            "characters "
                             "(unix socket paths are limited); use a shorter state directory",
                             gpu, a->state_dir, shortid, GF_MPS_PIPE_DIR_MAX);
     return 0;
@@ -500,7 +502,8 @@ static int make_dirs(const gf_agent *a, const char *pipe, gf_error *err)
 {
     char path[GF_PATH_MAX + 16];
 
-    if (path_join(path, sizeof(path), a->state_dir, "mps", err) < 0 || make_dir(path, err) < 0)
+    if (path_join(path, sizeof(path), a->state_dir, GF_STATE_MPS, err) < 0 ||
+        make_dir(path, err) < 0)
         return -1;
     if (make_dir(pipe, err) < 0)
         return -1;
@@ -750,7 +753,7 @@ int gf_mps_stop_idle(gf_agent *a, gf_error *err)
     int rc = 0;
 
     for (int i = 0; i < a->n_gpus; i++) {
-        const gf_node_gpu *g = &a->gpus[i];
+        const gf_agent_gpu *g = &a->gpus[i];
 
         if (g->n_fractions > 0 && g->mode == GF_MODE_SM_SHARING)
             continue;

@@ -42,7 +42,7 @@ static int load(gf_error *err)
                         GF_NVML_LIB);
 }
 
-static int read_gpu(gf_node_gpu *ng, unsigned int i, gf_error *err)
+static int read_gpu(gf_agent_gpu *ng, unsigned int i, gf_error *err)
 {
     const char *what;
     nvmlReturn_t r;

@@ -53,7 +53,7 @@ static void describe_free(const gf_agent *a, char *buf, size_t len)
 
     buf[0] = '\0';
     for (int g = 0; g < a->n_gpus && off < len; g++) {
-        const gf_node_gpu *gpu = &a->gpus[g];
+        const gf_agent_gpu *gpu = &a->gpus[g];
         char h[32];
         int w;
 
@@ -78,7 +78,7 @@ int gf_place(gf_agent *a, const gf_msg *in, gf_fraction_config *cfg, gf_error *e
     if (amounts(in, &req, &lim, &count, err) < 0)
         return -1;
     for (int g = 0; g < a->n_gpus; g++) {
-        const gf_node_gpu *gpu = &a->gpus[g];
+        const gf_agent_gpu *gpu = &a->gpus[g];
         uint64_t free = gpu->dev.total > gpu->guaranteed ? gpu->dev.total - gpu->guaranteed : 0;
         candidate k = {.gpu = g};
         gf_error ignored;

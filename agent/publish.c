@@ -14,16 +14,18 @@
 #include "events.h"
 #include "kube.h"
 #include "log.h"
-#include "model.h"
+#include "node_gpus.h"
 
-static json_t *inventory(const gf_agent *a)
+static char *inventory(const gf_agent *a)
 {
-    json_t *list = json_array();
-    for (int g = 0; g < a->n_gpus; g++)
-        json_array_append_new(list, json_pack("{s:s, s:i, s:I}", "uuid", a->gpus[g].dev.uuid,
-                                              "index", a->gpus[g].dev.index, "memory",
-                                              (json_int_t)a->gpus[g].dev.total));
-    return list;
+    gf_node_gpu gpus[GF_AGENT_GPUS_MAX];
+
+    for (int g = 0; g < a->n_gpus; g++) {
+        snprintf(gpus[g].id, sizeof(gpus[g].id), "%s", a->gpus[g].dev.uuid);
+        gpus[g].index = a->gpus[g].dev.index;
+        gpus[g].memory = a->gpus[g].dev.total;
+    }
+    return gf_node_gpus_format(gpus, (size_t)a->n_gpus);
 }
 
 static int patch_node(gf_agent *a, gf_kube *k, gf_error *err)
@@ -31,10 +33,10 @@ static int patch_node(gf_agent *a, gf_kube *k, gf_error *err)
     char path[512], *inv = NULL, *body = NULL, *resp = NULL;
     long status = 0;
     int rc = -1;
-    json_t *list = inventory(a), *patch = NULL;
+    json_t *patch = NULL;
 
-    inv = json_dumps(list, JSON_COMPACT);
-    patch = json_pack("{s:{s:{s:s}}}", "metadata", "annotations", GF_SCHED_GPUS_ANNOTATION,
+    inv = inventory(a);
+    patch = json_pack("{s:{s:{s:s}}}", "metadata", "annotations", GF_NODE_GPUS_ANNOTATION,
                       inv ? inv : "[]");
     body = patch ? json_dumps(patch, JSON_COMPACT) : NULL;
     snprintf(path, sizeof(path), "/api/v1/nodes/%s", a->node_name);
@@ -50,7 +52,6 @@ static int patch_node(gf_agent *a, gf_kube *k, gf_error *err)
     free(inv);
     free(body);
     free(resp);
-    json_decref(list);
     json_decref(patch);
     return rc;
 }
@@ -74,7 +75,7 @@ void gf_publish_tick(gf_agent *a)
                      a->node_name, err.msg);
     } else {
         a->published = true;
-        gf_agent_event(a, "published %d GPU(s) as annotation " GF_SCHED_GPUS_ANNOTATION
+        gf_agent_event(a, "published %d GPU(s) as annotation " GF_NODE_GPUS_ANNOTATION
                           " of node %s", a->n_gpus, a->node_name);
     }
     if (k)

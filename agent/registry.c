@@ -23,11 +23,13 @@
 #include "events.h"
 #include "fraction.h"
 #include "fsat.h"
+#include "identity.h"
 #include "journal.h"
 #include "ledger_view.h"
 #include "loop.h"
 #include "proc.h"
 #include "sock.h"
+#include "statedir.h"
 
 static void sums_add(gf_agent *a, const gf_afraction *f);
 
@@ -87,27 +89,21 @@ static void keep_ledger_size(gf_agent *a, gf_afraction *f)
 /* Kubernetes identity of a container fraction (written at admission). */
 static void read_identity(gf_afraction *f, int dfd)
 {
-    char text[2048];
-    ssize_t n = gf_at_read(dfd, "identity", text, sizeof(text) - 1);
+    char text[GF_IDENTITY_TEXT_MAX + 1];
+    gf_identity id;
+    ssize_t n = gf_at_read(dfd, GF_FRAC_IDENTITY, text, sizeof(text) - 1);
 
     if (n <= 0)
         return;
     f->has_identity = true;
-    text[n] = '\0';
-    for (char *save = NULL, *line = strtok_r(text, "\n", &save); line;
-         line = strtok_r(NULL, "\n", &save)) {
-        if (strncmp(line, "namespace=", 10) == 0)
-            snprintf(f->ns, sizeof(f->ns), "%.63s", line + 10);
-        else if (strncmp(line, "pod=", 4) == 0)
-            snprintf(f->pod, sizeof(f->pod), "%.127s", line + 4);
-        else if (strncmp(line, "container=", 10) == 0)
-            snprintf(f->container, sizeof(f->container), "%.63s", line + 10);
-        else if (strncmp(line, "admitted=", 9) == 0)
-            f->admitted_at = (time_t)strtoll(line + 9, NULL, 10);
-        else if (strncmp(line, "termlog=/", 9) == 0) {
-            free(f->termlog);
-            f->termlog = strndup(line + 8, GF_PATH_MAX - 1); /* NULL (none) without memory */
-        }
+    gf_identity_parse(text, (size_t)n, &id);
+    snprintf(f->ns, sizeof(f->ns), "%s", id.ns);
+    snprintf(f->pod, sizeof(f->pod), "%s", id.pod);
+    snprintf(f->container, sizeof(f->container), "%s", id.container);
+    f->admitted_at = id.admitted_at;
+    if (id.termlog[0]) {
+        free(f->termlog);
+        f->termlog = strdup(id.termlog); /* NULL (none) without memory */
     }
 }
 
@@ -116,7 +112,7 @@ static void open_socket(gf_agent *a, gf_afraction *f, int dfd)
 {
     gf_error err;
 
-    f->listen_fd = gf_socket_listen_in(a, dfd, "agent.sock", f->owner, &err);
+    f->listen_fd = gf_socket_listen_in(a, dfd, GF_FRAC_AGENT_SOCK, f->owner, &err);
     if (f->listen_fd < 0) {
         gf_agent_event(a, "fraction %s gets no agent socket: %s", f->cfg.name, err.msg);
         return;
@@ -144,17 +140,18 @@ static void restore_supervisor(gf_agent *a, gf_afraction *f)
 static int load_config(int dfd, const char *name, gf_fraction_config *cfg, gf_error *err)
 {
     char text[GF_CONFIG_TEXT_MAX + 1];
-    ssize_t n = gf_at_read(dfd, "config", text, sizeof(text));
+    ssize_t n = gf_at_read(dfd, GF_FRAC_CONFIG, text, sizeof(text));
 
     if (n < 0)
-        return gf_error_sys(err, "opening %s/config", name);
+        return gf_error_sys(err, "opening %s/" GF_FRAC_CONFIG, name);
     if (n > GF_CONFIG_TEXT_MAX)
-        return gf_error_set(err, GF_ERANGE, "%s/config is larger than %d bytes", name,
+        return gf_error_set(err, GF_ERANGE, "%s/" GF_FRAC_CONFIG " is larger than %d bytes", name,
                             GF_CONFIG_TEXT_MAX);
     if (gf_config_parse(text, (size_t)n, cfg, err) < 0)
-        return gf_error_wrap(err, "%s/config", name);
+        return gf_error_wrap(err, "%s/" GF_FRAC_CONFIG, name);
     if (strcmp(cfg->name, name) != 0)
-        return gf_error_set(err, GF_EINVAL, "%s/config names fraction \"%s\", not its directory",
+        return gf_error_set(err, GF_EINVAL,
+                            "%s/" GF_FRAC_CONFIG " names fraction \"%s\", not its directory",
                             name, cfg->name);
     return 0;
 }
@@ -173,12 +170,12 @@ static int open_fraction(gf_agent *a, const char *name, gf_error *err)
     f = &a->fractions[a->n_fractions];
     memset(f, 0, sizeof(*f));
     f->ledger_fd = f->listen_fd = f->sup_pidfd = -1;
-    if ((size_t)snprintf(dir, sizeof(dir), "%s/fractions/%s", a->state_dir, name) >=
+    if ((size_t)snprintf(dir, sizeof(dir), "%s/" GF_STATE_FRACTIONS "/%s", a->state_dir, name) >=
         sizeof(dir) - 16)
         return gf_error_set(err, GF_EINVAL, "path too long: %s", name);
     /* the shim's ledger path in the config is the tenant's business: the
      * agent's is always the one in the fraction's directory */
-    snprintf(ledger, sizeof(ledger), "%s/ledger", dir);
+    snprintf(ledger, sizeof(ledger), "%s/" GF_FRAC_LEDGER, dir);
     dfd = gf_at_dir(a->frac_dfd, name);
     if (dfd < 0)
         return gf_error_sys(err, "opening %s", dir);
@@ -188,8 +185,8 @@ static int open_fraction(gf_agent *a, const char *name, gf_error *err)
         gf_error_sys(err, "fraction %s", name);
         goto fail;
     }
-    if ((f->ledger_fd = gf_at_file(dfd, "ledger", O_RDWR, &st)) < 0) {
-        gf_error_sys(err, "opening %s/ledger", dir);
+    if ((f->ledger_fd = gf_at_file(dfd, GF_FRAC_LEDGER, O_RDWR, &st)) < 0) {
+        gf_error_sys(err, "opening %s/" GF_FRAC_LEDGER, dir);
         goto fail;
     }
     f->owner = st.st_uid;
@@ -261,7 +258,7 @@ static void sums_add(gf_agent *a, const gf_afraction *f)
 void gf_registry_sums(gf_agent *a)
 {
     for (int g = 0; g < a->n_gpus; g++) {
-        gf_node_gpu *gpu = &a->gpus[g];
+        gf_agent_gpu *gpu = &a->gpus[g];
         gpu->guaranteed = gpu->lent = 0;
         gpu->n_fractions = 0;
         for (int i = 0; i < a->n_fractions; i++) {
@@ -305,7 +302,7 @@ int gf_registry_scan(gf_agent *a, gf_error *err)
         !(d = fdopendir(fd))) {
         if (fd >= 0)
             close(fd);
-        return gf_error_sys(err, "reading %s/fractions", a->state_dir);
+        return gf_error_sys(err, "reading %s/" GF_STATE_FRACTIONS, a->state_dir);
     }
     while ((de = readdir(d))) {
         gf_afraction *f;
@@ -323,7 +320,8 @@ int gf_registry_scan(gf_agent *a, gf_error *err)
             if (was_ok && !f->view.ok)
                 gf_agent_event(a, "fraction %s: judged by the driver only", f->cfg.name);
         } else if (open_fraction(a, de->d_name, &ferr) < 0 && ferr.code != GF_ESYS) {
-            gf_agent_event(a, "ignoring %s/fractions/%s: %s", a->state_dir, de->d_name, ferr.msg);
+            gf_agent_event(a, "ignoring %s/" GF_STATE_FRACTIONS "/%s: %s", a->state_dir,
+                           de->d_name, ferr.msg);
         }
     }
     closedir(d);

@@ -18,8 +18,9 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "statedir.h"
 
-#define LOCK_FILE "lock"
+#define LOCK_FILE GF_STATE_AGENT_LOCK
 
 static int lock_fd = -1; /* held open for the process' life, never closed */
 
@@ -54,8 +55,8 @@ static int held_elsewhere(gf_agent *a, int fd, gf_error *err)
         snprintf(who, sizeof(who), "pid unknown");
     close(fd);
     return gf_error_set(err, GF_ESTATE,
-                        "%s is served by another gpufracd (%s holds %s/agent/" LOCK_FILE
-                        "); stop it first, or give this one its own --state-dir",
+                        "%s is served by another gpufracd (%s holds %s/" GF_STATE_AGENT_DIR
+                        "/" LOCK_FILE "); stop it first, or give this one its own --state-dir",
                         a->state_dir, who, a->state_dir);
 }
 
@@ -68,16 +69,17 @@ int gf_agent_lock(gf_agent *a, gf_error *err)
 
     fd = openat(a->priv_dfd, LOCK_FILE, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0)
-        return gf_error_sys(err, "opening %s/agent/" LOCK_FILE, a->state_dir);
+        return gf_error_sys(err, "opening %s/" GF_STATE_AGENT_DIR "/" LOCK_FILE, a->state_dir);
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
         close(fd);
-        return gf_error_set(err, GF_EINVAL, "%s/agent/" LOCK_FILE " is not a plain file",
+        return gf_error_set(err, GF_EINVAL,
+                            "%s/" GF_STATE_AGENT_DIR "/" LOCK_FILE " is not a plain file",
                             a->state_dir);
     }
     if (fcntl(fd, F_OFD_SETLK, &fl) < 0) {
         if (errno == EAGAIN || errno == EACCES)
             return held_elsewhere(a, fd, err);
-        gf_error_sys(err, "locking %s/agent/" LOCK_FILE, a->state_dir);
+        gf_error_sys(err, "locking %s/" GF_STATE_AGENT_DIR "/" LOCK_FILE, a->state_dir);
         close(fd);
         return -1;
     }
@@ -85,7 +87,7 @@ int gf_agent_lock(gf_agent *a, gf_error *err)
      * the page it had is reused, so a restart never needs new space */
     n = snprintf(pid, sizeof(pid), "%-20ld\n", (long)getpid());
     if (pwrite(fd, pid, (size_t)n, 0) != n) {
-        gf_error_sys(err, "writing %s/agent/" LOCK_FILE, a->state_dir);
+        gf_error_sys(err, "writing %s/" GF_STATE_AGENT_DIR "/" LOCK_FILE, a->state_dir);
         close(fd);
         return -1;
     }

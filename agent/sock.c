@@ -11,6 +11,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "statedir.h"
 int gf_socket_listen(const char *path, uid_t owner, gf_error *err)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -46,7 +47,8 @@ int gf_socket_listen_in_mode(gf_agent *a, int dfd, const char *name, uid_t owner
     int fd;
 
     snprintf(tmp, sizeof(tmp), "s%u.%d", ++serial, (int)getpid());
-    if ((size_t)snprintf(path, sizeof(path), "%s/agent/%s", a->state_dir, tmp) >= sizeof(path))
+    if ((size_t)snprintf(path, sizeof(path), "%s/" GF_STATE_AGENT_DIR "/%s", a->state_dir, tmp) >=
+        sizeof(path))
         return gf_error_set(err, GF_EINVAL, "state directory path too long");
     unlinkat(a->priv_dfd, tmp, 0);
     /* <state>/agent is root's alone: binding, chmod and chown by path there
@@ -73,8 +75,8 @@ int gf_socket_listen_root(gf_agent *a, gf_error *err)
 {
     char def[GF_PATH_MAX + 16];
 
-    snprintf(def, sizeof(def), "%s/agent.sock", a->state_dir);
+    snprintf(def, sizeof(def), "%s/" GF_STATE_AGENT_SOCK, a->state_dir);
     if (strcmp(def, a->socket_path) == 0)
-        return gf_socket_listen_in(a, a->state_dfd, "agent.sock", 0, err);
+        return gf_socket_listen_in(a, a->state_dfd, GF_STATE_AGENT_SOCK, 0, err);
     return gf_socket_listen(a->socket_path, 0, err); /* a path the administrator chose */
 }

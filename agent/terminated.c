@@ -9,10 +9,11 @@
 #include <unistd.h>
 
 #include "events.h"
-#include "kube_event.h"
 #include "fraction.h"
 #include "fsat.h"
+#include "kube_event.h"
 #include "quantity.h"
+#include "statedir.h"
 
 static char cause[GF_NAME_MAX + 64];
 
@@ -84,12 +85,13 @@ void gf_terminated_record(gf_agent *a, gf_afraction *f, pid_t pid, int gpu, gf_t
                  (int)pid, by == GF_TERM_RECLAIM ? "reclaim" : "watchdog", a->gpus[gpu].dev.index,
                  a->gpus[gpu].dev.uuid, (long long)time(NULL), reason);
     write_termination_message(a, f, reason);
-    if (snprintf(path, sizeof(path), "%s/terminated", f->dir) >= (int)sizeof(path) || n <= 0)
+    if (snprintf(path, sizeof(path), "%s/" GF_FRAC_TERMINATED, f->dir) >= (int)sizeof(path) ||
+        n <= 0)
         return;
     /* in the fraction's directory as the agent opened it (relative to the
      * fractions dir fd, no link followed on the way or at the file) */
     dfd = gf_at_dir(a->frac_dfd, f->cfg.name);
-    fd = dfd < 0 ? -1 : gf_at_append(dfd, "terminated", 0644);
+    fd = dfd < 0 ? -1 : gf_at_append(dfd, GF_FRAC_TERMINATED, 0644);
     if (dfd >= 0)
         close(dfd);
     if (fd < 0) {

@@ -31,6 +31,7 @@
 #include "proc.h"
 #include "registry.h"
 #include "sock.h"
+#include "statedir.h"
 #include "supervisors.h"
 #include "user_policy.h"
 
@@ -45,7 +46,7 @@ int gf_user_listen(gf_agent *a, const char *policy, gf_error *err)
     /* in the state directory's fd, renamed into place from <state>/agent:
      * nothing a user put at that name is followed; everyone may connect,
      * each request is judged by the caller's credentials */
-    return gf_socket_listen_in_mode(a, a->state_dfd, "users.sock", 0, 0666, err);
+    return gf_socket_listen_in_mode(a, a->state_dfd, GF_STATE_USERS_SOCK, 0, 0666, err);
 }
 
 /* The caller's name and groups: the account of its uid, and the groups the
@@ -163,7 +164,7 @@ static int make_user_fraction(gf_agent *a, gf_fraction_config *cfg, const gf_pee
      * file is shown by gpufrac status and locked by the run, never read by
      * the agent */
     gf_fracdir_spec spec = {.cfg = cfg, .config_mode = 0440, .group = cr->gid,
-                            .extra = {"supervisor", pid, 0440},
+                            .extra = {GF_FRAC_SUPERVISOR, pid, 0440},
                             .ledger_uid = cr->uid, .ledger_gid = cr->gid};
 
     snprintf(pid, sizeof(pid), "%d\n", (int)cr->pid);
@@ -210,7 +211,7 @@ void gf_serve_run(gf_agent *a, gf_request *r, const gf_msg *in, gf_msg *out)
     }
     gf_agent_event(a, "admitted fraction %s of uid %u (pid %d)", cfg.name, (unsigned)cr->uid,
                    (int)cr->pid);
-    snprintf(config, sizeof(config), "%s/config", f->dir);
+    snprintf(config, sizeof(config), "%s/" GF_FRAC_CONFIG, f->dir);
     gf_msg_init(out, "ok");
     gf_msg_add(out, "config", config);
     gf_msg_add(out, "ledger", f->cfg.ledger);
@@ -241,9 +242,9 @@ static int write_figures(gf_agent *a, const gf_afraction *f, int dfd, gf_error *
     }
     if (off >= sizeof(text))
         return gf_error_set(err, GF_ENOSPACE, "figures of %s too long", f->cfg.name);
-    if (gf_at_write(dfd, "figures", text, 0444, err) < 0)
+    if (gf_at_write(dfd, GF_FRAC_FIGURES, text, 0444, err) < 0)
         return -1;
-    unlinkat(dfd, "ledger", 0);
+    unlinkat(dfd, GF_FRAC_LEDGER, 0);
     return 0;
 }
 
@@ -257,17 +258,18 @@ static void end_fraction(gf_agent *a, gf_afraction *f, int code)
     snprintf(name, sizeof(name), "%s", f->cfg.name);
     snprintf(dest, sizeof(dest), "%s.%d", name, (int)f->supervisor);
     snprintf(text, sizeof(text), "time=%lld\nexit=%d\n", (long long)time(NULL), code);
-    if ((mkdirat(a->state_dfd, "ended", 0755) < 0 && errno != EEXIST) ||
-        (edfd = gf_at_dir(a->state_dfd, "ended")) < 0 ||
+    if ((mkdirat(a->state_dfd, GF_STATE_ENDED, 0755) < 0 && errno != EEXIST) ||
+        (edfd = gf_at_dir(a->state_dfd, GF_STATE_ENDED)) < 0 ||
         (dfd = gf_at_dir(a->frac_dfd, name)) < 0) {
         if (edfd >= 0)
             close(edfd);
         gf_release_fraction(a, f);
         return;
     }
-    unlinkat(dfd, "agent.sock", 0);
+    unlinkat(dfd, GF_FRAC_AGENT_SOCK, 0);
     gf_fraction_view_read(a, f); /* the last figures */
-    ok = gf_at_write(dfd, "ended", text, 0444, &err) == 0 && write_figures(a, f, dfd, &err) == 0;
+    ok = gf_at_write(dfd, GF_FRAC_ENDED, text, 0444, &err) == 0 &&
+         write_figures(a, f, dfd, &err) == 0;
     close(dfd);
     gf_at_rmdir(edfd, dest); /* a record of an earlier run of that pid */
     ok = ok && renameat(a->frac_dfd, name, edfd, dest) == 0;
@@ -308,7 +310,7 @@ static void gc_ended(gf_agent *a)
     time_t now = time(NULL);
     struct dirent *de;
     struct stat st;
-    int fd = gf_at_dir(a->state_dfd, "ended");
+    int fd = gf_at_dir(a->state_dfd, GF_STATE_ENDED);
     DIR *d;
 
     if (fd < 0)

@@ -12,6 +12,7 @@
 #include "lender.h"
 #include "mps.h"
 #include "registry.h"
+#include "statedir.h"
 #include "user_admit.h"
 
 #define ROOT GF_SOCKET_ROOT
@@ -71,7 +72,7 @@ static void refuse(const verb *v, const gf_request *r, const char *name, gf_msg 
     char m[160];
 
     if (r->socket == USERS)
-        snprintf(m, sizeof(m), "%s is not served on users.sock (expected ping, run or end)",
+        snprintf(m, sizeof(m), "%s is not served on " GF_STATE_USERS_SOCK " (expected ping, run or end)",
                  name);
     else if (v && v->elsewhere)
         snprintf(m, sizeof(m), "%s", v->elsewhere);

@@ -21,6 +21,7 @@
 #include "fraction.h"
 #include "gpus.h"
 #include "quantity.h"
+#include "statedir.h"
 #include "admit.h"
 #include "status.h"
 
@@ -271,7 +272,7 @@ static int start_agent(demo *d, gf_error *err)
     if (gf_find_agent(agent, sizeof(agent), err) < 0)
         return -1;
     snprintf(log, sizeof(log), "%s/gpufracd.log", d->tmp);
-    snprintf(sock, sizeof(sock), "%s/agent.sock", d->state);
+    snprintf(sock, sizeof(sock), "%s/" GF_STATE_AGENT_SOCK, d->state);
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_adddup2(&fa, STDOUT_FILENO, STDERR_FILENO);
@@ -436,8 +437,8 @@ static int demo_run(demo *d, gf_error *err)
  * scratch state directory. */
 static int demo_state(demo *d, gf_error *err)
 {
-    if (!d->simulated && gf_agent_present("/run/gpufrac") && geteuid() == 0) {
-        snprintf(d->state, sizeof(d->state), "/run/gpufrac");
+    if (!d->simulated && gf_agent_present(GF_STATE_DIR_DEFAULT) && geteuid() == 0) {
+        snprintf(d->state, sizeof(d->state), GF_STATE_DIR_DEFAULT);
         return 0;
     }
     char scratch[sizeof(d->state)];

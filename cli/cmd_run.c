@@ -5,6 +5,7 @@
 #include "admit.h"
 #include "fraction.h"
 #include "run.h"
+#include "statedir.h"
 
 /* Before an sm-sharing fraction is stopped, the agent has MPS terminate its
  * clients: a client killed mid-work can wedge the server for every tenant. */
@@ -71,7 +72,7 @@ int gf_cmd_run(int argc, char **argv)
     if ((rc = run_plan_make(&o, &p, &err)) != 0)
         return gf_cli_fail("run", rc, &err);
     if (!gf_agent_present(p.state) ||
-        gf_fraction_path(p.cfg.agent, sizeof(p.cfg.agent), p.state, p.cfg.name, "agent.sock",
+        gf_fraction_path(p.cfg.agent, sizeof(p.cfg.agent), p.state, p.cfg.name, GF_FRAC_AGENT_SOCK,
                          &err) < 0)
         p.cfg.agent[0] = '\0';
     if (gf_fraction_path(dir, sizeof(dir), p.state, p.cfg.name, NULL, &err) < 0 ||
@@ -102,7 +103,7 @@ int gf_cmd_run(int argc, char **argv)
     /* without an agent now, the watchdog of one that starts later still
      * watches this fraction once it is attached */
     if (!late.done && gf_fraction_path(late.sock, sizeof(late.sock), p.state, p.cfg.name,
-                                       "agent.sock", &err) == 0)
+                                       GF_FRAC_AGENT_SOCK, &err) == 0)
         run_supervise_on_tick(attach_late, &late);
     if (run_env_mps(&p, &err) < 0 || gf_ledger_open(p.cfg.ledger, &lg, &err) < 0) {
         if (via_agent)

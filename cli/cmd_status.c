@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "cleanup.h"
 #include "cli.h"
 #include "status.h"
 
@@ -43,7 +44,7 @@ int gf_cmd_status(int argc, char **argv)
 {
     const char *state_flag = NULL;
     char state[GF_PATH_MAX];
-    status_view *v;
+    gf_cleanup_free status_view *v = NULL;
     gf_error err = {0};
     bool json = false, all = false, brief = false;
     int c, rc;
@@ -71,10 +72,8 @@ int gf_cmd_status(int argc, char **argv)
     if (!(v = malloc(sizeof(*v))))
         return fputs("gpufrac status: out of memory\n", stderr), GF_EXIT_FAIL;
     if (gf_state_dir(state_flag, false, state, sizeof(state), &err) < 0 ||
-        status_collect(state, !json || all, v, &err) < 0) {
-        free(v);
+        status_collect(state, !json || all, v, &err) < 0)
         return gf_cli_fail("status", GF_EXIT_FAIL, &err);
-    }
     rc = GF_EXIT_OK;
     if (json) {
         if (status_print_json(v, &err) < 0)
@@ -83,6 +82,5 @@ int gf_cmd_status(int argc, char **argv)
         status_print_table(v, status_columns(), brief);
     }
     status_view_free(v);
-    free(v);
     return rc;
 }

@@ -12,8 +12,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "cleanup.h"
 #include "cli.h"
 #include "fraction.h"
+#include "statedir.h"
 
 static const char stop_help[] =
     "Usage: gpufrac stop [--state-dir DIR] NAME\n"
@@ -29,7 +31,7 @@ int gf_cmd_stop(int argc, char **argv)
     gf_error err = {0};
     struct stat st;
     pid_t pid;
-    int fd;
+    gf_cleanup_close int fd = -1; /* a pidfd */
 
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
@@ -48,7 +50,7 @@ int gf_cmd_stop(int argc, char **argv)
     if (gf_state_dir(state_flag, false, state, sizeof(state), &err) < 0 ||
         gf_fraction_path(dir, sizeof(dir), state, name, NULL, &err) < 0)
         return gf_cli_fail("stop", GF_EXIT_FAIL, &err);
-    snprintf(path, sizeof(path), "%s/ledger", dir);
+    snprintf(path, sizeof(path), "%s/" GF_FRAC_LEDGER, dir);
     if (stat(path, &st) < 0) {
         fprintf(stderr, "gpufrac stop: no fraction \"%s\" in %s\n", name, state);
         return GF_EXIT_FAIL;
@@ -58,7 +60,7 @@ int gf_cmd_stop(int argc, char **argv)
                 name, (unsigned)st.st_uid);
         return GF_EXIT_FAIL;
     }
-    snprintf(path, sizeof(path), "%s/identity", dir);
+    snprintf(path, sizeof(path), "%s/" GF_FRAC_IDENTITY, dir);
     if (access(path, F_OK) == 0) {
         fprintf(stderr, "gpufrac stop: \"%s\" is a container's fraction; stop its container\n",
                 name);
@@ -74,11 +76,8 @@ int gf_cmd_stop(int argc, char **argv)
         syscall(SYS_pidfd_send_signal, fd, SIGTERM, NULL, 0) < 0) {
         fprintf(stderr, "gpufrac stop: cannot signal gpufrac run (pid %d) of \"%s\": %s\n",
                 (int)pid, name, strerror(errno));
-        if (fd >= 0)
-            close(fd);
         return GF_EXIT_FAIL;
     }
-    close(fd);
     printf("gpufrac stop: asked gpufrac run (pid %d) to stop fraction \"%s\"\n", (int)pid, name);
     return GF_EXIT_OK;
 }

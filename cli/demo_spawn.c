@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cleanup.h"
 #include "demo.h"
 
 static void parse_line(demo_output *o, char *line)
@@ -51,21 +52,19 @@ int demo_spawn(const char *const argv[], demo_output *out, gf_error *err)
     fflush(stdout);
     if (pipe2(fds, O_CLOEXEC) < 0)
         return gf_error_sys(err, "pipe");
+    gf_cleanup_close int rd = fds[0], wr = fds[1];
     pid = fork();
-    if (pid < 0) {
-        close(fds[0]);
-        close(fds[1]);
+    if (pid < 0)
         return gf_error_sys(err, "fork");
-    }
     if (pid == 0) {
-        dup2(fds[1], STDOUT_FILENO);
+        dup2(wr, STDOUT_FILENO);
         execv(argv[0], (char *const *)argv);
         fprintf(stderr, "gpufrac demo: cannot run %s: %s\n", argv[0], strerror(errno));
         _exit(127);
     }
-    close(fds[1]);
-    read_all(fds[0], out);
-    close(fds[0]);
+    close(gf_steal_fd(&wr)); /* before the read, or it never ends */
+    read_all(rd, out);
+    close(gf_steal_fd(&rd));
     while (waitpid(pid, &status, 0) < 0)
         if (errno != EINTR)
             return gf_error_sys(err, "waiting for %s", argv[0]);

@@ -13,12 +13,13 @@
 
 #include "fraction.h"
 #include "ledger.h"
+#include "statedir.h"
 
 int gf_fraction_path(char *buf, size_t len, const char *state, const char *name, const char *file,
                      gf_error *err)
 {
-    int n = file ? snprintf(buf, len, "%s/fractions/%s/%s", state, name, file)
-                 : snprintf(buf, len, "%s/fractions/%s", state, name);
+    int n = file ? snprintf(buf, len, "%s/" GF_STATE_FRACTIONS "/%s/%s", state, name, file)
+                 : snprintf(buf, len, "%s/" GF_STATE_FRACTIONS "/%s", state, name);
     if (n < 0 || (size_t)n >= len)
         return gf_error_set(err, GF_EINVAL, "path too long under state directory %s", state);
     return 0;
@@ -72,7 +73,7 @@ bool gf_fraction_supervised(const char *dir, pid_t *pid)
     int fd;
 
     *pid = 0;
-    if (snprintf(path, sizeof(path), "%s/supervisor", dir) >= (int)sizeof(path))
+    if (snprintf(path, sizeof(path), "%s/" GF_FRAC_SUPERVISOR, dir) >= (int)sizeof(path))
         return false;
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -92,7 +93,7 @@ static bool container_alive(const char *dir, pid_t sup)
 {
     char path[GF_PATH_MAX];
 
-    if (sup <= 0 || gf_path_join(path, sizeof(path), dir, "identity") < 0 ||
+    if (sup <= 0 || gf_path_join(path, sizeof(path), dir, GF_FRAC_IDENTITY) < 0 ||
         access(path, F_OK) < 0)
         return false;
     return kill(sup, 0) == 0 || errno == EPERM;
@@ -106,7 +107,7 @@ int gf_fraction_inspect(const char *dir, gf_fraction_state *state, pid_t *pids, 
     pid_t sup;
 
     *n_pids = 0;
-    if (snprintf(path, sizeof(path), "%s/ledger", dir) >= (int)sizeof(path))
+    if (snprintf(path, sizeof(path), "%s/" GF_FRAC_LEDGER, dir) >= (int)sizeof(path))
         return gf_error_set(err, GF_EINVAL, "path too long: %s", dir);
     bool supervised = gf_fraction_supervised(dir, &sup) || container_alive(dir, sup);
     if (gf_ledger_open(path, &lg, err) < 0) {
@@ -135,7 +136,7 @@ bool gf_fraction_made_by_run(const char *dir)
     struct stat st;
     /* the agent's container fractions carry their Kubernetes identity; they
      * are the agent's and the runtime's to release, never a gpufrac run's */
-    if (gf_path_join(path, sizeof(path), dir, "identity") < 0)
+    if (gf_path_join(path, sizeof(path), dir, GF_FRAC_IDENTITY) < 0)
         return false;
     return lstat(path, &st) < 0 && errno == ENOENT;
 }
@@ -148,7 +149,7 @@ static bool made_by_agent_for_a_user(const char *dir)
     char path[GF_PATH_MAX];
     struct stat d, l;
 
-    return gf_path_join(path, sizeof(path), dir, "ledger") == 0 && lstat(dir, &d) == 0 &&
+    return gf_path_join(path, sizeof(path), dir, GF_FRAC_LEDGER) == 0 && lstat(dir, &d) == 0 &&
            lstat(path, &l) == 0 && d.st_uid == 0 && l.st_uid != 0;
 }
 
@@ -182,8 +183,8 @@ static void remove_stale(const char *fractions, const char *name)
     char dir[GF_PATH_MAX], aside[GF_PATH_MAX];
 
     if (snprintf(dir, sizeof(dir), "%s/%s", fractions, name) >= (int)sizeof(dir) ||
-        snprintf(aside, sizeof(aside), "%s/.old-%s-%d", fractions, name, (int)getpid()) >=
-            (int)sizeof(aside))
+        snprintf(aside, sizeof(aside), "%s/" GF_STATE_OLD_PREFIX "%s-%d", fractions, name,
+                 (int)getpid()) >= (int)sizeof(aside))
         return;
     if (!fraction_stale(dir) || rename(dir, aside) < 0)
         return;
@@ -213,7 +214,7 @@ time_t gf_fraction_ended_at(const char *dir, int *exit_code)
     int code = 0;
     FILE *fp;
 
-    if (gf_path_join(path, sizeof(path), dir, "ended") < 0 || !(fp = fopen(path, "re")))
+    if (gf_path_join(path, sizeof(path), dir, GF_FRAC_ENDED) < 0 || !(fp = fopen(path, "re")))
         return 0;
     if (fscanf(fp, "time=%lld exit=%d", &when, &code) < 1)
         when = 0;
@@ -231,7 +232,7 @@ static void gc_ended(const char *state)
     struct dirent *de;
     DIR *d;
 
-    if (snprintf(ended, sizeof(ended), "%s/ended", state) >= (int)sizeof(ended) ||
+    if (snprintf(ended, sizeof(ended), "%s/" GF_STATE_ENDED, state) >= (int)sizeof(ended) ||
         !(d = opendir(ended)))
         return;
     while ((de = readdir(d))) {
@@ -254,7 +255,8 @@ void gf_fraction_gc(const char *state)
     struct dirent *de;
     DIR *d;
 
-    if (snprintf(fractions, sizeof(fractions), "%s/fractions", state) >= (int)sizeof(fractions))
+    if (snprintf(fractions, sizeof(fractions), "%s/" GF_STATE_FRACTIONS, state) >=
+        (int)sizeof(fractions))
         return;
     d = opendir(fractions);
     if (!d)
@@ -262,7 +264,8 @@ void gf_fraction_gc(const char *state)
     while ((de = readdir(d))) {
         if (de->d_name[0] != '.' && gf_name_valid(de->d_name))
             remove_stale(fractions, de->d_name);
-        else if (strncmp(de->d_name, ".new-", 5) == 0 || strncmp(de->d_name, ".old-", 5) == 0)
+        else if (strncmp(de->d_name, GF_STATE_NEW_PREFIX, strlen(GF_STATE_NEW_PREFIX)) == 0 ||
+                 strncmp(de->d_name, GF_STATE_OLD_PREFIX, strlen(GF_STATE_OLD_PREFIX)) == 0)
             remove_abandoned(fractions, de->d_name);
     }
     closedir(d);

@@ -7,30 +7,30 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cleanup.h"
 #include "fraction.h"
 #include "ledger.h"
+#include "statedir.h"
 
 static int write_config(const char *dir, const gf_fraction_config *cfg, gf_error *err)
 {
     char text[GF_CONFIG_TEXT_MAX], tmp[GF_PATH_MAX], path[GF_PATH_MAX];
-    int len, fd;
+    int len;
 
     len = gf_config_format(cfg, text, sizeof(text));
     if (len < 0)
         return gf_error_set(err, GF_ENOSPACE, "fraction config does not fit in %d bytes",
                             GF_CONFIG_TEXT_MAX);
-    if (gf_path_join(tmp, sizeof(tmp), dir, "config.tmp") < 0 ||
-        gf_path_join(path, sizeof(path), dir, "config") < 0)
+    if (gf_path_join(tmp, sizeof(tmp), dir, GF_FRAC_CONFIG_TMP) < 0 ||
+        gf_path_join(path, sizeof(path), dir, GF_FRAC_CONFIG) < 0)
         return gf_error_sys(err, "fraction config path");
-    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
-    if (fd < 0)
-        return gf_error_sys(err, "creating %s", tmp);
-    if (write(fd, text, (size_t)len) != len || fchmod(fd, 0444) < 0 || fsync(fd) < 0) {
-        gf_error_sys(err, "writing %s", tmp);
-        close(fd);
-        return -1;
+    { /* closed before the rename */
+        gf_cleanup_close int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+        if (fd < 0)
+            return gf_error_sys(err, "creating %s", tmp);
+        if (write(fd, text, (size_t)len) != len || fchmod(fd, 0444) < 0 || fsync(fd) < 0)
+            return gf_error_sys(err, "writing %s", tmp);
     }
-    close(fd);
     if (rename(tmp, path) < 0)
         return gf_error_sys(err, "installing %s", path);
     return 0;
@@ -40,7 +40,7 @@ static int make_ledger(const char *dir, const gf_fraction_config *cfg, gf_error 
 {
     char path[GF_PATH_MAX];
 
-    if (gf_path_join(path, sizeof(path), dir, "ledger") < 0)
+    if (gf_path_join(path, sizeof(path), dir, GF_FRAC_LEDGER) < 0)
         return gf_error_sys(err, "fraction ledger path");
     return gf_ledger_create_for(path, cfg, 0600, err);
 }
@@ -49,20 +49,18 @@ static int take_supervisor_lock(const char *dir, gf_error *err)
 {
     struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
     char path[GF_PATH_MAX], text[32];
-    int fd, len;
+    gf_cleanup_close int fd = -1;
+    int len;
 
-    if (gf_path_join(path, sizeof(path), dir, "supervisor") < 0)
+    if (gf_path_join(path, sizeof(path), dir, GF_FRAC_SUPERVISOR) < 0)
         return gf_error_sys(err, "fraction supervisor path");
     fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0)
         return gf_error_sys(err, "creating %s", path);
     len = snprintf(text, sizeof(text), "%d\n", (int)getpid());
-    if (fcntl(fd, F_OFD_SETLK, &fl) < 0 || write(fd, text, (size_t)len) != len) {
-        gf_error_sys(err, "locking %s", path);
-        close(fd);
-        return -1;
-    }
-    return fd;
+    if (fcntl(fd, F_OFD_SETLK, &fl) < 0 || write(fd, text, (size_t)len) != len)
+        return gf_error_sys(err, "locking %s", path);
+    return gf_steal_fd(&fd);
 }
 
 /* Moves the new directory into place; a stale namesake is cleared away. */
@@ -87,7 +85,7 @@ static int install(const char *tmp, const char *dir, const char *name, gf_error 
                                 "%zu processes); choose another --name",
                                 name, gf_fraction_state_name(st), (int)pid, n);
         }
-        snprintf(aside, sizeof(aside), "%s.old-%d", tmp, attempt);
+        snprintf(aside, sizeof(aside), "%s" GF_STATE_OLD_PREFIX "%d", tmp, attempt);
         if (rename(dir, aside) == 0)
             gf_rm_tree(aside);
     }
@@ -103,7 +101,8 @@ int gf_fraction_create(gf_fraction *f, const char *state, const gf_fraction_conf
     f->lock_fd = -1;
     if (gf_fraction_path(f->dir, sizeof(f->dir), state, cfg->name, NULL, err) < 0)
         return -1;
-    n = snprintf(tmp, sizeof(tmp), "%s/fractions/.new-%s-%d", state, cfg->name, (int)getpid());
+    n = snprintf(tmp, sizeof(tmp), "%s/" GF_STATE_FRACTIONS "/" GF_STATE_NEW_PREFIX "%s-%d", state,
+                 cfg->name, (int)getpid());
     if (n < 0 || (size_t)n >= sizeof(tmp) - 32)
         return gf_error_set(err, GF_EINVAL, "path too long under state directory %s", state);
     if (mkdir(tmp, 0755) < 0)
@@ -130,8 +129,8 @@ void gf_fraction_remove(gf_fraction *f)
         return;
     /* moved aside while the lock is still held, so nobody mistakes the
      * half-removed directory for a stale fraction of the same name */
-    snprintf(aside, sizeof(aside), "%.*s/.old-%s-%d", (int)(slash - f->dir), f->dir, slash + 1,
-             (int)getpid());
+    snprintf(aside, sizeof(aside), "%.*s/" GF_STATE_OLD_PREFIX "%s-%d", (int)(slash - f->dir),
+             f->dir, slash + 1, (int)getpid());
     if (rename(f->dir, aside) == 0)
         gf_rm_tree(aside);
     close(f->lock_fd);
@@ -142,26 +141,24 @@ void gf_fraction_end(gf_fraction *f, const char *state, int exit_code)
 {
     char ended[GF_PATH_MAX + 16], dest[GF_PATH_MAX + 128], text[64];
     const char *slash = strrchr(f->dir, '/');
-    int fd, n;
+    int n;
 
     if (f->lock_fd < 0 || !slash)
         return;
     n = snprintf(text, sizeof(text), "time=%lld\nexit=%d\n", (long long)time(NULL), exit_code);
-    if (snprintf(ended, sizeof(ended), "%s/ended", state) >= (int)sizeof(ended) ||
+    if (snprintf(ended, sizeof(ended), "%s/" GF_STATE_ENDED, state) >= (int)sizeof(ended) ||
         snprintf(dest, sizeof(dest), "%s/%s.%d", ended, slash + 1, (int)getpid()) >=
             (int)sizeof(dest) ||
         (mkdir(ended, geteuid() == 0 ? 0755 : 0700) < 0 && errno != EEXIST))
         goto remove;
-    if (gf_path_join(ended, sizeof(ended), f->dir, "ended") < 0)
+    if (gf_path_join(ended, sizeof(ended), f->dir, GF_FRAC_ENDED) < 0)
         goto remove;
-    fd = open(ended, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd < 0)
-        goto remove;
-    if (write(fd, text, (size_t)n) != n) {
-        close(fd);
-        goto remove;
+    { /* closed before the move */
+        gf_cleanup_close int fd =
+            open(ended, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd < 0 || write(fd, text, (size_t)n) != n)
+            goto remove;
     }
-    close(fd);
     /* the lock is still held while it moves: no cleaner takes it for stale */
     if (rename(f->dir, dest) < 0)
         goto remove;

@@ -14,6 +14,7 @@
 #include "cli.h"
 #include "fraction.h"
 #include "run.h"
+#include "statedir.h"
 
 int run_ended_parse_line(char *line, run_termination *t)
 {
@@ -59,7 +60,7 @@ int run_report_terminated(const char *fraction_dir, pid_t child, int rc, bool ag
     int code = rc;
     FILE *fp;
 
-    if (gf_path_join(path, sizeof(path), fraction_dir, "terminated") < 0)
+    if (gf_path_join(path, sizeof(path), fraction_dir, GF_FRAC_TERMINATED) < 0)
         return rc;
     /* the watchdog writes its record right after its SIGKILL, which we may
      * have reaped first: give it a moment (at most 1 s, only then) */

@@ -10,6 +10,7 @@
 #include "install_paths.h"
 #include "quantity.h"
 #include "run.h"
+#include "statedir.h"
 
 void run_plan_notices(const run_plan *p)
 {
@@ -121,7 +122,7 @@ int run_env_apply(const run_plan *p, const char *fraction_dir, gf_error *err)
 
     if (gf_find_shim(shim, sizeof(shim), err) < 0 || set_preload(shim, err) < 0)
         return -1;
-    snprintf(config, sizeof(config), "%s/config", fraction_dir);
+    snprintf(config, sizeof(config), "%s/" GF_FRAC_CONFIG, fraction_dir);
     if (setenv("GPUFRAC_CONFIG", config, 1) < 0)
         return gf_error_sys(err, "setting GPUFRAC_CONFIG");
     return set_devices(p, err);

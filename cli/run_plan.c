@@ -9,6 +9,7 @@
 #include "fraction.h"
 #include "quantity.h"
 #include "run.h"
+#include "statedir.h"
 
 /* The least memory a fraction may be given: a CUDA context alone needs more,
  * so a smaller quantity is a missing unit ("--memory 2" is 2 bytes). */
@@ -153,7 +154,8 @@ int run_plan_make(const run_opts *o, run_plan *p, gf_error *err)
     cfg->compute_percent = p->spec.has_compute ? gf_compute_percent(p->spec.compute) : 100;
     if (gf_state_dir(o->state_dir, true, p->state, sizeof(p->state), err) < 0)
         return GF_EXIT_FAIL;
-    if (gf_fraction_path(cfg->ledger, sizeof(cfg->ledger), p->state, cfg->name, "ledger", err) < 0)
+    if (gf_fraction_path(cfg->ledger, sizeof(cfg->ledger), p->state, cfg->name, GF_FRAC_LEDGER,
+                         err) < 0)
         return GF_EXIT_FAIL;
     return 0;
 }

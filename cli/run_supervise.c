@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cleanup.h"
 #include "cli.h"
 #include "run.h"
 
@@ -186,24 +187,23 @@ int run_supervise(char **cmd, gf_ledger *lg, pid_t *child_out)
         fprintf(stderr, "gpufrac run: pipe: %s\n", strerror(errno));
         return GF_EXIT_FAIL;
     }
+    gf_cleanup_close int rd = pipefd[0], wr = pipefd[1];
     watched_set(&set);
     sigprocmask(SIG_BLOCK, &set, &old);
     child = fork();
     if (child < 0) {
         fprintf(stderr, "gpufrac run: fork: %s\n", strerror(errno));
-        close(pipefd[0]);
-        close(pipefd[1]);
         sigprocmask(SIG_SETMASK, &old, NULL);
         return GF_EXIT_FAIL;
     }
     if (child == 0) {
-        close(pipefd[0]);
-        child_exec(cmd, &old, pipefd[1]);
+        close(gf_steal_fd(&rd));
+        child_exec(cmd, &old, wr);
     }
-    close(pipefd[1]);
+    close(gf_steal_fd(&wr)); /* before the read: its EOF says the exec went through */
     if (child_out)
         *child_out = child;
-    if ((e = exec_result(pipefd[0])) != 0)
+    if ((e = exec_result(gf_steal_fd(&rd))) != 0)
         fprintf(stderr, "gpufrac run: cannot run '%s': %s\n", cmd[0], strerror(e));
     return wait_all(cmd, child, lg, &set);
 }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "fraction.h"
+#include "statedir.h"
 
 static int mkdir_p(char *path, mode_t mode, gf_error *err)
 {
@@ -54,9 +55,10 @@ static int choose(const char *flag, char *out, size_t len, bool *tmp)
         n = snprintf(out, len, "%s", flag);
     else if (env && *env)
         n = snprintf(out, len, "%s", env);
-    else if (access("/run/gpufrac", W_OK) == 0 || (geteuid() == 0 && access("/run", W_OK) == 0) ||
-             access("/run/gpufrac/users.sock", F_OK) == 0)
-        n = snprintf(out, len, "/run/gpufrac");
+    else if (access(GF_STATE_DIR_DEFAULT, W_OK) == 0 ||
+             (geteuid() == 0 && access("/run", W_OK) == 0) ||
+             access(GF_STATE_DIR_DEFAULT "/" GF_STATE_USERS_SOCK, F_OK) == 0)
+        n = snprintf(out, len, GF_STATE_DIR_DEFAULT);
     else if (xdg && *xdg == '/' && access(xdg, W_OK) == 0)
         n = snprintf(out, len, "%s/gpufrac", xdg);
     else {
@@ -83,7 +85,8 @@ int gf_state_dir(const char *flag, bool create, char *out, size_t len, gf_error 
     }
     if (!create)
         return tmp && access(out, F_OK) == 0 ? check_private(out, err) : 0;
-    if (snprintf(fractions, sizeof(fractions), "%s/fractions", out) >= (int)sizeof(fractions))
+    if (snprintf(fractions, sizeof(fractions), "%s/" GF_STATE_FRACTIONS, out) >=
+        (int)sizeof(fractions))
         return gf_error_set(err, GF_EINVAL, "state directory path is too long");
     if (mkdir_p(out, geteuid() == 0 ? 0755 : 0700, err) < 0)
         return -1;

@@ -9,8 +9,11 @@
 #include <unistd.h>
 
 #include "admit.h"
+#include "cleanup.h"
+#include "identity.h"
 #include "ledger.h"
 #include "run.h"
+#include "statedir.h"
 #include "status.h"
 
 static void read_ledger(status_fraction *f, gf_ledger *lg)
@@ -37,21 +40,19 @@ static void read_ledger(status_fraction *f, gf_ledger *lg)
 /* Kubernetes identity, written by the agent at admission. */
 static void read_identity(status_fraction *f)
 {
-    char path[GF_PATH_MAX + 16], line[256];
+    char path[GF_PATH_MAX + 16], text[GF_IDENTITY_TEXT_MAX];
+    gf_identity id;
+    size_t n;
     FILE *fp;
 
-    if (gf_path_join(path, sizeof(path), f->dir, "identity") < 0 || !(fp = fopen(path, "re")))
+    if (gf_path_join(path, sizeof(path), f->dir, GF_FRAC_IDENTITY) < 0 || !(fp = fopen(path, "re")))
         return;
-    while (fgets(line, sizeof(line), fp)) {
-        line[strcspn(line, "\n")] = '\0';
-        if (strncmp(line, "namespace=", 10) == 0)
-            snprintf(f->ns, sizeof(f->ns), "%.63s", line + 10);
-        else if (strncmp(line, "pod=", 4) == 0)
-            snprintf(f->pod, sizeof(f->pod), "%.127s", line + 4);
-        else if (strncmp(line, "container=", 10) == 0)
-            snprintf(f->container, sizeof(f->container), "%.63s", line + 10);
-    }
+    n = fread(text, 1, sizeof(text), fp);
     fclose(fp);
+    gf_identity_parse(text, n, &id);
+    snprintf(f->ns, sizeof(f->ns), "%s", id.ns);
+    snprintf(f->pod, sizeof(f->pod), "%s", id.pod);
+    snprintf(f->container, sizeof(f->container), "%s", id.container);
 }
 
 static void read_terminated(status_fraction *f)
@@ -60,7 +61,8 @@ static void read_terminated(status_fraction *f)
     run_termination t;
     FILE *fp;
 
-    if (gf_path_join(path, sizeof(path), f->dir, "terminated") < 0 || !(fp = fopen(path, "re")))
+    if (gf_path_join(path, sizeof(path), f->dir, GF_FRAC_TERMINATED) < 0 ||
+        !(fp = fopen(path, "re")))
         return;
     while (fgets(line, sizeof(line), fp))
         if (run_ended_parse_line(line, &t) == 0) {
@@ -92,7 +94,7 @@ static bool read_figures(status_fraction *f)
     unsigned uid;
     FILE *fp;
 
-    if (gf_path_join(path, sizeof(path), f->dir, "figures") < 0 || !(fp = fopen(path, "re")))
+    if (gf_path_join(path, sizeof(path), f->dir, GF_FRAC_FIGURES) < 0 || !(fp = fopen(path, "re")))
         return false;
     while (fgets(line, sizeof(line), fp)) {
         if (sscanf(line, "uid=%u", &uid) == 1) {
@@ -133,7 +135,7 @@ static int read_fraction(status_fraction *f, gf_error *err)
     gf_fraction_supervised(f->dir, &f->supervisor);
     read_identity(f);
     read_terminated(f);
-    if (gf_path_join(path, sizeof(path), f->dir, "config") < 0)
+    if (gf_path_join(path, sizeof(path), f->dir, GF_FRAC_CONFIG) < 0)
         return gf_error_sys(err, "%s", f->dir);
     if (gf_config_load(path, &cfg, err) < 0)
         return -1;
@@ -150,7 +152,7 @@ static int read_fraction(status_fraction *f, gf_error *err)
         return 0;
     }
     /* an ended fraction's config still names its old place */
-    if (gf_path_join(path, sizeof(path), f->dir, "ledger") < 0)
+    if (gf_path_join(path, sizeof(path), f->dir, GF_FRAC_LEDGER) < 0)
         return gf_error_sys(err, "%s", f->dir);
     if (gf_ledger_open(path, &lg, err) < 0)
         return -1;
@@ -200,7 +202,7 @@ static int add(const char *parent, const char *entry, bool ended, status_view *v
     /* a user sees their own fractions (whose ledger is theirs); root sees all */
     char lpath[GF_PATH_MAX + 16];
     struct stat st;
-    if (!v->all_users && gf_path_join(lpath, sizeof(lpath), f->dir, "ledger") == 0 &&
+    if (!v->all_users && gf_path_join(lpath, sizeof(lpath), f->dir, GF_FRAC_LEDGER) == 0 &&
         stat(lpath, &st) == 0 && st.st_uid != getuid())
         return 0;
     gf_error e = {0};
@@ -221,7 +223,7 @@ static int scan(const char *state, const char *sub, bool ended, status_view *v, 
 {
     char dir[GF_PATH_MAX];
     struct dirent *de;
-    DIR *d;
+    gf_cleanup_closedir DIR *d = NULL;
 
     snprintf(dir, sizeof(dir), "%s/%s", state, sub);
     if (!(d = opendir(dir)))
@@ -229,12 +231,9 @@ static int scan(const char *state, const char *sub, bool ended, status_view *v, 
     while ((de = readdir(d))) {
         if (de->d_name[0] == '.' || (!ended && !gf_name_valid(de->d_name)))
             continue;
-        if (add(dir, de->d_name, ended, v, cap, err) < 0) {
-            closedir(d);
+        if (add(dir, de->d_name, ended, v, cap, err) < 0)
             return -1;
-        }
     }
-    closedir(d);
     return 0;
 }
 
@@ -268,8 +267,8 @@ int status_collect(const char *state, bool ended, status_view *v, gf_error *err)
     v->have_gpus = gf_gpus_probe(&v->gpus, &ignored) == 0;
     if (v->have_gpus)
         gf_gpus_processes(v->procs, STATUS_PROCS_MAX, &v->n_procs, &ignored);
-    if (scan(state, "fractions", false, v, &cap, err) < 0 ||
-        (ended && scan(state, "ended", true, v, &cap, err) < 0)) {
+    if (scan(state, GF_STATE_FRACTIONS, false, v, &cap, err) < 0 ||
+        (ended && scan(state, GF_STATE_ENDED, true, v, &cap, err) < 0)) {
         status_view_free(v);
         return -1;
     }

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "quantity.h"
+#include "statedir.h"
 #include "status.h"
 
 int status_columns(void)
@@ -259,10 +260,10 @@ static void print_events(const char *state, int cols)
     int n = 0;
     FILE *fp;
 
-    snprintf(path, sizeof(path), "%s/events.log.1", state);
+    snprintf(path, sizeof(path), "%s/" GF_STATE_EVENTS_OLD, state);
     for (int pass = 0; pass < 2; pass++) {
         if (pass == 1)
-            snprintf(path, sizeof(path), "%s/events.log", state);
+            snprintf(path, sizeof(path), "%s/" GF_STATE_EVENTS, state);
         if (!(fp = fopen(path, "re")))
             continue;
         while (fgets(lines[n % RECENT_EVENTS], sizeof(lines[0]), fp))

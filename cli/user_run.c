@@ -17,10 +17,11 @@
 #include "cli.h"
 #include "fraction.h"
 #include "run.h"
+#include "statedir.h"
 
 static void users_socket(const char *state, char *out, size_t len)
 {
-    snprintf(out, len, "%s/users.sock", state);
+    snprintf(out, len, "%s/" GF_STATE_USERS_SOCK, state);
 }
 
 bool run_via_agent(const char *state)
@@ -33,7 +34,7 @@ bool run_via_agent(const char *state)
     users_socket(state, path, sizeof(path));
     if (stat(path, &st) < 0 || !S_ISSOCK(st.st_mode))
         return false;
-    snprintf(path, sizeof(path), "%s/fractions", state);
+    snprintf(path, sizeof(path), "%s/" GF_STATE_FRACTIONS, state);
     return access(path, W_OK) < 0;
 }
 
@@ -42,7 +43,7 @@ static int lock_supervisor(gf_fraction *f, gf_error *err)
     struct flock fl = {.l_type = F_RDLCK, .l_whence = SEEK_SET};
     char path[GF_PATH_MAX + 16];
 
-    if (gf_path_join(path, sizeof(path), f->dir, "supervisor") < 0)
+    if (gf_path_join(path, sizeof(path), f->dir, GF_FRAC_SUPERVISOR) < 0)
         return gf_error_sys(err, "fraction supervisor path");
     f->lock_fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (f->lock_fd < 0)

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "number.h"
 #include "quantity.h"
 
 #define NAME_PART_MAX 63 /* Kubernetes: the part of an annotation key after '/' */
@@ -107,21 +108,6 @@ static int parse_open_portion(const gf_kv *kv, long max_places, const char *rule
     *out = gf_decimal_to_double(&d);
     if (!(*out > 0.0))
         return value_error(kv, rule, err);
-    return 0;
-}
-
-static int parse_uint(const char *s, uint64_t max, uint64_t *out)
-{
-    uint64_t v = 0;
-
-    if (*s == '\0')
-        return -1;
-    for (; *s != '\0'; s++) {
-        if (*s < '0' || *s > '9' || v > (max - (uint64_t)(*s - '0')) / 10)
-            return -1;
-        v = v * 10 + (uint64_t)(*s - '0');
-    }
-    *out = v;
     return 0;
 }
 
@@ -321,7 +307,7 @@ static int decode_pod_value(decoder *d, int k, const gf_kv *kv, gf_error *err)
                                   "smaller than 1.0 (expected a decimal in (0,1) such as 0.5)",
                                   &d->fraction, err);
     case P_MEMORY:
-        if (parse_uint(v, INT64_MAX / GF_MIB, &n) < 0 || n == 0)
+        if (gf_parse_udec(v, INT64_MAX / GF_MIB, &n) < 0 || n == 0)
             return value_error(kv,
                                "gpu-memory annotation value must be a positive integer greater "
                                "than 0 (expected whole MiB such as 4096)",
@@ -329,7 +315,7 @@ static int decode_pod_value(decoder *d, int k, const gf_kv *kv, gf_error *err)
         d->memory = n * GF_MIB;
         return 0;
     case P_NUM_DEVICES:
-        if (parse_uint(v, NUM_DEVICES_MAX, &n) < 0 || n == 0)
+        if (gf_parse_udec(v, NUM_DEVICES_MAX, &n) < 0 || n == 0)
             return value_error(kv,
                                "fraction count annotation value must be a positive integer "
                                "greater than 0 (expected the number of GPUs, e.g. 2)",

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "number.h"
 #include "quantity.h"
 
 #define LINE_VALUE_MAX GF_PATH_MAX
@@ -35,24 +36,6 @@ int gf_name_valid(const char *name)
     return 1;
 }
 
-/* A decimal integer without sign or leading garbage, at most max. */
-static int parse_uint(const char *s, uint64_t max, uint64_t *out)
-{
-    uint64_t v = 0;
-
-    if (*s == '\0')
-        return -1;
-    for (; *s != '\0'; s++) {
-        if (*s < '0' || *s > '9')
-            return -1;
-        if (v > (max - (uint64_t)(*s - '0')) / 10)
-            return -1;
-        v = v * 10 + (uint64_t)(*s - '0');
-    }
-    *out = v;
-    return 0;
-}
-
 static int parse_device(const char *v, gf_fraction_config *cfg, unsigned line, gf_error *err)
 {
     char q[GF_QUOTE_MAX], num[32];
@@ -72,8 +55,8 @@ static int parse_device(const char *v, gf_fraction_config *cfg, unsigned line, g
     d->uuid[c1 - v] = '\0';
     memcpy(num, c1 + 1, (size_t)(c2 - c1 - 1));
     num[c2 - c1 - 1] = '\0';
-    if (strpbrk(d->uuid, " \t") != NULL || parse_uint(num, INT64_MAX, &d->request) < 0 ||
-        parse_uint(c2 + 1, INT64_MAX, &d->limit) < 0)
+    if (strpbrk(d->uuid, " \t") != NULL || gf_parse_udec(num, INT64_MAX, &d->request) < 0 ||
+        gf_parse_udec(c2 + 1, INT64_MAX, &d->limit) < 0)
         goto bad;
     if (d->request == 0)
         return gf_error_set(err, GF_ERANGE, "config line %u: key \"device\": request is 0 in \"%s\"",
@@ -105,7 +88,7 @@ static int parse_value(int key, const char *v, gf_fraction_config *cfg, unsigned
 
     switch (key) {
     case K_VERSION:
-        if (parse_uint(v, UINT32_MAX, &n) < 0 || n != GF_CONFIG_VERSION)
+        if (gf_parse_udec(v, UINT32_MAX, &n) < 0 || n != GF_CONFIG_VERSION)
             return gf_error_set(err, GF_EINVAL,
                                 "config line %u: key \"version\": \"%s\" is not supported "
                                 "(expected %d)",
@@ -138,7 +121,7 @@ static int parse_value(int key, const char *v, gf_fraction_config *cfg, unsigned
         snprintf(what, sizeof(what), "config line %u: key \"mode\"", line);
         return gf_mode_parse(v, what, &cfg->mode, err);
     case K_COMPUTE:
-        if (parse_uint(v, 100, &n) < 0 || n == 0)
+        if (gf_parse_udec(v, 100, &n) < 0 || n == 0)
             return gf_error_set(err, GF_EINVAL,
                                 "config line %u: key \"compute_percent\": \"%s\" is not an "
                                 "integer from 1 to 100",

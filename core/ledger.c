@@ -312,24 +312,6 @@ uint64_t gf_ledger_burst_cap(const gf_ledger *lg, int dev, uint64_t limit)
     return cap < limit ? cap : limit;
 }
 
-void gf_ledger_lend(gf_ledger *lg, int slot, int dev, uint64_t bytes, uint64_t seq)
-{
-    gf_ledger_slot *s = &lg->hdr->slots[slot];
-    atomic_fetch_add(&s->borrowed[dev], bytes);
-    atomic_store(&s->loan_seq, seq);
-    atomic_fetch_add_explicit(&lg->hdr->devices[dev].lent, bytes, memory_order_release);
-}
-
-void gf_ledger_unlend(gf_ledger *lg, int slot, int dev, uint64_t bytes)
-{
-    gf_ledger_slot *s = &lg->hdr->slots[slot];
-    uint64_t had = atomic_load(&s->borrowed[dev]);
-    if (bytes > had)
-        bytes = had;
-    atomic_fetch_sub(&s->borrowed[dev], bytes);
-    atomic_fetch_sub_explicit(&lg->hdr->devices[dev].lent, bytes, memory_order_release);
-}
-
 void gf_ledger_overhead_mark(gf_ledger *lg, int dev, uint64_t bytes)
 {
     atomic_fetch_add_explicit(&lg->hdr->slots[lg->slot].overhead[dev], bytes,

@@ -135,11 +135,6 @@ void gf_ledger_note_denied(gf_ledger *lg, int dev);
  * else request + what the agent lent (never above the limit). */
 uint64_t gf_ledger_burst_cap(const gf_ledger *lg, int dev, uint64_t limit);
 
-/* Agent side: records a loan of bytes to the process in slot (numbered seq),
- * or its return. */
-void gf_ledger_lend(gf_ledger *lg, int slot, int dev, uint64_t bytes, uint64_t seq);
-void gf_ledger_unlend(gf_ledger *lg, int slot, int dev, uint64_t bytes);
-
 /* Slots at or above the returned index were never claimed. */
 int gf_ledger_slot_high(const gf_ledger *lg);
 

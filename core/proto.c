@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "number.h"
+
 #define MAGIC_PREFIX "gpufrac/"
 #define MAGIC_PREFIX_LEN (sizeof(MAGIC_PREFIX) - 1)
 #define VERB_MAX ((int)sizeof(((gf_msg *)0)->verb))
@@ -330,45 +332,20 @@ const char *gf_msg_get(const gf_msg *m, const char *key)
     return NULL;
 }
 
-/* Decimal digits only, no sign; -1 on anything else or on overflow. */
-static int parse_u64(const char *s, uint64_t *v, int *overflow)
-{
-    uint64_t x = 0;
-
-    *overflow = 0;
-    if (*s == '\0')
-        return -1;
-    for (; *s != '\0'; s++) {
-        unsigned d = (unsigned)(*s - '0');
-
-        if (*s < '0' || *s > '9') {
-            *overflow = 0;
-            return -1;
-        }
-        if (x > (UINT64_MAX - d) / 10)
-            *overflow = 1;
-        else
-            x = x * 10 + d;
-    }
-    if (*overflow)
-        return -1;
-    *v = x;
-    return 0;
-}
-
 int gf_msg_get_u64(const gf_msg *m, const char *key, uint64_t *v, gf_error *err)
 {
     char qk[GF_QUOTE_MAX], qv[GF_QUOTE_MAX];
     const char *s = gf_msg_get(m, key);
-    int overflow;
+    int rc;
 
     if (s == NULL)
         return gf_error_set(err, GF_ENOTFOUND, "missing key \"%s\"", gf_quote(key, qk, sizeof(qk)));
-    if (parse_u64(s, v, &overflow) == 0)
+    rc = gf_parse_udec(s, UINT64_MAX, v);
+    if (rc == 0)
         return 0;
     gf_quote(key, qk, sizeof(qk));
     gf_quote(s, qv, sizeof(qv));
-    if (overflow)
+    if (rc == GF_NUMBER_RANGE)
         return gf_error_set(err, GF_ERANGE, "key \"%s\": \"%s\" is larger than %" PRIu64, qk, qv,
                             UINT64_MAX);
     return gf_error_set(err, GF_EINVAL, "key \"%s\": \"%s\" is not an unsigned decimal number", qk,

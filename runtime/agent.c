@@ -8,12 +8,13 @@
 
 #include "agent_client.h"
 #include "runtime.h"
+#include "statedir.h"
 
 #define RT_AGENT_TIMEOUT_S 20
 
 static void sock_path(const rt_settings *s, char *out, size_t len)
 {
-    snprintf(out, len, "%s/agent.sock", s->state);
+    snprintf(out, len, "%s/" GF_STATE_AGENT_SOCK, s->state);
 }
 
 static int devices_value(const rt_devices *d, char *buf, size_t len, gf_error *err)

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cleanup.h"
 #include "fsat.h"
 #include "runtime.h"
 
@@ -100,17 +101,16 @@ int rt_bundle_parse(const char *text, size_t len, rt_bundle *b, gf_error *err)
 static int read_bounded(int fd, char **text, size_t *len, gf_error *err)
 {
     size_t cap = 64 << 10, n = 0;
-    char *buf = malloc(cap), *more;
+    gf_cleanup_free char *buf = malloc(cap);
+    char *more;
     ssize_t r;
 
     if (!buf)
         return gf_error_sys(err, "allocating");
     for (;;) {
         if (n == cap) {
-            if (!(more = realloc(buf, cap * 2))) {
-                free(buf);
+            if (!(more = realloc(buf, cap * 2)))
                 return gf_error_sys(err, "allocating");
-            }
             buf = more, cap *= 2;
         }
         r = read(fd, buf + n, cap - n);
@@ -124,10 +124,9 @@ static int read_bounded(int fd, char **text, size_t *len, gf_error *err)
             gf_error_sys(err, "reading it");
         else
             gf_error_set(err, GF_ERANGE, "larger than %u MiB", RT_SPEC_MAX >> 20);
-        free(buf);
         return -1;
     }
-    *text = buf;
+    *text = gf_steal_ptr(&buf);
     *len = n;
     return 0;
 }
@@ -135,8 +134,8 @@ static int read_bounded(int fd, char **text, size_t *len, gf_error *err)
 int rt_bundle_read(const char *path, rt_bundle *b, gf_error *err)
 {
     struct stat st;
-    int fd = gf_at_file(AT_FDCWD, path, O_RDONLY, &st);
-    char *text = NULL;
+    gf_cleanup_close int fd = gf_at_file(AT_FDCWD, path, O_RDONLY, &st);
+    gf_cleanup_free char *text = NULL;
     size_t len = 0;
     int rc;
 
@@ -152,12 +151,9 @@ int rt_bundle_read(const char *path, rt_bundle *b, gf_error *err)
                           (long long)st.st_size);
     else
         rc = read_bounded(fd, &text, &len, err);
-    close(fd);
     if (rc < 0)
         return -1;
-    rc = rt_bundle_parse(text, len, b, err);
-    free(text);
-    return rc;
+    return rt_bundle_parse(text, len, b, err);
 }
 
 void rt_bundle_free(rt_bundle *b)

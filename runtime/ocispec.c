@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cleanup.h"
 #include "runtime.h"
 
 static int write_all(int fd, const char *p, size_t n)
@@ -29,17 +30,15 @@ static int write_all(int fd, const char *p, size_t n)
 int rt_spec_save(const char *path, json_t *spec, gf_error *err)
 {
     char tmp[GF_PATH_MAX + 16];
-    char *text = json_dumps(spec, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    gf_cleanup_free char *text = json_dumps(spec, JSON_COMPACT | JSON_PRESERVE_ORDER);
     struct stat st;
-    int fd = -1;
+    gf_cleanup_close int fd = -1;
 
     if (!text)
         return gf_error_set(err, GF_ENOSPACE, "encoding %s", path);
     snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path);
-    if ((fd = mkstemp(tmp)) < 0) {
-        gf_error_sys(err, "creating a file next to %s", path);
-        goto fail;
-    }
+    if ((fd = mkstemp(tmp)) < 0)
+        return gf_error_sys(err, "creating a file next to %s", path);
     if (stat(path, &st) == 0 && fchmod(fd, st.st_mode & 07777) < 0) {
         gf_error_sys(err, "chmod %s", tmp);
         goto fail_unlink;
@@ -48,19 +47,13 @@ int rt_spec_save(const char *path, json_t *spec, gf_error *err)
         gf_error_sys(err, "writing %s", tmp);
         goto fail_unlink;
     }
-    if (close(fd) < 0 || rename(tmp, path) < 0) {
-        fd = -1;
+    if (close(gf_steal_fd(&fd)) < 0 || rename(tmp, path) < 0) {
         gf_error_sys(err, "replacing %s", path);
         goto fail_unlink;
     }
-    free(text);
     return 0;
 fail_unlink:
-    if (fd >= 0)
-        close(fd);
     unlink(tmp);
-fail:
-    free(text);
     return -1;
 }
 
@@ -139,18 +132,15 @@ int rt_spec_env_unset(json_t *spec, const char *name, gf_error *err)
 
 int rt_spec_env_set(json_t *spec, const char *name, const char *value, gf_error *err)
 {
-    char *entry = NULL;
+    gf_cleanup_free char *entry = NULL;
     json_t *env;
 
     if (rt_spec_env_unset(spec, name, err) < 0 || !(env = env_array(spec, err)))
         return -1;
     if (asprintf(&entry, "%s=%s", name, value) < 0)
         return gf_error_sys(err, "allocating");
-    if (json_array_append_new(env, json_string(entry)) < 0) {
-        free(entry);
+    if (json_array_append_new(env, json_string(entry)) < 0)
         return gf_error_set(err, GF_ENOSPACE, "adding %s to process.env", name);
-    }
-    free(entry);
     return 0;
 }
 

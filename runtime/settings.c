@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "runtime.h"
+#include "statedir.h"
 
 /* Reads key from the conf file into out; 0 when found. */
 static int conf_get(const char *key, char *out, size_t len)
@@ -98,7 +99,7 @@ int rt_settings_load(rt_settings *s, gf_error *err)
     if (n <= 0)
         return gf_error_sys(err, "reading /proc/self/exe");
     s->self[n] = '\0';
-    pick("GPUFRAC_STATE_DIR", "state_dir", "/run/gpufrac", s->state, sizeof(s->state));
+    pick("GPUFRAC_STATE_DIR", "state_dir", GF_STATE_DIR_DEFAULT, s->state, sizeof(s->state));
     char nv[8];
     pick("GPUFRAC_NVFRACTIONS", "nvfractions", "1", nv, sizeof(nv));
     s->nvfractions = strcmp(nv, "0") != 0;

@@ -11,7 +11,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cleanup.h"
 #include "runtime.h"
+#include "statedir.h"
 
 static bool id_valid(const char *id)
 {
@@ -23,7 +25,7 @@ static int write_atomic(const char *path, const char *text, gf_error *err)
 {
     char tmp[GF_PATH_MAX + 32];
     size_t n = strlen(text);
-    int fd;
+    gf_cleanup_close int fd = -1;
 
     snprintf(tmp, sizeof(tmp), "%s.%ld.tmp", path, (long)getpid());
     fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -31,11 +33,10 @@ static int write_atomic(const char *path, const char *text, gf_error *err)
         return gf_error_sys(err, "creating %s", tmp);
     if (write(fd, text, n) != (ssize_t)n) {
         gf_error_sys(err, "writing %s", tmp);
-        close(fd);
         unlink(tmp);
         return -1;
     }
-    if (close(fd) < 0) {
+    if (close(gf_steal_fd(&fd)) < 0) { /* its error is the write's */
         gf_error_sys(err, "writing %s", tmp);
         unlink(tmp);
         return -1;
@@ -63,7 +64,7 @@ int rt_map_write(const rt_settings *s, const char *id, const char *name, const c
     if (!id_valid(id))
         return gf_error_set(err, GF_EINVAL, "container id \"%s\" is not usable as a file name",
                             id ? id : "");
-    snprintf(dir, sizeof(dir), "%s/containers", s->state);
+    snprintf(dir, sizeof(dir), "%s/" GF_STATE_CONTAINERS, s->state);
     snprintf(path, sizeof(path), "%s/%s", dir, id);
     if ((size_t)snprintf(text, sizeof(text), "%s\n%s", name, env ? env : "") >= sizeof(text))
         return gf_error_set(err, GF_ENOSPACE, "the environment of fraction %s is too long", name);
@@ -80,7 +81,7 @@ int rt_map_read(const rt_settings *s, const char *id, char *name, size_t len)
 
     if (!id_valid(id))
         return -1;
-    snprintf(path, sizeof(path), "%s/containers/%s", s->state, id);
+    snprintf(path, sizeof(path), "%s/" GF_STATE_CONTAINERS "/%s", s->state, id);
     if (!(fp = fopen(path, "re")))
         return -1;
     if (fgets(name, (int)len, fp)) {
@@ -103,7 +104,7 @@ int rt_map_env(const rt_settings *s, const char *id, char *env, size_t len, bool
     env[0] = '\0';
     if (!id_valid(id))
         return 0; /* create never made an entry for it */
-    snprintf(path, sizeof(path), "%s/containers/%s", s->state, id);
+    snprintf(path, sizeof(path), "%s/" GF_STATE_CONTAINERS "/%s", s->state, id);
     if (!(fp = fopen(path, "re")))
         return errno == ENOENT ? 0 : gf_error_sys(err, "reading %s", path);
     *found = true;
@@ -124,7 +125,7 @@ int rt_map_env(const rt_settings *s, const char *id, char *env, size_t len, bool
 
 static void pod_path(const rt_settings *s, const char *sandbox, char *path, size_t len)
 {
-    snprintf(path, len, "%s/pods/%s", s->state, sandbox);
+    snprintf(path, len, "%s/" GF_STATE_PODS "/%s", s->state, sandbox);
 }
 
 /* Makes path hold container, all or nothing: written under a temp name,
@@ -154,7 +155,7 @@ int rt_pod_claim(const rt_settings *s, const char *sandbox, const char *containe
         return gf_error_set(err, GF_EINVAL,
                             "the bundle has no usable io.kubernetes.cri.sandbox-id to record it "
                             "by (name the container in gpu-fraction-container-name)");
-    snprintf(dir, sizeof(dir), "%s/pods", s->state);
+    snprintf(dir, sizeof(dir), "%s/" GF_STATE_PODS, s->state);
     if (ensure_dir(s->state, err) < 0 || ensure_dir(dir, err) < 0)
         return -1;
     pod_path(s, sandbox, path, sizeof(path));
@@ -194,7 +195,7 @@ void rt_map_remove(const rt_settings *s, const char *id)
 
     if (!id_valid(id))
         return;
-    snprintf(path, sizeof(path), "%s/containers/%s", s->state, id);
+    snprintf(path, sizeof(path), "%s/" GF_STATE_CONTAINERS "/%s", s->state, id);
     unlink(path);
 }
 
@@ -202,7 +203,7 @@ int rt_preload_file(const rt_settings *s, char *path, size_t len, gf_error *err)
 {
     if (ensure_dir(s->state, err) < 0)
         return -1;
-    snprintf(path, len, "%s/ld.so.preload", s->state);
+    snprintf(path, len, "%s/" GF_STATE_PRELOAD, s->state);
     return write_atomic(path, RT_SHIM_IN "\n", err);
 }
 

@@ -56,22 +56,19 @@
 
 #include "amount.h"
 #include "error.h"
+#include "node_gpus.h"
 #include "spec.h"
 
-/* The agent's node annotation: a JSON list, one object per GPU,
- *   [{"uuid":"GPU-8c1f…","index":0,"memory":85899345920}, …]
- * uuid: string (optional; the id becomes "<node>/gpu<index>" without it),
- * index: integer >= 0, unique on the node, memory: integer bytes > 0. At most
- * GF_SCHED_GPUS_MAX entries. Unknown members are ignored. */
-#define GF_SCHED_GPUS_ANNOTATION "gpufrac.io/gpus"
+/* The agent's node annotation: its name and format are core/node_gpus.h's. */
+#define GF_SCHED_GPUS_ANNOTATION GF_NODE_GPUS_ANNOTATION
 #define GF_SCHED_GFD_COUNT_LABEL "nvidia.com/gpu.count"
 #define GF_SCHED_GFD_MEMORY_LABEL "nvidia.com/gpu.memory"
 
 #define GF_SCHED_NAME_MAX 254   /* DNS subdomain (253) + NUL */
 #define GF_SCHED_UID_MAX 64
 #define GF_SCHED_CONTAINER_MAX 64
-#define GF_SCHED_GPUS_MAX 32    /* GPUs per node */
-#define GF_SCHED_GPU_ID_MAX 272 /* "<node>/gpu<i>" or a UUID */
+#define GF_SCHED_GPUS_MAX GF_NODE_GPUS_MAX
+#define GF_SCHED_GPU_ID_MAX GF_NODE_GPU_ID_MAX
 #define GF_SCHED_REASON_MAX 320
 #define GF_SCHED_KEY_MAX 128
 
@@ -107,12 +104,7 @@ typedef struct gf_sched_pod {
     int32_t priority;             /* spec.priority (0 when unset) */
 } gf_sched_pod;
 
-typedef struct gf_sched_gpu {
-    char id[GF_SCHED_GPU_ID_MAX]; /* the UUID, or "<node>/gpu<index>" */
-    bool has_uuid;
-    int index;
-    uint64_t memory; /* bytes; 0 = unknown */
-} gf_sched_gpu;
+typedef gf_node_gpu gf_sched_gpu; /* the annotation's GPU, or one from GFD labels */
 
 typedef enum gf_inventory_source {
     GF_INV_NONE = 0, /* neither annotation nor labels */

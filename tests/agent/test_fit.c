@@ -16,7 +16,7 @@ static gf_agent agent;
 
 static gf_fit_verdict run_case(const fit_case *c, gf_error *err)
 {
-    gf_node_gpu *g = &agent.gpus[0];
+    gf_agent_gpu *g = &agent.gpus[0];
     gf_fraction_config cfg = {.version = GF_CONFIG_VERSION, .mode = c->ask.mode,
                               .compute_percent = 100, .n_devices = 1};
 

@@ -52,10 +52,10 @@ typedef struct fixture {
     char expected_path[128];
 } fixture;
 
-static gf_node_gpu *add_gpu(gf_agent *a, const char *uuid, uint64_t total)
+static gf_agent_gpu *add_gpu(gf_agent *a, const char *uuid, uint64_t total)
 {
-    gf_node_gpu *g = &a->gpus[a->n_gpus];
-    *g = (gf_node_gpu){.dev = {.index = a->n_gpus, .total = total}};
+    gf_agent_gpu *g = &a->gpus[a->n_gpus];
+    *g = (gf_agent_gpu){.dev = {.index = a->n_gpus, .total = total}};
     snprintf(g->dev.uuid, sizeof(g->dev.uuid), "%s", uuid);
     snprintf(g->dev.name, sizeof(g->dev.name), "gpusim");
     a->n_gpus++;
@@ -235,7 +235,7 @@ static void check_page(fixture *fx, const char *page, size_t len)
 static void populate(fixture *fx)
 {
     gf_agent *a = &fx->a;
-    gf_node_gpu *g0 = add_gpu(a, "GPU-aaaa", 16 * GiB), *g1 = add_gpu(a, "GPU-bbbb", 80 * GiB);
+    gf_agent_gpu *g0 = add_gpu(a, "GPU-aaaa", 16 * GiB), *g1 = add_gpu(a, "GPU-bbbb", 80 * GiB);
     gf_afraction *f;
     gf_ledger_device *ld;
 

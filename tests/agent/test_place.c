@@ -18,7 +18,7 @@ static gf_agent agent;
 
 static void gpu(int i, uint64_t total, uint64_t guaranteed, int n, gf_mode mode)
 {
-    gf_node_gpu *g = &agent.gpus[i];
+    gf_agent_gpu *g = &agent.gpus[i];
     memset(g, 0, sizeof(*g));
     g->dev.index = i;
     snprintf(g->dev.uuid, sizeof(g->dev.uuid), "GPU-%d", i);
