@@ -34,7 +34,6 @@
 #include "registry.h"
 #include "statedir.h"
 #include "supervisors.h"
-#include "user_admit.h"
 
 /* "uuid/request/limit,..." into cfg->devices. */
 static int parse_devices(const char *v, gf_fraction_config *cfg, gf_error *err)
