@@ -126,15 +126,27 @@ static int send_text(int fd, const char *text, size_t len)
     return 0;
 }
 
-void gf_conn_reply(gf_agent *a, gf_reply_token t, const char *text)
+/* out encoded, or an error saying it was too long. */
+static int encode(const gf_msg *out, char *buf, size_t len)
 {
-    int i = t.slot;
+    int n = gf_msg_encode(out, buf, len);
+
+    if (n < 0)
+        n = snprintf(buf, len, GF_PROTO_MAGIC " error msg=reply too long");
+    return n;
+}
+
+void gf_conn_reply(gf_agent *a, gf_reply_token t, const gf_msg *out)
+{
+    char reply[GF_PROTO_MAX];
+    int i = t.slot, len;
 
     if (i < 0 || i >= GF_AGENT_CLIENTS_MAX || clients[i].fd < 0 || clients[i].gen != t.gen)
         return; /* it hung up meanwhile */
     clients[i].waiting = false;
     clients[i].last = gf_now_ms();
-    if (send_text(clients[i].fd, text, strlen(text)) < 0)
+    len = encode(out, reply, sizeof(reply));
+    if (send_text(clients[i].fd, reply, (size_t)len) < 0)
         drop(a, i);
 }
 
@@ -208,9 +220,7 @@ void gf_conn_ready(void *agent, uint64_t slot, uint32_t events)
             clients[i].waiting = true;
             continue;
         }
-        len = gf_msg_encode(&out, reply, sizeof(reply));
-        if (len < 0)
-            len = snprintf(reply, sizeof(reply), GF_PROTO_MAGIC " error msg=reply too long");
+        len = encode(&out, reply, sizeof(reply));
         if (send_text(clients[i].fd, reply, (size_t)len) < 0) {
             drop(a, i);
             return;

@@ -47,7 +47,7 @@ void gf_conn_ready(void *agent, uint64_t slot, uint32_t events);
 /* Closes connections idle for longer than a->client_idle_s. */
 void gf_conn_sweep(gf_agent *a);
 /* Sends a deferred reply; nothing when that connection has gone meanwhile. */
-void gf_conn_reply(gf_agent *a, gf_reply_token t, const char *text);
+void gf_conn_reply(gf_agent *a, gf_reply_token t, const gf_msg *out);
 void gf_reply_error(gf_msg *out, const char *msg);
 
 #endif

@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cleanup.h"
 #include "agent.h"
 #include "log.h"
 #include "proc.h"
@@ -48,16 +49,13 @@ static bucket buckets[FORMATS_MAX];
 
 static int open_log(gf_agent *a, struct stat *st)
 {
-    int fd = openat(a->state_dfd, EVENTS_LOG,
-                    O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
-    if (fd < 0)
+    gf_cleanup_close int fd = openat(
+        a->state_dfd, EVENTS_LOG, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
+        0644);
+    if (fd < 0 || fstat(fd, st) < 0 || !S_ISREG(st->st_mode) || st->st_uid != geteuid() ||
+        st->st_nlink != 1)
         return -1;
-    if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode) || st->st_uid != geteuid() ||
-        st->st_nlink != 1) {
-        close(fd);
-        return -1;
-    }
-    return fd;
+    return gf_steal_fd(&fd);
 }
 
 /* Appends one stamped line to events.log, rotating it first when the line
@@ -68,7 +66,8 @@ static void append(gf_agent *a, const char *line)
     struct stat st;
     time_t now = time(NULL);
     struct tm tm;
-    int n, fd;
+    gf_cleanup_close int fd = -1;
+    int n;
 
     if (a->state_dfd < 0 || (fd = open_log(a, &st)) < 0)
         return;
@@ -82,14 +81,13 @@ static void append(gf_agent *a, const char *line)
     if ((uint64_t)st.st_size + (uint64_t)n > a->events_max_bytes && st.st_size > 0) {
         /* the checked file is the one at the name: rename, then start a new one */
         renameat(a->state_dfd, EVENTS_LOG, a->state_dfd, EVENTS_OLD);
-        close(fd);
+        close(gf_steal_fd(&fd));
         if ((fd = open_log(a, &st)) < 0)
             return;
     }
     if (n > 0 && write(fd, out, (size_t)n) < 0) {
         /* the log line already carries it */
     }
-    close(fd);
 }
 
 static void emit(gf_agent *a, const char *line)

@@ -42,6 +42,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "cleanup.h"
 #include "agent.h"
 #include "events.h"
 #include "loans.h"
@@ -298,39 +299,32 @@ static void replay_line(gf_agent *a, char *line)
 
 static int replay(gf_agent *a, gf_error *err)
 {
-    int fd = openat(a->priv_dfd, JOURNAL, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    gf_cleanup_close int fd = openat(a->priv_dfd, JOURNAL, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    gf_cleanup_free char *buf = NULL;
     struct stat st;
-    char *buf;
     size_t len = 0;
 
     if (fd < 0 && errno == ENOENT)
         return 0;
     if (fd < 0)
         return gf_error_sys(err, "opening %s/" GF_STATE_AGENT_DIR "/" JOURNAL, a->state_dir);
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > JOURNAL_MAX_READ) {
-        close(fd);
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > JOURNAL_MAX_READ)
         return gf_error_set(err, GF_EINVAL,
                             "%s/" GF_STATE_AGENT_DIR "/" JOURNAL " is not a journal of gpufracd",
                             a->state_dir);
-    }
-    buf = malloc((size_t)st.st_size + 1);
-    if (!buf) {
-        close(fd);
+    if (!(buf = malloc((size_t)st.st_size + 1)))
         return gf_error_set(err, GF_ENOSPACE, "out of memory reading the journal");
-    }
     while (len < (size_t)st.st_size) {
         ssize_t n = read(fd, buf + len, (size_t)st.st_size - len);
         if (n <= 0)
             break;
         len += (size_t)n;
     }
-    close(fd);
     buf[len] = '\0';
     for (char *p = buf, *nl; (nl = memchr(p, '\n', (size_t)(buf + len - p))); p = nl + 1) {
         *nl = '\0'; /* a last line without its newline was torn: never applied */
         replay_line(a, p);
     }
-    free(buf);
     return 0;
 }
 

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "attrib.h"
+#include "cleanup.h"
 #include "conn.h"
 #include "events.h"
 #include "fraction.h"
@@ -64,39 +65,66 @@ void gf_loans_publish(gf_agent *a, gf_afraction *f)
     }
 }
 
-int gf_lend(gf_agent *a, gf_afraction *f, pid_t pid, int pidfd, int gpu, uint64_t bytes,
+/* What f may borrow of `bytes` on GPU gpu: what is left below its limit, and
+ * on the GPU what no fraction is guaranteed and nobody has on loan. */
+static uint64_t room_for(const gf_agent *a, const gf_afraction *f, const gf_config_device *cd,
+                         int gpu, uint64_t bytes, uint64_t *room_fraction, uint64_t *room_gpu)
+{
+    const gf_agent_gpu *g = &a->gpus[gpu];
+    uint64_t lent = gf_loans_of(a, f, gpu), committed = g->guaranteed + g->lent;
+
+    *room_fraction = cd->limit > cd->request + lent ? cd->limit - cd->request - lent : 0;
+    *room_gpu = g->dev.total > committed ? g->dev.total - committed : 0;
+    if (bytes > *room_fraction)
+        bytes = *room_fraction;
+    return bytes < *room_gpu ? bytes : *room_gpu;
+}
+
+/* The borrower's loan on GPU gpu, made (holding a duplicate of peer_pidfd,
+ * watched by the loop) when it has none yet. */
+static gf_loan *loan_of(gf_agent *a, const gf_afraction *f, int gpu, pid_t pid, uint64_t start,
+                        int peer_pidfd, gf_error *err)
+{
+    gf_loan *l = gf_loan_find(a, f->cfg.name, gpu, pid, start);
+    gf_cleanup_close int pidfd = -1;
+
+    if (l)
+        return l; /* it holds a pidfd already */
+    /* the connection's own pidfd: the loan is the connecting process's, and
+     * its number cannot be reused while the loan holds it */
+    if ((pidfd = fcntl(peer_pidfd, F_DUPFD_CLOEXEC, 0)) < 0) {
+        gf_error_set(err, GF_ESTATE, "the borrower exited");
+        return NULL;
+    }
+    if (!(l = gf_loan_new(a))) {
+        gf_error_set(err, GF_ENOSPACE, "the agent holds %d loans, its most", GF_AGENT_LOANS_MAX);
+        return NULL;
+    }
+    *l = (gf_loan){.used = true, .gpu = gpu, .pid = pid, .start = start,
+                   .pidfd = gf_steal_fd(&pidfd)};
+    snprintf(l->fraction, sizeof(l->fraction), "%s", f->cfg.name);
+    gf_loan_watch(a, l);
+    return l;
+}
+
+int gf_lend(gf_agent *a, gf_afraction *f, pid_t pid, int peer_pidfd, int gpu, uint64_t bytes,
             uint64_t *granted, gf_error *err)
 {
     gf_agent_gpu *g = &a->gpus[gpu];
     const gf_config_device *cd = gf_aconfig_device(&f->cfg, g->dev.uuid);
     char h1[32], h2[32];
-    uint64_t start, lent, room_fraction, room_gpu, committed, give = bytes;
+    uint64_t start, room_fraction, room_gpu, give;
     gf_loan *l;
 
     *granted = 0;
-    if (!cd) {
-        close(pidfd);
+    if (!cd)
         return gf_error_set(err, GF_EINVAL, "fraction %s has no share of %s", f->cfg.name,
                             g->dev.uuid);
-    }
-    if (gf_journal_refuses(a, "a loan", err) < 0) {
-        close(pidfd);
+    if (gf_journal_refuses(a, "a loan", err) < 0)
         return -1;
-    }
-    if (!gf_proc_stat(pid, &start, NULL)) {
-        close(pidfd);
+    if (!gf_proc_stat(pid, &start, NULL))
         return gf_error_set(err, GF_ESTATE, "the borrower exited");
-    }
-    lent = gf_loans_of(a, f, gpu);
-    room_fraction = cd->limit > cd->request + lent ? cd->limit - cd->request - lent : 0;
-    committed = g->guaranteed + g->lent;
-    room_gpu = g->dev.total > committed ? g->dev.total - committed : 0;
-    if (give > room_fraction)
-        give = room_fraction;
-    if (give > room_gpu)
-        give = room_gpu;
-    if (give == 0) {
-        close(pidfd);
+    if (!(give = room_for(a, f, cd, gpu, bytes, &room_fraction, &room_gpu))) {
         gf_bytes_human(room_gpu, h1, sizeof(h1));
         gf_bytes_human(bytes, h2, sizeof(h2));
         return gf_error_set(err, GF_ESTATE,
@@ -104,18 +132,8 @@ int gf_lend(gf_agent *a, gf_afraction *f, pid_t pid, int pidfd, int gpu, uint64_
                             "lent, %s left below its limit",
                             f->cfg.name, g->dev.uuid, h2, h1, room_fraction ? "some" : "nothing");
     }
-    if ((l = gf_loan_find(a, f->cfg.name, gpu, pid, start))) {
-        close(pidfd); /* the loan holds one already */
-    } else {
-        if (!(l = gf_loan_new(a))) {
-            close(pidfd);
-            return gf_error_set(err, GF_ENOSPACE, "the agent holds %d loans, its most",
-                                GF_AGENT_LOANS_MAX);
-        }
-        *l = (gf_loan){.used = true, .gpu = gpu, .pid = pid, .start = start, .pidfd = pidfd};
-        snprintf(l->fraction, sizeof(l->fraction), "%s", f->cfg.name);
-        gf_loan_watch(a, l);
-    }
+    if (!(l = loan_of(a, f, gpu, pid, start, peer_pidfd, err)))
+        return -1;
     /* journaled before anyone can act on it: a crash from here on keeps it;
      * a loan the journal did not take is not granted */
     if (gf_journal(a, "lend %s %s %d %" PRIu64 " %" PRIu64 " %" PRIu64, f->cfg.name, g->dev.uuid,
@@ -162,13 +180,18 @@ static bool evicting_on(const gf_agent *a, int gpu)
 
 static void answer(gf_agent *a, reclaim *r, bool timed_out)
 {
-    char text[128];
-    if (timed_out)
-        snprintf(text, sizeof(text), GF_PROTO_MAGIC " error msg=borrowers on this GPU did not "
-                 "exit within %d ms of SIGKILL", GF_AGENT_RECLAIM_WAIT_MS);
-    else
-        snprintf(text, sizeof(text), GF_PROTO_MAGIC " ok evicted=%d", r->evicted);
-    gf_conn_reply(a, r->to, text);
+    char m[128];
+    gf_msg out;
+
+    if (timed_out) {
+        snprintf(m, sizeof(m), "borrowers on this GPU did not exit within %d ms of SIGKILL",
+                 GF_AGENT_RECLAIM_WAIT_MS);
+        gf_reply_error(&out, m);
+    } else {
+        gf_msg_init(&out, "ok");
+        gf_msg_add_u64(&out, "evicted", (uint64_t)r->evicted);
+    }
+    gf_conn_reply(a, r->to, &out);
     r->used = false;
 }
 
@@ -344,21 +367,15 @@ void gf_serve_borrow(gf_agent *a, gf_request *r, const gf_msg *in, gf_msg *out)
     gf_error err;
     uint64_t bytes, granted = 0;
     gf_afraction *f;
-    int g, pidfd;
+    int g;
 
     if ((g = gf_gate_gpu(a, in, out)) < 0)
         return;
     if (gf_msg_get_u64(in, "bytes", &bytes, &err) < 0)
         return gf_reply_error(out, err.msg);
-    /* the connection's own pidfd: the loan is the connecting process's, and
-     * its number cannot be reused while the loan holds it */
-    if ((pidfd = fcntl(r->peer->pidfd, F_DUPFD_CLOEXEC, 0)) < 0)
-        return gf_reply_error(out, "the caller exited");
-    if (!(f = gf_gate_caller_fraction(a, r, out))) {
-        close(pidfd);
+    if (!(f = gf_gate_caller_fraction(a, r, out)))
         return;
-    }
-    if (gf_lend(a, f, r->peer->pid, pidfd, g, bytes, &granted, &err) < 0)
+    if (gf_lend(a, f, r->peer->pid, r->peer->pidfd, g, bytes, &granted, &err) < 0)
         return gf_reply_error(out, err.msg);
     gf_msg_init(out, "ok");
     gf_msg_add_u64(out, "granted", granted);

@@ -6,9 +6,9 @@
 #include "agent.h"
 #include "conn.h"
 
-/* Lends to the process pid (host pid, attributed to f by the caller), whose
- * pidfd the loan takes over (closed on failure). */
-int gf_lend(gf_agent *a, gf_afraction *f, pid_t pid, int pidfd, int gpu, uint64_t bytes,
+/* Lends to the process pid (host pid, attributed to f by the caller); a new
+ * loan holds a duplicate of peer_pidfd, the caller's connection's. */
+int gf_lend(gf_agent *a, gf_afraction *f, pid_t pid, int peer_pidfd, int gpu, uint64_t bytes,
             uint64_t *granted, gf_error *err);
 int gf_return_loan(gf_agent *a, gf_afraction *f, pid_t pid, int gpu, uint64_t bytes);
 /* The loop's function for loans' pidfds (GF_EV_LOAN): the borrower is gone. */

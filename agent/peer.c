@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "cleanup.h"
 #include "proc.h"
 
 #ifndef SO_PEERPIDFD
@@ -61,7 +62,7 @@ int gf_peer_of(int fd, gf_peer *p)
 {
     struct ucred cr;
     socklen_t len = sizeof(cr);
-    int pidfd;
+    gf_cleanup_close int pidfd = -1;
 
     memset(p, 0, sizeof(*p));
     p->pidfd = -1;
@@ -72,14 +73,12 @@ int gf_peer_of(int fd, gf_peer *p)
     /* the start time is read while the pidfd shows the process alive, so
      * it is that process's, not a later holder's of the number */
     if (gf_pidfd_pid(pidfd) != cr.pid || !gf_proc_stat(cr.pid, &p->start, NULL) ||
-        gf_pidfd_exited(pidfd)) {
-        close(pidfd);
+        gf_pidfd_exited(pidfd))
         return -1;
-    }
     p->pid = cr.pid;
     p->uid = cr.uid;
     p->gid = cr.gid;
-    p->pidfd = pidfd;
+    p->pidfd = gf_steal_fd(&pidfd);
     return 0;
 }
 

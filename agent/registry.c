@@ -20,6 +20,7 @@
 
 #include "agent.h"
 #include "attrib.h"
+#include "cleanup.h"
 #include "events.h"
 #include "fraction.h"
 #include "fsat.h"
@@ -156,13 +157,33 @@ static int load_config(int dfd, const char *name, gf_fraction_config *cfg, gf_er
     return 0;
 }
 
-static int open_fraction(gf_agent *a, const char *name, gf_error *err)
+/* f's config, ledger and view, from its directory dfd at path dir; on a
+ * failure f holds what was filled in, for the caller to free. */
+static int fill_fraction(gf_agent *a, gf_afraction *f, const char *name, const char *dir,
+                         int dfd, gf_error *err)
 {
     gf_fraction_config cfg;
-    char dir[GF_PATH_MAX], ledger[GF_PATH_MAX + 8];
+    char ledger[GF_PATH_MAX + 8];
     struct stat st;
+
+    /* the shim's ledger path in the config is the tenant's business: the
+     * agent's is always the one in the fraction's directory */
+    snprintf(ledger, sizeof(ledger), "%s/" GF_FRAC_LEDGER, dir);
+    if (load_config(dfd, name, &cfg, err) < 0 || gf_aconfig_set(&f->cfg, &cfg, ledger, err) < 0)
+        return -1;
+    if (!(f->dir = strdup(dir)))
+        return gf_error_sys(err, "fraction %s", name);
+    if ((f->ledger_fd = gf_at_file(dfd, GF_FRAC_LEDGER, O_RDWR, &st)) < 0)
+        return gf_error_sys(err, "opening %s/" GF_FRAC_LEDGER, dir);
+    f->owner = st.st_uid;
+    return gf_fraction_view_init(a, f, err);
+}
+
+static int open_fraction(gf_agent *a, const char *name, gf_error *err)
+{
+    gf_cleanup_close int dfd = -1;
+    char dir[GF_PATH_MAX];
     gf_afraction *f;
-    int dfd;
 
     if (a->n_fractions == GF_AGENT_FRACTIONS_MAX)
         return gf_error_set(err, GF_ENOSPACE, "more than %d fractions: %s is not watched",
@@ -173,31 +194,19 @@ static int open_fraction(gf_agent *a, const char *name, gf_error *err)
     if ((size_t)snprintf(dir, sizeof(dir), "%s/" GF_STATE_FRACTIONS "/%s", a->state_dir, name) >=
         sizeof(dir) - 16)
         return gf_error_set(err, GF_EINVAL, "path too long: %s", name);
-    /* the shim's ledger path in the config is the tenant's business: the
-     * agent's is always the one in the fraction's directory */
-    snprintf(ledger, sizeof(ledger), "%s/" GF_FRAC_LEDGER, dir);
-    dfd = gf_at_dir(a->frac_dfd, name);
-    if (dfd < 0)
+    if ((dfd = gf_at_dir(a->frac_dfd, name)) < 0)
         return gf_error_sys(err, "opening %s", dir);
-    if (load_config(dfd, name, &cfg, err) < 0 || gf_aconfig_set(&f->cfg, &cfg, ledger, err) < 0)
-        goto fail;
-    if (!(f->dir = strdup(dir))) {
-        gf_error_sys(err, "fraction %s", name);
-        goto fail;
+    if (fill_fraction(a, f, name, dir, dfd, err) < 0) {
+        if (f->ledger_fd >= 0)
+            close(f->ledger_fd);
+        gf_fraction_free(f);
+        return -1;
     }
-    if ((f->ledger_fd = gf_at_file(dfd, GF_FRAC_LEDGER, O_RDWR, &st)) < 0) {
-        gf_error_sys(err, "opening %s/" GF_FRAC_LEDGER, dir);
-        goto fail;
-    }
-    f->owner = st.st_uid;
-    if (gf_fraction_view_init(a, f, err) < 0)
-        goto fail;
     if (!f->view.ok)
         gf_agent_event(a, "fraction %s: ledger %s; judged by the driver only", name, f->view.why);
     f->fid = ++a->next_fid;
     read_identity(f, dfd);
     open_socket(a, f, dfd);
-    close(dfd);
     restore_supervisor(a, f);
     gf_journal_restore_counts(a, f);
     f->seen = true;
@@ -206,12 +215,6 @@ static int open_fraction(gf_agent *a, const char *name, gf_error *err)
     gf_attrib_added(a, a->n_fractions - 1); /* the others keep their slots */
     sums_add(a, f);
     return 0;
-fail:
-    if (f->ledger_fd >= 0)
-        close(f->ledger_fd);
-    gf_fraction_free(f);
-    close(dfd);
-    return -1;
 }
 
 static void close_fraction(gf_agent *a, gf_afraction *f)
@@ -286,12 +289,27 @@ int gf_registry_scan_if_changed(gf_agent *a, gf_error *err)
     return gf_registry_scan(a, err);
 }
 
+/* A fraction seen again: its ledger's size kept, its view read again. */
+static void refresh(gf_agent *a, gf_afraction *f)
+{
+    bool was_ok = f->view.ok;
+
+    f->seen = true;
+    keep_ledger_size(a, f);
+    gf_fraction_view_read(a, f);
+    if (was_ok != f->view.ok)
+        gf_agent_event(a, "fraction %s: ledger %s", f->cfg.name,
+                       f->view.ok ? "readable again" : f->view.why);
+    if (was_ok && !f->view.ok)
+        gf_agent_event(a, "fraction %s: judged by the driver only", f->cfg.name);
+}
+
 int gf_registry_scan(gf_agent *a, gf_error *err)
 {
+    gf_cleanup_closedir DIR *d = NULL;
+    gf_cleanup_close int fd = -1;
     struct dirent *de;
     struct stat st;
-    DIR *d;
-    int fd;
 
     /* taken before reading: a change during the scan shows as a newer mtime */
     if (fstat(a->frac_dfd, &st) == 0)
@@ -299,32 +317,20 @@ int gf_registry_scan(gf_agent *a, gf_error *err)
     for (int i = 0; i < a->n_fractions; i++)
         a->fractions[i].seen = false;
     if ((fd = openat(a->frac_dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 ||
-        !(d = fdopendir(fd))) {
-        if (fd >= 0)
-            close(fd);
+        !(d = fdopendir(fd)))
         return gf_error_sys(err, "reading %s/" GF_STATE_FRACTIONS, a->state_dir);
-    }
+    gf_steal_fd(&fd); /* the DIR's now */
     while ((de = readdir(d))) {
         gf_afraction *f;
         gf_error ferr;
         if (de->d_name[0] == '.' || !gf_name_valid(de->d_name))
             continue; /* ".", "..", and fractions being made or removed */
-        if ((f = by_name(a, de->d_name))) {
-            bool was_ok = f->view.ok;
-            f->seen = true;
-            keep_ledger_size(a, f);
-            gf_fraction_view_read(a, f);
-            if (was_ok != f->view.ok)
-                gf_agent_event(a, "fraction %s: ledger %s", f->cfg.name,
-                               f->view.ok ? "readable again" : f->view.why);
-            if (was_ok && !f->view.ok)
-                gf_agent_event(a, "fraction %s: judged by the driver only", f->cfg.name);
-        } else if (open_fraction(a, de->d_name, &ferr) < 0 && ferr.code != GF_ESYS) {
+        if ((f = by_name(a, de->d_name)))
+            refresh(a, f);
+        else if (open_fraction(a, de->d_name, &ferr) < 0 && ferr.code != GF_ESYS)
             gf_agent_event(a, "ignoring %s/" GF_STATE_FRACTIONS "/%s: %s", a->state_dir,
                            de->d_name, ferr.msg);
-        }
     }
-    closedir(d);
     close_unseen(a);
     gf_registry_sums(a);
     return 0;

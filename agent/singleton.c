@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cleanup.h"
 #include "agent.h"
 #include "statedir.h"
 
@@ -53,7 +54,6 @@ static int held_elsewhere(gf_agent *a, int fd, gf_error *err)
         snprintf(who, sizeof(who), "pid %ld", pid);
     else
         snprintf(who, sizeof(who), "pid unknown");
-    close(fd);
     return gf_error_set(err, GF_ESTATE,
                         "%s is served by another gpufracd (%s holds %s/" GF_STATE_AGENT_DIR
                         "/" LOCK_FILE "); stop it first, or give this one its own --state-dir",
@@ -65,32 +65,26 @@ int gf_agent_lock(gf_agent *a, gf_error *err)
     struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
     struct stat st;
     char pid[24];
-    int fd, n;
+    gf_cleanup_close int fd = -1;
+    int n;
 
     fd = openat(a->priv_dfd, LOCK_FILE, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0)
         return gf_error_sys(err, "opening %s/" GF_STATE_AGENT_DIR "/" LOCK_FILE, a->state_dir);
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
         return gf_error_set(err, GF_EINVAL,
                             "%s/" GF_STATE_AGENT_DIR "/" LOCK_FILE " is not a plain file",
                             a->state_dir);
-    }
     if (fcntl(fd, F_OFD_SETLK, &fl) < 0) {
         if (errno == EAGAIN || errno == EACCES)
             return held_elsewhere(a, fd, err);
-        gf_error_sys(err, "locking %s/" GF_STATE_AGENT_DIR "/" LOCK_FILE, a->state_dir);
-        close(fd);
-        return -1;
+        return gf_error_sys(err, "locking %s/" GF_STATE_AGENT_DIR "/" LOCK_FILE, a->state_dir);
     }
     /* fixed width, written over the last holder's: on a full file system
      * the page it had is reused, so a restart never needs new space */
     n = snprintf(pid, sizeof(pid), "%-20ld\n", (long)getpid());
-    if (pwrite(fd, pid, (size_t)n, 0) != n) {
-        gf_error_sys(err, "writing %s/" GF_STATE_AGENT_DIR "/" LOCK_FILE, a->state_dir);
-        close(fd);
-        return -1;
-    }
-    lock_fd = fd;
+    if (pwrite(fd, pid, (size_t)n, 0) != n)
+        return gf_error_sys(err, "writing %s/" GF_STATE_AGENT_DIR "/" LOCK_FILE, a->state_dir);
+    lock_fd = gf_steal_fd(&fd); /* held for the process' life */
     return 0;
 }

@@ -11,11 +11,13 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "cleanup.h"
 #include "statedir.h"
+
 int gf_socket_listen(const char *path, uid_t owner, gf_error *err)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    int fd;
+    gf_cleanup_close int fd = -1;
 
     if (strlen(path) >= sizeof(sa.sun_path))
         return gf_error_set(err, GF_EINVAL, "socket path \"%s\" is longer than %zu bytes", path,
@@ -26,12 +28,9 @@ int gf_socket_listen(const char *path, uid_t owner, gf_error *err)
         return gf_error_sys(err, "creating socket %s", path);
     unlink(path); /* a stale one from a killed agent */
     if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 128) < 0 ||
-        chmod(path, 0600) < 0 || (owner != 0 && chown(path, owner, (gid_t)-1) < 0)) {
-        gf_error_sys(err, "listening on %s", path);
-        close(fd);
-        return -1;
-    }
-    return fd;
+        chmod(path, 0600) < 0 || (owner != 0 && chown(path, owner, (gid_t)-1) < 0))
+        return gf_error_sys(err, "listening on %s", path);
+    return gf_steal_fd(&fd);
 }
 
 int gf_socket_listen_in(gf_agent *a, int dfd, const char *name, uid_t owner, gf_error *err)
@@ -44,7 +43,7 @@ int gf_socket_listen_in_mode(gf_agent *a, int dfd, const char *name, uid_t owner
 {
     static unsigned serial;
     char tmp[32], path[GF_PATH_MAX + 48];
-    int fd;
+    gf_cleanup_close int fd = -1;
 
     snprintf(tmp, sizeof(tmp), "s%u.%d", ++serial, (int)getpid());
     if ((size_t)snprintf(path, sizeof(path), "%s/" GF_STATE_AGENT_DIR "/%s", a->state_dir, tmp) >=
@@ -59,16 +58,14 @@ int gf_socket_listen_in_mode(gf_agent *a, int dfd, const char *name, uid_t owner
     if (mode != 0600 && fchmodat(a->priv_dfd, tmp, mode, 0) < 0) {
         gf_error_sys(err, "setting the mode of socket %s", path);
         unlinkat(a->priv_dfd, tmp, 0);
-        close(fd);
         return -1;
     }
     if (renameat(a->priv_dfd, tmp, dfd, name) < 0) {
         gf_error_sys(err, "moving socket %s into place as %s", path, name);
         unlinkat(a->priv_dfd, tmp, 0);
-        close(fd);
         return -1;
     }
-    return fd;
+    return gf_steal_fd(&fd);
 }
 
 int gf_socket_listen_root(gf_agent *a, gf_error *err)

@@ -3,9 +3,9 @@
 #include "supervisors.h"
 
 #include <inttypes.h>
-#include <unistd.h>
 
 #include "attrib.h"
+#include "cleanup.h"
 #include "journal.h"
 #include "loop.h"
 #include "proc.h"
@@ -13,27 +13,22 @@
 int gf_sup_attach(gf_agent *a, gf_afraction *f, pid_t pid, uint64_t start, bool admitted,
                   gf_error *err)
 {
-    int fd = gf_pidfd_verified(pid, start);
+    gf_cleanup_close int fd = gf_pidfd_verified(pid, start);
     bool replaced = f->sup_pidfd >= 0;
 
-    if (fd < 0 || !gf_proc_stat(pid, &start, NULL) || gf_pidfd_exited(fd)) {
-        if (fd >= 0)
-            close(fd);
+    if (fd < 0 || !gf_proc_stat(pid, &start, NULL) || gf_pidfd_exited(fd))
         return gf_error_set(err, GF_ENOTFOUND, "pid= is no live process of this node");
-    }
     /* a supervisor the journal does not hold would be lost to a restart */
     if (gf_journal_refuses(a, "a supervisor", err) < 0 ||
-        gf_journal(a, "sup %s %d %" PRIu64 " %d", f->cfg.name, (int)pid, start, admitted) < 0) {
-        close(fd);
+        gf_journal(a, "sup %s %d %" PRIu64 " %d", f->cfg.name, (int)pid, start, admitted) < 0)
         return gf_journal_refuses(a, "a supervisor", err);
-    }
     gf_loop_close(&a->loop, &f->sup_pidfd);
     f->supervisor = pid;
     f->sup_start = start;
-    f->sup_pidfd = fd;
+    f->sup_pidfd = gf_steal_fd(&fd);
     f->sup_admitted = admitted;
     f->sup_seen = true;
-    gf_loop_watch(&a->loop, fd, GF_EV_SUP, f->fid);
+    gf_loop_watch(&a->loop, f->sup_pidfd, GF_EV_SUP, f->fid);
     if (replaced)
         gf_attrib_dirty();
     else

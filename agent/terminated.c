@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cleanup.h"
 #include "events.h"
 #include "fraction.h"
 #include "fsat.h"
@@ -76,7 +77,8 @@ void gf_terminated_record(gf_agent *a, gf_afraction *f, pid_t pid, int gpu, gf_t
 {
     char path[GF_PATH_MAX + 16], reason[512], line[900];
     const gf_config_device *cd = gf_aconfig_device(&f->cfg, a->gpus[gpu].dev.uuid);
-    int dfd, fd, n;
+    gf_cleanup_close int dfd = -1, fd = -1;
+    int n;
 
     if (by == GF_TERM_WATCHDOG && cd)
         f->watchdog_kills_gpu[cd - f->cfg.devices]++;
@@ -92,14 +94,11 @@ void gf_terminated_record(gf_agent *a, gf_afraction *f, pid_t pid, int gpu, gf_t
      * fractions dir fd, no link followed on the way or at the file) */
     dfd = gf_at_dir(a->frac_dfd, f->cfg.name);
     fd = dfd < 0 ? -1 : gf_at_append(dfd, GF_FRAC_TERMINATED, 0644);
-    if (dfd >= 0)
-        close(dfd);
     if (fd < 0) {
         gf_agent_event(a, "cannot record why pid %d was terminated in %s", (int)pid, path);
         return;
     }
     if (write(fd, line, (size_t)(n < (int)sizeof(line) ? n : (int)sizeof(line) - 1)) < 0)
         gf_agent_event(a, "cannot record why pid %d was terminated in %s", (int)pid, path);
-    close(fd);
     gf_kube_event_terminated(a, f, pid, by == GF_TERM_WATCHDOG, reason);
 }

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "admit.h"
+#include "cleanup.h"
 #include "conn.h"
 #include "events.h"
 #include "fracdir.h"
@@ -248,33 +249,35 @@ static int write_figures(gf_agent *a, const gf_afraction *f, int dfd, gf_error *
     return 0;
 }
 
-static void end_fraction(gf_agent *a, gf_afraction *f, int code)
+/* Writes the ended record and the figures into f's directory and moves it
+ * to <state>/ended/dest; false when any step fails. */
+static bool move_to_ended(gf_agent *a, gf_afraction *f, const char *dest, int code)
 {
-    char dest[GF_NAME_MAX + 32], text[64], name[GF_NAME_MAX];
+    gf_cleanup_close int dfd = -1, edfd = -1;
+    char text[64];
     gf_error err;
-    int dfd = -1, edfd = -1;
-    bool ok;
 
-    snprintf(name, sizeof(name), "%s", f->cfg.name);
-    snprintf(dest, sizeof(dest), "%s.%d", name, (int)f->supervisor);
     snprintf(text, sizeof(text), "time=%lld\nexit=%d\n", (long long)time(NULL), code);
     if ((mkdirat(a->state_dfd, GF_STATE_ENDED, 0755) < 0 && errno != EEXIST) ||
         (edfd = gf_at_dir(a->state_dfd, GF_STATE_ENDED)) < 0 ||
-        (dfd = gf_at_dir(a->frac_dfd, name)) < 0) {
-        if (edfd >= 0)
-            close(edfd);
-        gf_release_fraction(a, f);
-        return;
-    }
+        (dfd = gf_at_dir(a->frac_dfd, f->cfg.name)) < 0)
+        return false;
     unlinkat(dfd, GF_FRAC_AGENT_SOCK, 0);
     gf_fraction_view_read(a, f); /* the last figures */
-    ok = gf_at_write(dfd, GF_FRAC_ENDED, text, 0444, &err) == 0 &&
-         write_figures(a, f, dfd, &err) == 0;
-    close(dfd);
+    if (gf_at_write(dfd, GF_FRAC_ENDED, text, 0444, &err) < 0 ||
+        write_figures(a, f, dfd, &err) < 0)
+        return false;
     gf_at_rmdir(edfd, dest); /* a record of an earlier run of that pid */
-    ok = ok && renameat(a->frac_dfd, name, edfd, dest) == 0;
-    close(edfd);
-    if (!ok) {
+    return renameat(a->frac_dfd, f->cfg.name, edfd, dest) == 0;
+}
+
+static void end_fraction(gf_agent *a, gf_afraction *f, int code)
+{
+    char dest[GF_NAME_MAX + 32], name[GF_NAME_MAX];
+
+    snprintf(name, sizeof(name), "%s", f->cfg.name);
+    snprintf(dest, sizeof(dest), "%s.%d", name, (int)f->supervisor);
+    if (!move_to_ended(a, f, dest, code)) {
         gf_release_fraction(a, f);
         return;
     }
@@ -307,18 +310,15 @@ void gf_serve_end(gf_agent *a, gf_request *r, const gf_msg *in, gf_msg *out)
 
 static void gc_ended(gf_agent *a)
 {
+    gf_cleanup_closedir DIR *d = NULL;
+    gf_cleanup_close int fd = gf_at_dir(a->state_dfd, GF_STATE_ENDED);
     time_t now = time(NULL);
     struct dirent *de;
     struct stat st;
-    int fd = gf_at_dir(a->state_dfd, GF_STATE_ENDED);
-    DIR *d;
 
-    if (fd < 0)
+    if (fd < 0 || !(d = fdopendir(fd)))
         return;
-    if (!(d = fdopendir(fd))) {
-        close(fd);
-        return;
-    }
+    gf_steal_fd(&fd); /* the DIR's now */
     while ((de = readdir(d))) {
         if (de->d_name[0] == '.')
             continue;
@@ -326,7 +326,6 @@ static void gc_ended(gf_agent *a)
             st.st_uid == 0 && now - st.st_ctime > GF_USER_ENDED_KEEP_S)
             gf_at_rmdir(dirfd(d), de->d_name);
     }
-    closedir(d);
 }
 
 void gf_user_end_stale(gf_agent *a, gf_afraction *f)
