@@ -362,18 +362,30 @@ void gf_loans_recover(gf_agent *a)
         gf_loans_publish(a, &a->fractions[k]);
 }
 
-void gf_serve_borrow(gf_agent *a, gf_request *r, const gf_msg *in, gf_msg *out)
+/* What borrow, return and reclaim name: a node GPU (dev=), a number of bytes,
+ * and the caller's fraction; NULL with an error in out. */
+static gf_afraction *loan_request(gf_agent *a, const gf_request *r, const gf_msg *in,
+                                  gf_msg *out, int *g, uint64_t *bytes)
 {
     gf_error err;
+
+    if ((*g = gf_gate_gpu(a, in, out)) < 0)
+        return NULL;
+    if (gf_msg_get_u64(in, "bytes", bytes, &err) < 0) {
+        gf_reply_error(out, err.msg);
+        return NULL;
+    }
+    return gf_gate_caller_fraction(a, r, out);
+}
+
+void gf_serve_borrow(gf_agent *a, gf_request *r, const gf_msg *in, gf_msg *out)
+{
     uint64_t bytes, granted = 0;
     gf_afraction *f;
+    gf_error err;
     int g;
 
-    if ((g = gf_gate_gpu(a, in, out)) < 0)
-        return;
-    if (gf_msg_get_u64(in, "bytes", &bytes, &err) < 0)
-        return gf_reply_error(out, err.msg);
-    if (!(f = gf_gate_caller_fraction(a, r, out)))
+    if (!(f = loan_request(a, r, in, out, &g, &bytes)))
         return;
     if (gf_lend(a, f, r->peer->pid, r->peer->pidfd, g, bytes, &granted, &err) < 0)
         return gf_reply_error(out, err.msg);
@@ -383,16 +395,11 @@ void gf_serve_borrow(gf_agent *a, gf_request *r, const gf_msg *in, gf_msg *out)
 
 void gf_serve_return(gf_agent *a, gf_request *r, const gf_msg *in, gf_msg *out)
 {
-    gf_error err;
     uint64_t bytes;
     gf_afraction *f;
     int g;
 
-    if ((g = gf_gate_gpu(a, in, out)) < 0)
-        return;
-    if (gf_msg_get_u64(in, "bytes", &bytes, &err) < 0)
-        return gf_reply_error(out, err.msg);
-    if (!(f = gf_gate_caller_fraction(a, r, out)))
+    if (!(f = loan_request(a, r, in, out, &g, &bytes)))
         return;
     gf_return_loan(a, f, r->peer->pid, g, bytes);
     gf_msg_init(out, "ok");
@@ -406,11 +413,7 @@ void gf_serve_reclaim(gf_agent *a, gf_request *r, const gf_msg *in, gf_msg *out)
     uint64_t bytes;
     int g, rc;
 
-    if ((g = gf_gate_gpu(a, in, out)) < 0)
-        return;
-    if (gf_msg_get_u64(in, "bytes", &bytes, &err) < 0)
-        return gf_reply_error(out, err.msg);
-    if (!(f = gf_gate_caller_fraction(a, r, out)))
+    if (!(f = loan_request(a, r, in, out, &g, &bytes)))
         return;
     if (!(cd = gf_aconfig_device(&f->cfg, a->gpus[g].dev.uuid)))
         return gf_reply_error(out, "only a fraction guaranteed memory on this GPU may reclaim");
