@@ -105,6 +105,7 @@ typedef struct gf_afraction {
     char ns[64], pod[128], container[64]; /* Kubernetes identity, "" on one host */
     bool has_identity;         /* an identity record (a container's), read at open */
     time_t admitted_at;        /* a container's: when the agent admitted it (identity) */
+    time_t made_at;            /* when its directory (root's) was last changed, at open */
     bool ledger_grew;          /* its ledger was found past its size (cut back; logged once) */
     char *termlog;             /* host file of the container's termination message (root's
                                 * runtime named it at admit), NULL when none */

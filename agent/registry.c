@@ -183,6 +183,7 @@ static int open_fraction(gf_agent *a, const char *name, gf_error *err)
 {
     gf_cleanup_close int dfd = -1;
     char dir[GF_PATH_MAX];
+    struct stat st;
     gf_afraction *f;
 
     if (a->n_fractions == GF_AGENT_FRACTIONS_MAX)
@@ -196,6 +197,8 @@ static int open_fraction(gf_agent *a, const char *name, gf_error *err)
         return gf_error_set(err, GF_EINVAL, "path too long: %s", name);
     if ((dfd = gf_at_dir(a->frac_dfd, name)) < 0)
         return gf_error_sys(err, "opening %s", dir);
+    if (fstat(dfd, &st) == 0)
+        f->made_at = st.st_ctime; /* before its socket is put in it */
     if (fill_fraction(a, f, name, dir, dfd, err) < 0) {
         if (f->ledger_fd >= 0)
             close(f->ledger_fd);

@@ -15,20 +15,36 @@
 /* A container admitted whose init never attached (its runtime died, or
  * never ran it) does not keep its guarantee: past a->attach_timeout_s, with
  * no process holding a slot, it is released. */
-static bool never_attached(gf_agent *a, const gf_afraction *f)
+/* A container admitted whose init never attached (its runtime died, or
+ * never ran it), or a user's fraction whose run never became its supervisor
+ * (the agent died between making it and attaching the run, and the run did
+ * not ask again), does not keep its guarantee: past a->attach_timeout_s, with
+ * no process holding a slot, it is released. Since when, or 0 when it is not
+ * such a fraction. */
+static time_t unattached_since(gf_agent *a, const gf_afraction *f)
 {
-    return f->has_identity && !f->sup_seen && f->sup_pidfd < 0 && f->admitted_at > 0 &&
-           time(NULL) - f->admitted_at > a->attach_timeout_s &&
-           !gf_ledger_view_any_live(f->ledger_fd);
+    time_t since = f->has_identity ? f->admitted_at : gf_user_fraction(a, f) ? f->made_at : 0;
+
+    if (f->sup_seen || f->sup_pidfd >= 0 || since <= 0 ||
+        time(NULL) - since <= a->attach_timeout_s || gf_ledger_view_any_live(f->ledger_fd))
+        return 0;
+    return since;
 }
 
 static bool release_unattached(gf_agent *a, gf_afraction *f)
 {
-    if (!never_attached(a, f))
+    time_t since = unattached_since(a, f);
+
+    if (!since)
         return false;
-    gf_agent_event(a, "fraction %s: admitted %lld s ago and its container never attached: "
-                      "releasing its guarantee", f->cfg.name,
-                   (long long)(time(NULL) - f->admitted_at));
+    if (f->has_identity)
+        gf_agent_event(a, "fraction %s: admitted %lld s ago and its container never attached: "
+                          "releasing its guarantee", f->cfg.name,
+                       (long long)(time(NULL) - since));
+    else
+        gf_agent_event(a, "fraction %s: made %lld s ago and its gpufrac run never attached: "
+                          "releasing its guarantee", f->cfg.name,
+                       (long long)(time(NULL) - since));
     gf_release_fraction(a, f);
     return true;
 }

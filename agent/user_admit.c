@@ -172,51 +172,91 @@ static int make_user_fraction(gf_agent *a, gf_fraction_config *cfg, const gf_pee
     return gf_fracdir_make(a, &spec, err);
 }
 
-void gf_serve_run(gf_agent *a, gf_request *r, const gf_msg *in, gf_msg *out)
+/* The reply to run: where the run finds its fraction. */
+static void run_admitted(const gf_afraction *f, gf_msg *out)
 {
-    const gf_peer *cr = r->peer;
-    gf_fraction_config cfg;
-    gf_afraction *f;
-    gf_error err;
-    char m[GF_ERROR_MSG_MAX + 64], config[GF_PATH_MAX + 16];
+    char config[GF_PATH_MAX + 16];
 
-    if (cr->uid == 0)
-        return gf_reply_error(out, "root's gpufrac run makes its own fraction");
-    if (gf_gate_refuse_attributed(a, cr->pid, NULL, out))
-        return;
-    if (gf_journal_refuses(a, "a run", &err) < 0)
-        return gf_reply_error(out, err.msg);
-    if (gf_admit_parse(in, &cfg, &err) < 0)
-        return gf_reply_error(out, err.msg);
-    if (strncmp(cfg.name, "k8s.", 4) == 0)
-        return gf_reply_error(out, "names starting with k8s. are kept for containers");
-    if ((f = gf_registry_find_name_fresh(a, cfg.name))) {
-        snprintf(m, sizeof(m), "a fraction named \"%s\" is in use; choose another --name",
-                 cfg.name);
-        return gf_reply_error(out, m);
-    }
-    if (check_policy(a, &cfg, cr, &err) < 0 || gf_admit_check_fit(a, &cfg, &err) < 0 ||
-        make_user_fraction(a, &cfg, cr, &err) < 0)
-        return gf_reply_error(out, err.msg);
-    /* a refusal from here on leaves nothing behind */
-    if (!(f = gf_registry_open_new(a, cfg.name, &err))) {
-        gf_fracdir_remove(a, cfg.name);
-        return gf_reply_error(out, err.msg);
-    }
-    /* the caller (the very process that connected, peer.h) is the
-     * supervisor: its processes are attributed to the fraction, and its
-     * fraction is released when it and they are gone */
-    if (gf_sup_attach(a, f, cr->pid, cr->start, false, &err) < 0) {
-        gf_release_fraction(a, f);
-        return gf_reply_error(out, err.msg);
-    }
-    gf_agent_event(a, "admitted fraction %s of uid %u (pid %d)", cfg.name, (unsigned)cr->uid,
-                   (int)cr->pid);
     snprintf(config, sizeof(config), "%s/" GF_FRAC_CONFIG, f->dir);
     gf_msg_init(out, "ok");
     gf_msg_add(out, "config", config);
     gf_msg_add(out, "ledger", f->cfg.ledger);
     gf_msg_add(out, "socket", f->cfg.agent);
+}
+
+/* run for a name in use: the caller's own fraction when the run is asked
+ * again after its answer was lost (the agent died inside the request): made
+ * for this very process (its supervisor, pid + start time), or left with no
+ * supervisor at all by the crash (then the caller becomes it). Any other
+ * fraction of that name stays another's. */
+static void run_again(gf_agent *a, gf_afraction *f, const gf_peer *cr, gf_msg *out)
+{
+    char m[GF_NAME_MAX + 64];
+    gf_error err;
+
+    if (gf_user_fraction(a, f) && f->owner == cr->uid) {
+        if (f->sup_seen && gf_sup_alive(f) && f->supervisor == cr->pid &&
+            f->sup_start == cr->start)
+            return run_admitted(f, out);
+        if (!f->sup_seen) {
+            if (gf_gate_refuse_attributed(a, cr->pid, f, out))
+                return;
+            if (gf_sup_attach(a, f, cr->pid, cr->start, false, &err) < 0)
+                return gf_reply_error(out, err.msg);
+            gf_agent_event(a, "fraction %s of uid %u: its run (pid %d) asked again and is "
+                              "attached", f->cfg.name, (unsigned)cr->uid, (int)cr->pid);
+            return run_admitted(f, out);
+        }
+    }
+    snprintf(m, sizeof(m), "a fraction named \"%s\" is in use; choose another --name",
+             f->cfg.name);
+    gf_reply_error(out, m);
+}
+
+/* A new fraction for the caller, admitted against the policy and every
+ * fraction on its GPUs, with the caller (the very process that connected,
+ * peer.h) as its supervisor: its processes are attributed to the fraction,
+ * and the fraction is released when it and they are gone. */
+static void run_new(gf_agent *a, gf_fraction_config *cfg, const gf_peer *cr, gf_msg *out)
+{
+    gf_afraction *f;
+    gf_error err;
+
+    if (gf_gate_refuse_attributed(a, cr->pid, NULL, out))
+        return;
+    if (gf_journal_refuses(a, "a run", &err) < 0 || check_policy(a, cfg, cr, &err) < 0 ||
+        gf_admit_check_fit(a, cfg, &err) < 0 || make_user_fraction(a, cfg, cr, &err) < 0)
+        return gf_reply_error(out, err.msg);
+    /* a refusal from here on leaves nothing behind */
+    if (!(f = gf_registry_open_new(a, cfg->name, &err))) {
+        gf_fracdir_remove(a, cfg->name);
+        return gf_reply_error(out, err.msg);
+    }
+    gf_test_crash_point("run");
+    if (gf_sup_attach(a, f, cr->pid, cr->start, false, &err) < 0) {
+        gf_release_fraction(a, f);
+        return gf_reply_error(out, err.msg);
+    }
+    gf_agent_event(a, "admitted fraction %s of uid %u (pid %d)", cfg->name, (unsigned)cr->uid,
+                   (int)cr->pid);
+    run_admitted(f, out);
+}
+
+void gf_serve_run(gf_agent *a, gf_request *r, const gf_msg *in, gf_msg *out)
+{
+    gf_fraction_config cfg;
+    gf_afraction *f;
+    gf_error err;
+
+    if (r->peer->uid == 0)
+        return gf_reply_error(out, "root's gpufrac run makes its own fraction");
+    if (gf_admit_parse(in, &cfg, &err) < 0)
+        return gf_reply_error(out, err.msg);
+    if (strncmp(cfg.name, "k8s.", 4) == 0)
+        return gf_reply_error(out, "names starting with k8s. are kept for containers");
+    if ((f = gf_registry_find_name_fresh(a, cfg.name)))
+        return run_again(a, f, r->peer, out);
+    run_new(a, &cfg, r->peer, out);
 }
 
 /* Moves a user fraction to <state>/ended/<name>.<supervisor> (for `gpufrac

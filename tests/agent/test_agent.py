@@ -448,6 +448,7 @@ NOBODY = 65534
 class UsersBase(AgentTestCase):
     """Runs of uid 65534 through users.sock: the build staged where that
     user can reach it, a policy of the test's own."""
+    users_extra_args = ()
 
     @classmethod
     def setUpClass(cls):
@@ -476,7 +477,7 @@ class UsersBase(AgentTestCase):
         with open(self.policy, "w") as f:
             f.write("[default]\nmax-guaranteed = 2Gi\nmax-fractions = 1\n"
                     "[user nobody]\nmax-limit = 3Gi\n")
-        self.extra_args = ["--policy", self.policy]
+        self.extra_args = list(self.users_extra_args) + ["--policy", self.policy]
         super().setUp()
         os.chmod(self.tmp, 0o755)
         # the simulated GPU is one device for every user

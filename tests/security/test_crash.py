@@ -207,6 +207,41 @@ class UnattachedAfterCrashTest(UnattachedTest):
         self.assert_released()
 
 
+
+class MidRunTest(CrashTest, test_agent.UsersBase):
+    """The agent dies between making a user's fraction and attaching its run
+    as the supervisor: the run, which asks again after the restart, is given
+    its fraction (not "in use"); a fraction whose run never comes back is
+    released after --attach-timeout-s, not held for nobody."""
+    crash_at = "run"
+    users_extra_args = ("--attach-timeout-s", "3")
+
+    def test_a_run_cut_by_the_crash_gets_its_fraction_when_it_asks_again(self):
+        p = self.as_user("run", "--name", "cut", "--memory", "1Gi", "--", self.PROBE, "alloc",
+                         "512Mi", bg="cut")
+        self.wait_crash()
+        self.start_agent()
+        self.assertEqual(p.wait(timeout=120), 0, self.output("cut"))
+        self.assertIn("alloc=ok", self.output("cut"))
+        self.assertNotIn("in use", self.output("cut"))
+        self.assertRegex(self.events(), r"fraction cut of uid 65534: its run \(pid \d+\) asked "
+                         r"again and is attached")
+
+    def test_a_run_that_never_asks_again_gives_its_guarantee_back(self):
+        p = self.as_user("run", "--name", "lost", "--memory", "1Gi", "--", "true", bg="lost")
+        self.wait_crash()
+        p.kill()
+        p.wait()
+        d = os.path.join(self.state, "fractions", "lost")
+        self.assertTrue(os.path.isdir(d), "made before the crash point")
+        self.start_agent()
+        self.wait_for(lambda: not os.path.exists(d), "the unattached run's fraction to go", 30)
+        self.assertRegex(self.events(), r"fraction lost: made \d+ s ago and its gpufrac run never "
+                         r"attached: releasing its guarantee")
+        self.assertEqual(self.wait_for(
+            lambda: self.gpu_metric("gpufrac_gpu_memory_guaranteed_bytes") == 0 or None,
+            "the guarantee to end"), True)
+
 if __name__ == "__main__":
     if not os.path.exists(HOOKED):
         print("gpufracd-testhooks is not built; skipped")
