@@ -120,7 +120,9 @@ class Work:
 
     def learn_pid(self):
         if self.pid is None:
-            m = re.search(r"^(?:holding|waiting)=(\d+)$", self.output(), re.M)
+            # a whole line only: a line still being written would give a
+            # prefix of the pid (another process's)
+            m = re.search(r"^(?:holding|waiting)=(\d+)\n", self.output(), re.M)
             if m:
                 self.pid = int(m.group(1))
                 self.start = proc_start(self.pid)
@@ -135,6 +137,8 @@ class Work:
 
     def kill_workload(self):
         """SIGKILL the probe through a pidfd, if it is still the one started."""
+        if self.learn_pid() is None:
+            return  # it never said which process it is: nothing of ours to kill
         try:
             fd = os.pidfd_open(self.pid)
         except OSError:
