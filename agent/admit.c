@@ -45,8 +45,8 @@ static int parse_devices(const char *v, gf_fraction_config *cfg, gf_error *err)
         gf_config_device *d = &cfg->devices[cfg->n_devices];
         char *s1 = strchr(item, '/'), *s2 = s1 ? strchr(s1 + 1, '/') : NULL, *end;
         if (cfg->n_devices == GF_CONFIG_DEVICES_MAX || !s1 || !s2 || s1 - item >= GF_UUID_MAX)
-            return gf_error_set(err, GF_EINVAL,
-                                "devices: \"%s\" is not uuid/request/limit (bytes)", item);
+            return gf_error_set(err, GF_EINVAL, "devices: \"%s\" is not uuid/request/limit (bytes)",
+                                item);
         memcpy(d->uuid, item, (size_t)(s1 - item));
         d->uuid[s1 - item] = '\0';
         for (size_t k = 0; k < cfg->n_devices; k++)
@@ -79,8 +79,8 @@ int gf_admit_parse(const gf_msg *in, gf_fraction_config *cfg, gf_error *err)
     snprintf(cfg->name, sizeof(cfg->name), "%s", name);
     if (mode && gf_mode_parse(mode, "mode", &cfg->mode, err) < 0)
         return -1;
-    if (gf_msg_get(in, "compute") && (gf_msg_get_u64(in, "compute", &pct, err) < 0 || !pct ||
-                                      pct > 100))
+    if (gf_msg_get(in, "compute") &&
+        (gf_msg_get_u64(in, "compute", &pct, err) < 0 || !pct || pct > 100))
         return gf_error_set(err, GF_EINVAL, "compute= must be a percentage from 1 to 100");
     cfg->compute_percent = (int)pct;
     if (gf_msg_get(in, "place"))
@@ -98,22 +98,26 @@ int gf_admit_check_fit(gf_agent *a, const gf_fraction_config *cfg, gf_error *err
         if (g < 0)
             return gf_error_set(err, GF_ENOTFOUND, "%s is not a GPU of this node", d->uuid);
         const gf_agent_gpu *gpu = &a->gpus[g];
-        const gf_fit_gpu state = {.total = gpu->dev.total, .guaranteed = gpu->guaranteed,
-                                  .has_fractions = gpu->n_fractions > 0, .mode = gpu->mode};
+        const gf_fit_gpu state = {.total = gpu->dev.total,
+                                  .guaranteed = gpu->guaranteed,
+                                  .has_fractions = gpu->n_fractions > 0,
+                                  .mode = gpu->mode};
         const gf_fit_ask ask = {.request = d->request, .mode = cfg->mode};
         uint64_t free_bytes;
         switch (gf_fit_check(&state, &ask, &free_bytes)) {
-        case GF_FIT_OK:
-            break;
+        case GF_FIT_OK: break;
         case GF_FIT_MODE:
-            return gf_error_set(err, GF_ESTATE, "GPU %s runs %s fractions; a %s fraction cannot "
-                                "share it", d->uuid, gf_mode_name(gpu->mode),
-                                gf_mode_name(cfg->mode));
+            return gf_error_set(err, GF_ESTATE,
+                                "GPU %s runs %s fractions; a %s fraction cannot "
+                                "share it",
+                                d->uuid, gf_mode_name(gpu->mode), gf_mode_name(cfg->mode));
         default: /* memory: the request is never 0 (parsed), compute and limit not asked */
             gf_bytes_human(free_bytes, h1, sizeof(h1));
             gf_bytes_human(d->request, h2, sizeof(h2));
-            return gf_error_set(err, GF_ESTATE, "GPU %s has %s not guaranteed to other "
-                                "fractions; the fraction asks for %s", d->uuid, h1, h2);
+            return gf_error_set(err, GF_ESTATE,
+                                "GPU %s has %s not guaranteed to other "
+                                "fractions; the fraction asks for %s",
+                                d->uuid, h1, h2);
         }
     }
     return 0;
@@ -129,12 +133,13 @@ static int identity_text(const gf_msg *in, char *out, size_t len, gf_error *err)
     if (termlog && (termlog[0] != '/' || strchr(termlog, '\n')))
         return gf_error_set(err, GF_EINVAL,
                             "termlog: \"%s\" is not an absolute path (the host file of the "
-                            "container's termination message)", termlog);
+                            "container's termination message)",
+                            termlog);
     snprintf(out, len, "namespace=%s\npod=%s\ncontainer=%s\nadmitted=%lld\ntermlog=%s\n",
              gf_msg_get(in, "ns") ? gf_msg_get(in, "ns") : "",
              gf_msg_get(in, "pod") ? gf_msg_get(in, "pod") : "",
-             gf_msg_get(in, "container") ? gf_msg_get(in, "container") : "",
-             (long long)time(NULL), termlog ? termlog : "");
+             gf_msg_get(in, "container") ? gf_msg_get(in, "container") : "", (long long)time(NULL),
+             termlog ? termlog : "");
     return 0;
 }
 
@@ -145,7 +150,9 @@ static int make_fraction(gf_agent *a, gf_fraction_config *cfg, const gf_msg *in,
     gf_error ignored;
     /* the fraction is given to the container's user: its ledger, nobody else's */
     bool give = gf_msg_get(in, "uid") && gf_msg_get_u64(in, "uid", &uid, &ignored) == 0;
-    gf_fracdir_spec spec = {.cfg = cfg, .config_mode = 0444, .group = (gid_t)-1,
+    gf_fracdir_spec spec = {.cfg = cfg,
+                            .config_mode = 0444,
+                            .group = (gid_t)-1,
                             .extra = {GF_FRAC_IDENTITY, id, 0444},
                             .ledger_uid = give ? (uid_t)uid : (uid_t)-1,
                             .ledger_gid = (gid_t)-1};
@@ -262,7 +269,8 @@ void gf_serve_attach(gf_agent *a, gf_request *r, const gf_msg *in, gf_msg *out)
     if (runtime && (gf_msg_get_u64(in, "pid", &pid, &err) < 0 || !pid || pid > INT32_MAX))
         return gf_reply_error(out, "pid= must be the container's init process (a host pid)");
     f = r->fid ? gf_fraction_find_fid(a, r->fid)
-               : name ? gf_registry_find_name_fresh(a, name) : NULL;
+        : name ? gf_registry_find_name_fresh(a, name)
+               : NULL;
     if (!f || (name && strcmp(name, f->cfg.name) != 0))
         return gf_reply_error(out, "name= names no fraction of this node (or not this socket's)");
     if (!runtime && (refused = self_attach_refused(f, cr, (pid_t)pid)))
@@ -328,8 +336,8 @@ void gf_serve_release(gf_agent *a, gf_request *r, const gf_msg *in, gf_msg *out)
         gf_msg_init(out, "ok"); /* already gone: releasing twice is fine */
         return;
     }
-    if (r->peer->uid != 0 && (r->peer->pid != f->supervisor || f->sup_pidfd < 0 ||
-                              (r->fid && r->fid != f->fid)))
+    if (r->peer->uid != 0 &&
+        (r->peer->pid != f->supervisor || f->sup_pidfd < 0 || (r->fid && r->fid != f->fid)))
         return gf_reply_error(out, "only the fraction's supervisor or root may release it");
     if ((n = terminate_mps_clients(a, f, &err)) < 0)
         return gf_reply_error(out, err.msg);

@@ -18,7 +18,7 @@
 #include "fraction.h"
 #include "proc.h"
 
-#define SUP_HASH 8192 /* > 2 x GF_AGENT_FRACTIONS_MAX */
+#define SUP_HASH 8192        /* > 2 x GF_AGENT_FRACTIONS_MAX */
 #define ANCESTRY_GUARD 65536 /* more steps than any real chain: a loop */
 #define MEMBERS 16384        /* processes remembered as a fraction's */
 

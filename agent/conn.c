@@ -21,13 +21,13 @@
 #include "proc.h"
 
 typedef struct client {
-    int fd;                /* -1: free */
+    int fd; /* -1: free */
     gf_socket_kind socket;
-    uint64_t fid;          /* the fraction whose socket it came through */
-    uint64_t gen;          /* tells a reused slot from the client a late reply was for */
-    int64_t last;          /* last request, CLOCK_MONOTONIC ms */
-    bool waiting;          /* a deferred reply is owed to it */
-    gf_peer peer;          /* the process that connected (its pidfd is the client's) */
+    uint64_t fid; /* the fraction whose socket it came through */
+    uint64_t gen; /* tells a reused slot from the client a late reply was for */
+    int64_t last; /* last request, CLOCK_MONOTONIC ms */
+    bool waiting; /* a deferred reply is owed to it */
+    gf_peer peer; /* the process that connected (its pidfd is the client's) */
 } client;
 
 static client clients[GF_AGENT_CLIENTS_MAX];
@@ -103,8 +103,12 @@ void gf_conn_accept(gf_agent *a, int lfd, gf_socket_kind socket, uint64_t fid)
         }
         for (i = 0; clients[i].fd >= 0; i++)
             ;
-        clients[i] = (client){.fd = c, .socket = socket, .fid = fid, .gen = ++gens,
-                              .last = gf_now_ms(), .peer = peer};
+        clients[i] = (client){.fd = c,
+                              .socket = socket,
+                              .fid = fid,
+                              .gen = ++gens,
+                              .last = gf_now_ms(),
+                              .peer = peer};
         n_clients++;
         gf_loop_watch(&a->loop, c, GF_EV_CLIENT, (uint64_t)i);
     }
@@ -154,9 +158,10 @@ void gf_conn_reply(gf_agent *a, gf_reply_token t, const gf_msg *out)
  * the socket, or whoever now holds its pid) speaks on it: told why, dropped. */
 static void refuse_orphan(gf_agent *a, int i)
 {
-    static const char msg[] = GF_PROTO_MAGIC " error msg=the process that opened this connection "
-                              "has exited; the agent serves a connection to that process alone "
-                              "(connect again)";
+    static const char msg[] = GF_PROTO_MAGIC
+        " error msg=the process that opened this connection "
+        "has exited; the agent serves a connection to that process alone "
+        "(connect again)";
     pthread_mutex_lock(&a->lock);
     a->requests_total++;
     a->requests_bad++;
@@ -208,8 +213,10 @@ void gf_conn_ready(void *agent, uint64_t slot, uint32_t events)
             refuse_orphan(a, i);
             return;
         }
-        gf_request r = {.peer = &clients[i].peer, .socket = clients[i].socket,
-                        .fid = clients[i].fid, .token = {i, clients[i].gen}};
+        gf_request r = {.peer = &clients[i].peer,
+                        .socket = clients[i].socket,
+                        .fid = clients[i].fid,
+                        .token = {i, clients[i].gen}};
         clients[i].last = gf_now_ms();
         pthread_mutex_lock(&a->lock);
         serve(a, &clients[i], &r, buf, n, &out);

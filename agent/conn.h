@@ -28,11 +28,11 @@ typedef struct gf_reply_token {
 } gf_reply_token;
 
 typedef struct gf_request {
-    const gf_peer *peer;    /* the process that connected, as the kernel said */
+    const gf_peer *peer; /* the process that connected, as the kernel said */
     gf_socket_kind socket;
-    uint64_t fid;           /* the fraction whose socket it came through; 0 for others */
+    uint64_t fid; /* the fraction whose socket it came through; 0 for others */
     gf_reply_token token;
-    bool deferred;          /* set by a handler that answers later through token */
+    bool deferred; /* set by a handler that answers later through token */
 } gf_request;
 
 /* Serves one decoded request into out (a->lock held), or sets r->deferred. */

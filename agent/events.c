@@ -24,8 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cleanup.h"
 #include "agent.h"
+#include "cleanup.h"
 #include "log.h"
 #include "proc.h"
 #include "statedir.h"
@@ -37,10 +37,10 @@
 #define FORMATS_MAX 128
 
 typedef struct bucket {
-    const char *fmt;      /* NULL: free */
+    const char *fmt; /* NULL: free */
     double tokens;
-    int64_t refilled_ms;  /* when tokens was last brought up to date */
-    int64_t noted_ms;     /* when the last suppression note went out */
+    int64_t refilled_ms; /* when tokens was last brought up to date */
+    int64_t noted_ms;    /* when the last suppression note went out */
     uint64_t suppressed;
 } bucket;
 
@@ -49,9 +49,9 @@ static bucket buckets[FORMATS_MAX];
 
 static int open_log(gf_agent *a, struct stat *st)
 {
-    gf_cleanup_close int fd = openat(
-        a->state_dfd, EVENTS_LOG, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
-        0644);
+    gf_cleanup_close int fd =
+        openat(a->state_dfd, EVENTS_LOG,
+               O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
     if (fd < 0 || fstat(fd, st) < 0 || !S_ISREG(st->st_mode) || st->st_uid != geteuid() ||
         st->st_nlink != 1)
         return -1;
@@ -99,8 +99,10 @@ static void emit(gf_agent *a, const char *line)
 static void note(gf_agent *a, bucket *b, int64_t now)
 {
     char line[600];
-    snprintf(line, sizeof(line), "%" PRIu64 " similar lines suppressed (at most %d a second "
-             "after %d): \"%.480s\"", b->suppressed, EVENTS_PER_S, EVENTS_BURST, b->fmt);
+    snprintf(line, sizeof(line),
+             "%" PRIu64 " similar lines suppressed (at most %d a second "
+             "after %d): \"%.480s\"",
+             b->suppressed, EVENTS_PER_S, EVENTS_BURST, b->fmt);
     b->suppressed = 0;
     b->noted_ms = now;
     emit(a, line);
@@ -114,8 +116,7 @@ static bucket *bucket_of(const char *fmt, int64_t now)
         if (b->fmt == fmt)
             return b;
         if (!b->fmt) {
-            *b = (bucket){.fmt = fmt, .tokens = EVENTS_BURST, .refilled_ms = now,
-                          .noted_ms = now};
+            *b = (bucket){.fmt = fmt, .tokens = EVENTS_BURST, .refilled_ms = now, .noted_ms = now};
             return b;
         }
     }

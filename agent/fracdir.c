@@ -15,10 +15,12 @@
 
 static int set_paths(gf_agent *a, gf_fraction_config *cfg, gf_error *err)
 {
-    if ((size_t)snprintf(cfg->ledger, sizeof(cfg->ledger), "%s/" GF_STATE_FRACTIONS "/%s/" GF_FRAC_LEDGER,
-                         a->state_dir, cfg->name) >= sizeof(cfg->ledger) ||
-        (size_t)snprintf(cfg->agent, sizeof(cfg->agent), "%s/" GF_STATE_FRACTIONS "/%s/" GF_FRAC_AGENT_SOCK,
-                         a->state_dir, cfg->name) >= sizeof(cfg->agent))
+    if ((size_t)snprintf(cfg->ledger, sizeof(cfg->ledger),
+                         "%s/" GF_STATE_FRACTIONS "/%s/" GF_FRAC_LEDGER, a->state_dir,
+                         cfg->name) >= sizeof(cfg->ledger) ||
+        (size_t)snprintf(cfg->agent, sizeof(cfg->agent),
+                         "%s/" GF_STATE_FRACTIONS "/%s/" GF_FRAC_AGENT_SOCK, a->state_dir,
+                         cfg->name) >= sizeof(cfg->agent))
         return gf_error_set(err, GF_EINVAL, "state directory path too long");
     return 0;
 }

@@ -17,12 +17,12 @@ typedef struct gf_fracdir_file {
 } gf_fracdir_file;
 
 typedef struct gf_fracdir_spec {
-    gf_fraction_config *cfg;  /* its ledger= and agent= are set to the directory's */
+    gf_fraction_config *cfg; /* its ledger= and agent= are set to the directory's */
     mode_t config_mode;
-    gf_fracdir_file extra;    /* identity (a container's) or supervisor (a user's) */
-    gid_t group;              /* (gid_t)-1: config and extra stay root's group */
-    uid_t ledger_uid;         /* (uid_t)-1: the ledger stays root's */
-    gid_t ledger_gid;         /* (gid_t)-1: unchanged */
+    gf_fracdir_file extra; /* identity (a container's) or supervisor (a user's) */
+    gid_t group;           /* (gid_t)-1: config and extra stay root's group */
+    uid_t ledger_uid;      /* (uid_t)-1: the ledger stays root's */
+    gid_t ledger_gid;      /* (gid_t)-1: unchanged */
 } gf_fracdir_spec;
 
 int gf_fracdir_make(gf_agent *a, const gf_fracdir_spec *s, gf_error *err);

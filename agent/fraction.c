@@ -13,8 +13,7 @@
 #include "agent.h"
 #include "ledger_view.h"
 
-int gf_aconfig_set(gf_aconfig *c, const gf_fraction_config *cfg, const char *ledger,
-                   gf_error *err)
+int gf_aconfig_set(gf_aconfig *c, const gf_fraction_config *cfg, const char *ledger, gf_error *err)
 {
     int e;
 
@@ -24,8 +23,7 @@ int gf_aconfig_set(gf_aconfig *c, const gf_fraction_config *cfg, const char *led
     if (cfg->n_devices > GF_CONFIG_DEVICES_MAX)
         return gf_error_set(err, GF_EINVAL, "%s: %zu devices, at most %d", cfg->name,
                             cfg->n_devices, GF_CONFIG_DEVICES_MAX);
-    if (cfg->n_devices &&
-        !(c->devices = calloc(cfg->n_devices, sizeof(*c->devices))))
+    if (cfg->n_devices && !(c->devices = calloc(cfg->n_devices, sizeof(*c->devices))))
         goto fail;
     if (cfg->n_devices)
         memcpy(c->devices, cfg->devices, cfg->n_devices * sizeof(*c->devices));
@@ -105,7 +103,7 @@ void gf_fraction_view_read(gf_agent *a, gf_afraction *f)
 }
 
 const gf_ledger_device *gf_fraction_ledger_device(const gf_afraction *f, int gpu, bool exact,
-                                                 int *index)
+                                                  int *index)
 {
     const gf_ledger_view_entry *e = gf_ledger_view_entry_of(&f->view, gpu, exact);
 

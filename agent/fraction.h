@@ -10,8 +10,7 @@
 #include "agent.h"
 
 /* Fills c from a parsed config and the agent's ledger path. */
-int gf_aconfig_set(gf_aconfig *c, const gf_fraction_config *cfg, const char *ledger,
-                   gf_error *err);
+int gf_aconfig_set(gf_aconfig *c, const gf_fraction_config *cfg, const char *ledger, gf_error *err);
 /* The entry for uuid: an exact match first, else "*", else NULL (as
  * gf_config_find_device). */
 const gf_config_device *gf_aconfig_device(const gf_aconfig *c, const char *uuid);
@@ -26,7 +25,7 @@ void gf_fraction_view_read(gf_agent *a, gf_afraction *f);
 /* The private copy of f's ledger entry for node GPU gpu and its index in the
  * ledger, or NULL (exact: only an entry named by the GPU's own uuid). */
 const gf_ledger_device *gf_fraction_ledger_device(const gf_afraction *f, int gpu, bool exact,
-                                                 int *index);
+                                                  int *index);
 /* The fraction the agent opened with this fid (never reused), or NULL. */
 gf_afraction *gf_fraction_find_fid(gf_agent *a, uint64_t fid);
 

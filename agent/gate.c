@@ -32,7 +32,8 @@ gf_afraction *gf_gate_caller_fraction(gf_agent *a, const gf_request *r, gf_msg *
     }
     if (i < 0 || (f && &a->fractions[i] != f)) {
         char m[256];
-        snprintf(m, sizeof(m), "the caller is not a process of %s%s (it must descend from the "
+        snprintf(m, sizeof(m),
+                 "the caller is not a process of %s%s (it must descend from the "
                  "fraction's supervisor, which gpufrac run or the container runtime attaches)",
                  f ? "fraction " : "any fraction", f ? f->cfg.name : "");
         gf_reply_error(out, m);
@@ -48,8 +49,10 @@ bool gf_gate_refuse_attributed(gf_agent *a, pid_t pid, const gf_afraction *f, gf
 
     if (i < 0 || (f && &a->fractions[i] == f))
         return false;
-    snprintf(m, sizeof(m), "the process is already in fraction %s; a process of one fraction "
-             "is never made another's supervisor", a->fractions[i].cfg.name);
+    snprintf(m, sizeof(m),
+             "the process is already in fraction %s; a process of one fraction "
+             "is never made another's supervisor",
+             a->fractions[i].cfg.name);
     gf_reply_error(out, m);
     return true;
 }

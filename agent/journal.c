@@ -42,8 +42,8 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include "cleanup.h"
 #include "agent.h"
+#include "cleanup.h"
 #include "events.h"
 #include "loans.h"
 #include "log.h"
@@ -52,7 +52,7 @@
 
 #define JOURNAL GF_STATE_JOURNAL
 #define JOURNAL_TMP GF_STATE_JOURNAL_TMP
-#define JOURNAL_RESERVE (1 << 20)        /* kept allocated past the journal's end */
+#define JOURNAL_RESERVE (1 << 20) /* kept allocated past the journal's end */
 #define JOURNAL_MAX_READ (64u << 20)
 #define JOURNAL_COMPACT_BYTES (1u << 20)
 
@@ -80,8 +80,7 @@ static struct {
     uint64_t mps_faults[GF_AGENT_GPUS_MAX];
 } saved;
 
-static void fcount_line(char *out, size_t len, const char *name, uint64_t kills,
-                        const uint64_t *ev)
+static void fcount_line(char *out, size_t len, const char *name, uint64_t kills, const uint64_t *ev)
 {
     int n = snprintf(out, len, "fcount %s %" PRIu64, name, kills);
     for (int d = 0; d < GF_CONFIG_DEVICES_MAX && n > 0 && (size_t)n < len; d++)
@@ -148,8 +147,9 @@ void gf_test_crash_point(const char *step)
 static void journal_full(gf_agent *a, int e)
 {
     if (!a->journal_full)
-        gf_agent_event(a, "journal: no room in %s/agent (%s): granting no loan, admission or "
-                          "run until there is; what is granted already is kept",
+        gf_agent_event(a,
+                       "journal: no room in %s/agent (%s): granting no loan, admission or "
+                       "run until there is; what is granted already is kept",
                        a->state_dir, strerror(e));
     a->journal_full = true;
     a->journal_errno = e;
@@ -207,9 +207,10 @@ int gf_journal_refuses(gf_agent *a, const char *what, gf_error *err)
         return 0;
     gf_agent_event(a, "refused %s: the agent cannot record it (%s in %s/agent)", what,
                    strerror(a->journal_errno), a->state_dir);
-    return gf_error_set(err, GF_ESTATE, "refused: the node agent cannot record %s (its journal: "
-                        "%s); what it could not record it does not grant", what,
-                        strerror(a->journal_errno));
+    return gf_error_set(err, GF_ESTATE,
+                        "refused: the node agent cannot record %s (its journal: "
+                        "%s); what it could not record it does not grant",
+                        what, strerror(a->journal_errno));
 }
 
 static void replay_line(gf_agent *a, char *line)
@@ -355,8 +356,8 @@ static int snapshot(gf_agent *a, FILE *fp)
     for (int i = 0; i < a->n_fractions; i++) {
         const gf_afraction *f = &a->fractions[i];
         if (f->supervisor > 0)
-            fprintf(fp, "sup %s %d %" PRIu64 " %d\n", f->cfg.name, (int)f->supervisor,
-                    f->sup_start, f->sup_admitted);
+            fprintf(fp, "sup %s %d %" PRIu64 " %d\n", f->cfg.name, (int)f->supervisor, f->sup_start,
+                    f->sup_admitted);
     }
     for (int i = 0; i < a->n_fractions; i++) {
         const gf_afraction *f = &a->fractions[i];
@@ -403,8 +404,8 @@ static void saved_all(const gf_agent *a)
 
 void gf_journal_compact(gf_agent *a)
 {
-    int fd = openat(a->priv_dfd, JOURNAL_TMP,
-                    O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    int fd = openat(a->priv_dfd, JOURNAL_TMP, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+                    0600);
     FILE *fp = fd >= 0 ? fdopen(fd, "w") : NULL;
     bool ok;
 

@@ -43,7 +43,6 @@ void gf_journal_restore_counts(gf_agent *a, gf_afraction *f);
 bool gf_journal_supervisor(gf_agent *a, const char *name, pid_t *pid, uint64_t *start,
                            bool *admitted);
 
-
 /* test builds only: GPUFRAC_TEST_CRASH_AT=<step> SIGKILLs the agent there */
 #ifdef GF_TEST_HOOKS
 void gf_test_crash_point(const char *step);

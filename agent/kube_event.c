@@ -85,8 +85,10 @@ void gf_kube_event_terminated(gf_agent *a, const gf_afraction *f, pid_t pid, boo
     }
     pthread_mutex_unlock(&q_lock);
     if (dropped)
-        gf_log_write(a->log_fd, GF_LOG_WARN, "gpufracd", "no Event for pod %s/%s: %d are "
-                     "already waiting for the API server", f->ns, f->pod, EVENTS_QUEUED_MAX);
+        gf_log_write(a->log_fd, GF_LOG_WARN, "gpufracd",
+                     "no Event for pod %s/%s: %d are "
+                     "already waiting for the API server",
+                     f->ns, f->pod, EVENTS_QUEUED_MAX);
 }
 
 static void post_event(gf_agent *a, const pending_event *f)
@@ -112,8 +114,8 @@ static void post_event(gf_agent *a, const pending_event *f)
     ev = json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s, s:s, s:s}, s:s, s:s, s:s, "
                    "s:{s:s, s:s}, s:s, s:s, s:i}",
                    "apiVersion", "v1", "kind", "Event", "metadata", "name", name, "namespace",
-                   f->ns, "involvedObject", "kind", "Pod", "apiVersion", "v1", "namespace",
-                   f->ns, "name", f->pod, "fieldPath", field, "reason",
+                   f->ns, "involvedObject", "kind", "Pod", "apiVersion", "v1", "namespace", f->ns,
+                   "name", f->pod, "fieldPath", field, "reason",
                    f->watchdog ? "GpufracWatchdogKilled" : "GpufracEvicted", "message", f->reason,
                    "type", "Warning", "source", "component", "gpufracd", "host", a->node_name,
                    "firstTimestamp", stamp, "lastTimestamp", stamp, "count", 1);
@@ -121,7 +123,8 @@ static void post_event(gf_agent *a, const pending_event *f)
     if (!ev || !(body = json_dumps(ev, JSON_COMPACT)))
         gf_error_set(&err, GF_ENOSPACE, "out of memory building the event");
     else if (gf_kube_open(&k, &o, &err) == 0 &&
-             gf_kube_request(k, "POST", path, body, "application/json", &status, &resp, &err) == 0 &&
+             gf_kube_request(k, "POST", path, body, "application/json", &status, &resp, &err) ==
+                 0 &&
              (status < 200 || status > 299))
         gf_error_set(&err, GF_ESTATE, "POST %s: HTTP %ld", path, status);
     if (status < 200 || status > 299)

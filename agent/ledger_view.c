@@ -34,8 +34,8 @@ static int find_ready(const unsigned char *table, const char *uuid)
     return -1;
 }
 
-#define FIELD(dst, buf, f) memcpy(&(dst), (const char *)(buf) + offsetof(gf_ledger_header, f), \
-                                  sizeof(dst))
+#define FIELD(dst, buf, f) \
+    memcpy(&(dst), (const char *)(buf) + offsetof(gf_ledger_header, f), sizeof(dst))
 
 int gf_ledger_view_parse(const void *buf, size_t len, const gf_ledger_view_key *keys,
                          gf_ledger_view *v)
@@ -88,8 +88,7 @@ int gf_ledger_view_read(int fd, const gf_ledger_view_key *keys, gf_ledger_view *
     return gf_ledger_view_parse(buf, got, keys, v);
 }
 
-const gf_ledger_view_entry *gf_ledger_view_entry_of(const gf_ledger_view *v, int tag,
-                                                   bool exact)
+const gf_ledger_view_entry *gf_ledger_view_entry_of(const gf_ledger_view *v, int tag, bool exact)
 {
     if (!v->ok)
         return NULL;

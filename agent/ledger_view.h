@@ -32,18 +32,18 @@ typedef struct gf_ledger_view_key {
 /* One kept device entry: a private copy (the atomics are plain memory here:
  * nobody else sees it). */
 typedef struct gf_ledger_view_entry {
-    int tag;                /* the owner's (the agent: which GPU of the node) */
-    int index;              /* in the ledger's device table; -1: no ready entry */
-    bool exact;             /* found by the key's uuid, not its fallback */
-    gf_ledger_device dev;   /* valid when index >= 0 */
+    int tag;              /* the owner's (the agent: which GPU of the node) */
+    int index;            /* in the ledger's device table; -1: no ready entry */
+    bool exact;           /* found by the key's uuid, not its fallback */
+    gf_ledger_device dev; /* valid when index >= 0 */
 } gf_ledger_view_entry;
 
 /* The agent keeps only the entries it looks up (one per GPU of the node the
  * fraction's config covers), not the whole device table: the owner gives
  * entries (n_entries of them) and one key per entry at each read. */
 typedef struct gf_ledger_view {
-    bool ok;                     /* false: corrupt, truncated or unreadable */
-    const char *why;             /* when !ok: what was wrong (static text) */
+    bool ok;         /* false: corrupt, truncated or unreadable */
+    const char *why; /* when !ok: what was wrong (static text) */
     int n_entries;
     gf_ledger_view_entry *entries;
 } gf_ledger_view;
@@ -61,8 +61,7 @@ int gf_ledger_view_read(int fd, const gf_ledger_view_key *keys, gf_ledger_view *
 
 /* The kept entry tagged tag (exact: only one found by its key's uuid), or
  * NULL: none, not ready, or the ledger is not valid. */
-const gf_ledger_view_entry *gf_ledger_view_entry_of(const gf_ledger_view *v, int tag,
-                                                   bool exact);
+const gf_ledger_view_entry *gf_ledger_view_entry_of(const gf_ledger_view *v, int tag, bool exact);
 
 /* Writes one 64-bit counter of device entry dev (a field offset within
  * gf_ledger_device) into the file. */

@@ -100,8 +100,8 @@ static gf_loan *loan_of(gf_agent *a, const gf_afraction *f, int gpu, pid_t pid, 
         gf_error_set(err, GF_ENOSPACE, "the agent holds %d loans, its most", GF_AGENT_LOANS_MAX);
         return NULL;
     }
-    *l = (gf_loan){.used = true, .gpu = gpu, .pid = pid, .start = start,
-                   .pidfd = gf_steal_fd(&pidfd)};
+    *l = (gf_loan){
+        .used = true, .gpu = gpu, .pid = pid, .start = start, .pidfd = gf_steal_fd(&pidfd)};
     snprintf(l->fraction, sizeof(l->fraction), "%s", f->cfg.name);
     gf_loan_watch(a, l);
     return l;
@@ -224,8 +224,7 @@ static bool evict_begin(gf_agent *a, gf_loan *l)
     /* the loan's own process (its pidfd, its start time): taken back unless
      * it now belongs to another fraction; one that belongs to none (its
      * supervisor died before the agent knew it) still holds the loan */
-    if (!f || gf_pidfd_exited(l->pidfd) || !gf_proc_stat(l->pid, &start, NULL) ||
-        start != l->start)
+    if (!f || gf_pidfd_exited(l->pidfd) || !gf_proc_stat(l->pid, &start, NULL) || start != l->start)
         return false;
     owner = gf_attribute(a, l->pid);
     if (owner >= 0 && owner != (int)(f - a->fractions))
@@ -259,8 +258,7 @@ static int newest(const gf_agent *a, int gpu, uint64_t below)
     return best;
 }
 
-static int reclaim_start(gf_agent *a, int gpu, uint64_t bytes, gf_reply_token to,
-                         gf_error *err)
+static int reclaim_start(gf_agent *a, int gpu, uint64_t bytes, gf_reply_token to, gf_error *err)
 {
     uint64_t back = 0, below = UINT64_MAX;
     int evicted = 0, slot = -1, i;
@@ -286,7 +284,9 @@ static int reclaim_start(gf_agent *a, int gpu, uint64_t bytes, gf_reply_token to
     if (!evicted)
         return gf_error_set(err, GF_ESTATE, "nothing on loan on %s to take back",
                             a->gpus[gpu].dev.uuid);
-    pending[slot] = (reclaim){.used = true, .to = to, .gpu = gpu,
+    pending[slot] = (reclaim){.used = true,
+                              .to = to,
+                              .gpu = gpu,
                               .evicted = evicted,
                               .deadline = gf_now_ms() + GF_AGENT_RECLAIM_WAIT_MS};
     return 0;
@@ -309,8 +309,9 @@ static void finish(gf_agent *a, gf_loan *l, const char *how)
         }
         gf_journal_counters(a);
         gf_bytes_human(l->bytes, h, sizeof(h));
-        gf_agent_event(a, "reclaim: terminated pid %d of fraction %s on %s to take back its loan "
-                          "of %s%s",
+        gf_agent_event(a,
+                       "reclaim: terminated pid %d of fraction %s on %s to take back its loan "
+                       "of %s%s",
                        (int)l->pid, l->fraction, uuid, h, how);
     } else {
         gf_journal(a, "gone %s %s %d %" PRIu64, l->fraction, uuid, (int)l->pid, l->start);
@@ -353,8 +354,10 @@ void gf_loans_recover(gf_agent *a)
         if (l->evicting) { /* begun, then the agent died: do it again */
             l->evicting = false;
             if (!evict_begin(a, l))
-                gf_agent_event(a, "reclaim: pid %d no longer belongs to fraction %s; its "
-                                  "eviction is undone", (int)l->pid, l->fraction);
+                gf_agent_event(a,
+                               "reclaim: pid %d no longer belongs to fraction %s; its "
+                               "eviction is undone",
+                               (int)l->pid, l->fraction);
         }
     }
     gf_registry_sums(a);
@@ -364,8 +367,8 @@ void gf_loans_recover(gf_agent *a)
 
 /* What borrow, return and reclaim name: a node GPU (dev=), a number of bytes,
  * and the caller's fraction; NULL with an error in out. */
-static gf_afraction *loan_request(gf_agent *a, const gf_request *r, const gf_msg *in,
-                                  gf_msg *out, int *g, uint64_t *bytes)
+static gf_afraction *loan_request(gf_agent *a, const gf_request *r, const gf_msg *in, gf_msg *out,
+                                  int *g, uint64_t *bytes)
 {
     gf_error err;
 

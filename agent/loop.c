@@ -53,8 +53,7 @@ void gf_loop_stop(gf_loop *l)
     l->stop = true;
 }
 
-int gf_loop_run(gf_loop *l, int timeout_ms, void (*on_wake)(void *ctx), void *ctx,
-                gf_error *err)
+int gf_loop_run(gf_loop *l, int timeout_ms, void (*on_wake)(void *ctx), void *ctx, gf_error *err)
 {
     struct epoll_event ev[EVENTS_PER_WAIT];
 

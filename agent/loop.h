@@ -19,9 +19,9 @@
 typedef void (*gf_loop_fn)(void *ctx, uint64_t id, uint32_t events);
 
 typedef struct gf_loop {
-    int epfd;                 /* valid only when `running` (a zeroed loop watches nothing) */
-    bool running;             /* made by gf_loop_init */
-    bool stop;                /* a handler asked gf_loop_run to return */
+    int epfd;     /* valid only when `running` (a zeroed loop watches nothing) */
+    bool running; /* made by gf_loop_init */
+    bool stop;    /* a handler asked gf_loop_run to return */
     struct {
         gf_loop_fn fn;
         void *ctx;
@@ -39,8 +39,7 @@ void gf_loop_close(gf_loop *l, int *fd);
 /* Serves ready descriptors until a handler calls gf_loop_stop (0) or the
  * poll fails (-1 with why). on_wake, when given, runs after every wake-up,
  * timeouts of timeout_ms included, before the handlers. */
-int gf_loop_run(gf_loop *l, int timeout_ms, void (*on_wake)(void *ctx), void *ctx,
-                gf_error *err);
+int gf_loop_run(gf_loop *l, int timeout_ms, void (*on_wake)(void *ctx), void *ctx, gf_error *err);
 void gf_loop_stop(gf_loop *l);
 
 #endif

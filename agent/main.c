@@ -73,7 +73,8 @@ static const char usage[] =
     "  --attach-timeout-s N     a container admitted but not attached within N s is\n"
     "                           released (default 60)\n"
     "  --policy FILE            what each local user may ask (default " GF_USER_POLICY_DEFAULT ";\n"
-    "                           missing: at most 32 fractions a user); users reach the agent through\n"
+    "                           missing: at most 32 fractions a user); users reach the agent "
+    "through\n"
     "                           <state-dir>/users.sock\n"
     "  --node-name NAME         publish the GPU inventory as annotation gpufrac.io/gpus of\n"
     "                           this Node (default: $NODE_NAME; unset = do not publish)\n"
@@ -139,40 +140,50 @@ static int parse_args(gf_agent *a, int argc, char **argv)
         case 'w':
             a->watchdog_period_ms = (int)strtol(optarg, &end, 10);
             if (*end || a->watchdog_period_ms < 10 || a->watchdog_period_ms > 60000) {
-                fprintf(stderr, "gpufracd: --watchdog-period-ms: \"%s\" is not a number of "
-                                "milliseconds from 10 to 60000\n", optarg);
+                fprintf(stderr,
+                        "gpufracd: --watchdog-period-ms: \"%s\" is not a number of "
+                        "milliseconds from 10 to 60000\n",
+                        optarg);
                 return 2;
             }
             break;
         case 'T':
             a->watchdog_tolerance = strtoull(optarg, &end, 10);
             if (*end || !a->watchdog_tolerance) {
-                fprintf(stderr, "gpufracd: --watchdog-tolerance: \"%s\" is not a positive number "
-                                "of bytes\n", optarg);
+                fprintf(stderr,
+                        "gpufracd: --watchdog-tolerance: \"%s\" is not a positive number "
+                        "of bytes\n",
+                        optarg);
                 return 2;
             }
             break;
         case 'I':
             a->client_idle_s = (int)strtol(optarg, &end, 10);
             if (*end || a->client_idle_s < 1 || a->client_idle_s > 86400) {
-                fprintf(stderr, "gpufracd: --client-idle-s: \"%s\" is not a number of seconds "
-                                "from 1 to 86400\n", optarg);
+                fprintf(stderr,
+                        "gpufracd: --client-idle-s: \"%s\" is not a number of seconds "
+                        "from 1 to 86400\n",
+                        optarg);
                 return 2;
             }
             break;
         case 'E':
             a->events_max_bytes = strtoull(optarg, &end, 10);
             if (*end || a->events_max_bytes < 4096 || a->events_max_bytes > (1ULL << 40)) {
-                fprintf(stderr, "gpufracd: --events-max-bytes: \"%s\" is not a number of bytes "
-                                "from 4096 to 2^40\n", optarg);
+                fprintf(stderr,
+                        "gpufracd: --events-max-bytes: \"%s\" is not a number of bytes "
+                        "from 4096 to 2^40\n",
+                        optarg);
                 return 2;
             }
             break;
         case 'A':
             a->attach_timeout_s = (int)strtol(optarg, &end, 10);
             if (*end || a->attach_timeout_s < 1 || a->attach_timeout_s > 86400) {
-                fprintf(stderr, "gpufracd: --attach-timeout-s: \"%s\" is not a number of "
-                                "seconds from 1 to 86400\n", optarg);
+                fprintf(stderr,
+                        "gpufracd: --attach-timeout-s: \"%s\" is not a number of "
+                        "seconds from 1 to 86400\n",
+                        optarg);
                 return 2;
             }
             break;
@@ -185,9 +196,9 @@ static int parse_args(gf_agent *a, int argc, char **argv)
                 argv[optind]);
         return 2;
     }
-    if (!a->socket_path[0] && (size_t)snprintf(a->socket_path, sizeof(a->socket_path),
-                                               "%s/" GF_STATE_AGENT_SOCK, a->state_dir) >=
-                                      sizeof(a->socket_path)) {
+    if (!a->socket_path[0] &&
+        (size_t)snprintf(a->socket_path, sizeof(a->socket_path), "%s/" GF_STATE_AGENT_SOCK,
+                         a->state_dir) >= sizeof(a->socket_path)) {
         fprintf(stderr, "gpufracd: --state-dir: \"%s\" is too long\n", a->state_dir);
         return 2;
     }
@@ -443,8 +454,8 @@ int main(int argc, char **argv)
         fputs("gpufracd: out of memory\n", stderr);
         return 1;
     }
-    if (make_dirs(a, &err) < 0 || gf_agent_nvml_init(a, &err) < 0 ||
-        gf_journal_open(a, &err) < 0 || gf_registry_scan(a, &err) < 0)
+    if (make_dirs(a, &err) < 0 || gf_agent_nvml_init(a, &err) < 0 || gf_journal_open(a, &err) < 0 ||
+        gf_registry_scan(a, &err) < 0)
         goto fail;
     gf_loans_recover(a); /* evictions a killed agent began are finished here */
     gf_journal_compact(a);

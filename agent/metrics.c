@@ -199,7 +199,13 @@ static int build_rows(render *r)
 }
 
 typedef enum fval {
-    FV_REQUEST, FV_LIMIT, FV_ACCOUNTED, FV_DRIVER, FV_BURST, FV_DENIED, FV_EVICTIONS,
+    FV_REQUEST,
+    FV_LIMIT,
+    FV_ACCOUNTED,
+    FV_DRIVER,
+    FV_BURST,
+    FV_DENIED,
+    FV_EVICTIONS,
     FV_WATCHDOG
 } fval;
 
@@ -346,8 +352,10 @@ static void test_stall(const gf_agent *a)
 
     if (!path || !*path || stat(path, &st) == 0)
         return;
-    gf_log_write(a->log_fd, GF_LOG_INFO, "gpufracd", "test hook: metrics render stalled until %s "
-                 "exists", path);
+    gf_log_write(a->log_fd, GF_LOG_INFO, "gpufracd",
+                 "test hook: metrics render stalled until %s "
+                 "exists",
+                 path);
     for (int i = 0; i < 6000 && stat(path, &st) < 0; i++)
         usleep(10000);
 }

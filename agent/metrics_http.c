@@ -3,8 +3,8 @@
  * agent's loop (a render formats the loop's latest snapshot and never takes
  * a->lock; user names come from the resolver's cache). Its listening port may be
  * reachable by every pod, so no client can hold it: a small pool of epoll
- * workers (a slow render blocks only the connections of its own worker), a connection idle for HTTP_IDLE_S is closed,
- * one address holds at most HTTP_PER_IP connections (others are served while
+ * workers (a slow render blocks only the connections of its own worker), a connection idle for
+ * HTTP_IDLE_S is closed, one address holds at most HTTP_PER_IP connections (others are served while
  * it is at its bound), HTTP_CONNECTIONS in all (past that new ones wait in
  * the kernel's backlog), and a request's headers fit in HTTP_REQUEST_MEMORY.
  * One endpoint per process. */
@@ -26,7 +26,7 @@
 #define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 #define HTTP_THREADS 4
 #define HTTP_CONNECTIONS 256u
-#define HTTP_PER_IP 16u          /* well under HTTP_CONNECTIONS / HTTP_THREADS */
+#define HTTP_PER_IP 16u /* well under HTTP_CONNECTIONS / HTTP_THREADS */
 #define HTTP_IDLE_S 5u
 #define HTTP_REQUEST_MEMORY ((size_t)16 << 10)
 #define HTTP_NICE 10 /* the workers yield the CPU to the loop (2-core nodes, a tight scraper) */
@@ -82,15 +82,19 @@ static enum MHD_Result healthz(struct MHD_Connection *c, gf_agent *a)
         limit = 2000;
     if (loop_age <= limit && wd_age <= limit && atomic_load(&a->journal_full)) {
         /* serving what is durable; a restart would not make room */
-        snprintf(msg, sizeof(msg), "ok, degraded: the journal has no room (%s); no new loan, "
-                 "admission or run is granted\n", strerror(atomic_load(&a->journal_errno)));
+        snprintf(msg, sizeof(msg),
+                 "ok, degraded: the journal has no room (%s); no new loan, "
+                 "admission or run is granted\n",
+                 strerror(atomic_load(&a->journal_errno)));
         return reply(c, MHD_HTTP_OK, "text/plain; charset=utf-8", msg, strlen(msg),
                      MHD_RESPMEM_MUST_COPY);
     }
     if (loop_age <= limit && wd_age <= limit)
         return text(c, MHD_HTTP_OK, "ok\n");
-    snprintf(msg, sizeof(msg), "unhealthy: main loop last ticked %lld ms ago, watchdog %lld ms "
-             "ago (limit %lld ms)\n", (long long)loop_age, (long long)wd_age, (long long)limit);
+    snprintf(msg, sizeof(msg),
+             "unhealthy: main loop last ticked %lld ms ago, watchdog %lld ms "
+             "ago (limit %lld ms)\n",
+             (long long)loop_age, (long long)wd_age, (long long)limit);
     return reply(c, MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain; charset=utf-8", msg, strlen(msg),
                  MHD_RESPMEM_MUST_COPY);
 }
@@ -115,7 +119,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
                               const char *method, const char *version, const char *upload,
                               size_t *upload_size, void **ctx)
 {
-    bool get = strcmp(method, MHD_HTTP_METHOD_GET) == 0 || strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
+    bool get = strcmp(method, MHD_HTTP_METHOD_GET) == 0 ||
+               strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
 
     (void)version;
     (void)upload;
@@ -130,20 +135,19 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     return text(c, MHD_HTTP_NOT_FOUND, "not found; try /metrics\n");
 }
 
-static int resolve(const char *listen, struct addrinfo **ai, char *host, size_t hlen,
-                   gf_error *err)
+static int resolve(const char *listen, struct addrinfo **ai, char *host, size_t hlen, gf_error *err)
 {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
     char port[16];
     int rc;
 
-    if (gf_listen_split(listen, "metrics address", "127.0.0.1:9464", host, hlen, port,
-                        sizeof(port), err) < 0)
+    if (gf_listen_split(listen, "metrics address", "127.0.0.1:9464", host, hlen, port, sizeof(port),
+                        err) < 0)
         return -1;
     if ((rc = getaddrinfo(host, port, &hints, ai)) != 0)
-        return gf_error_set(err, GF_EINVAL, "metrics address \"%s\": %s", listen,
-                            gai_strerror(rc));
+        return gf_error_set(err, GF_EINVAL, "metrics address \"%s\": %s", listen, gai_strerror(rc));
     return 0;
 }
 
@@ -162,14 +166,13 @@ int gf_metrics_start(gf_agent *a, gf_error *err)
         return -1;
     if (ai->ai_family == AF_INET6)
         flags |= MHD_USE_IPv6;
-    daemon_ = MHD_start_daemon(flags, 0, NULL, NULL, handle, a, MHD_OPTION_SOCK_ADDR,
-                               ai->ai_addr, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)HTTP_THREADS,
+    daemon_ = MHD_start_daemon(flags, 0, NULL, NULL, handle, a, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+                               MHD_OPTION_THREAD_POOL_SIZE, (unsigned)HTTP_THREADS,
                                MHD_OPTION_CONNECTION_TIMEOUT, HTTP_IDLE_S,
                                MHD_OPTION_CONNECTION_LIMIT, HTTP_CONNECTIONS,
                                MHD_OPTION_PER_IP_CONNECTION_LIMIT, HTTP_PER_IP,
                                MHD_OPTION_CONNECTION_MEMORY_LIMIT, HTTP_REQUEST_MEMORY,
-                               MHD_OPTION_NOTIFY_CONNECTION, lower_priority, NULL,
-                               MHD_OPTION_END);
+                               MHD_OPTION_NOTIFY_CONNECTION, lower_priority, NULL, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!daemon_)
         return gf_error_set(err, GF_ESYS,
@@ -177,8 +180,8 @@ int gf_metrics_start(gf_agent *a, gf_error *err)
                             a->metrics_listen);
     info = MHD_get_daemon_info(daemon_, MHD_DAEMON_INFO_BIND_PORT);
     if (info && info->port)
-        snprintf(a->metrics_listen, sizeof(a->metrics_listen), strchr(host, ':') ? "[%s]:%u" : "%s:%u",
-                 host, (unsigned)info->port);
+        snprintf(a->metrics_listen, sizeof(a->metrics_listen),
+                 strchr(host, ':') ? "[%s]:%u" : "%s:%u", host, (unsigned)info->port);
     return 0;
 }
 

@@ -35,7 +35,8 @@ _Static_assert(sizeof(((gf_msnap_fraction *)0)->name) == sizeof(((gf_aconfig *)0
 _Static_assert(sizeof(((gf_msnap_fraction *)0)->ns) == sizeof(((gf_afraction *)0)->ns), "ns");
 _Static_assert(sizeof(((gf_msnap_fraction *)0)->pod) == sizeof(((gf_afraction *)0)->pod), "pod");
 _Static_assert(sizeof(((gf_msnap_fraction *)0)->container) ==
-                   sizeof(((gf_afraction *)0)->container), "container");
+                   sizeof(((gf_afraction *)0)->container),
+               "container");
 
 static void copy_fraction(gf_msnap_fraction *out, const gf_afraction *f)
 {
@@ -110,7 +111,8 @@ static void warm_name(const gf_afraction *f)
 static gf_msnap *take(const gf_agent *a, gf_error *err)
 {
     size_t nf = (size_t)a->n_fractions, nr = count_rows(a), align = alignof(gf_msnap_row);
-    size_t rows_at = (sizeof(gf_msnap) + nf * sizeof(gf_msnap_fraction) + align - 1) / align * align;
+    size_t rows_at = (sizeof(gf_msnap) + nf * sizeof(gf_msnap_fraction) + align - 1) / align *
+                     align;
     gf_msnap *s = calloc(1, rows_at + nr * sizeof(gf_msnap_row));
 
     if (!s) {

@@ -40,7 +40,7 @@ typedef struct gf_msnap_gpu {
 
 typedef struct gf_msnap {
     atomic_int refs;
-    char host[256];    /* dcgm-exporter's Hostname */
+    char host[256]; /* dcgm-exporter's Hostname */
     int n_gpus;
     gf_msnap_gpu gpus[GF_AGENT_GPUS_MAX];
     size_t n_fractions, n_rows;

@@ -286,8 +286,7 @@ static int collect(int out_fd, int err_fd, mps_io *io, int64_t deadline)
             continue;
         if (p[0].revents && read_some(out_fd, io->out, io->outlen, &io->used, &io->overflow))
             p[0].fd = -1;
-        if (p[1].revents &&
-            read_some(err_fd, io->errbuf, sizeof(io->errbuf), &io->errused, NULL))
+        if (p[1].revents && read_some(err_fd, io->errbuf, sizeof(io->errbuf), &io->errused, NULL))
             p[1].fd = -1;
     }
     return 0;
@@ -309,8 +308,9 @@ static int command_result(gf_agent *a, int gpu, const char *cmd, int status, mps
     const char *why = io->errused ? io->errbuf : io->out;
 
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        return gf_error_set(err, GF_ESTATE, "MPS: GPU %d (%s): command \"%s\" failed (%s %s %d): %s",
-                            gpu, a->gpus[gpu].dev.uuid, cmd, mps_bin(a),
+        return gf_error_set(err, GF_ESTATE,
+                            "MPS: GPU %d (%s): command \"%s\" failed (%s %s %d): %s", gpu,
+                            a->gpus[gpu].dev.uuid, cmd, mps_bin(a),
                             WIFEXITED(status) ? "exit" : "signal",
                             WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
                             why[0] ? first_line(why, line, sizeof(line)) : "no output");
@@ -321,8 +321,7 @@ static int command_result(gf_agent *a, int gpu, const char *cmd, int status, mps
     return 0;
 }
 
-int gf_mps_command(gf_agent *a, int gpu, const char *cmd, char *out, size_t outlen,
-                   gf_error *err)
+int gf_mps_command(gf_agent *a, int gpu, const char *cmd, char *out, size_t outlen, gf_error *err)
 {
     char pipe[GF_PATH_MAX], line[GF_PATH_MAX + 2];
     int in[2] = {-1, -1}, o[2] = {-1, -1}, e[2] = {-1, -1};
@@ -391,8 +390,8 @@ static int parse_pids(int gpu, const char *cmd, const char *s, pid_t *pids, int 
                                 first_line(s, line, sizeof(line)));
         }
         if (n == max)
-            return gf_error_set(err, GF_ENOSPACE, "MPS: GPU %d: command \"%s\": over %d PIDs",
-                                gpu, cmd, max);
+            return gf_error_set(err, GF_ENOSPACE, "MPS: GPU %d: command \"%s\": over %d PIDs", gpu,
+                                cmd, max);
         pids[n++] = (pid_t)v;
         s = end;
     }
@@ -400,8 +399,7 @@ static int parse_pids(int gpu, const char *cmd, const char *s, pid_t *pids, int 
 }
 
 /* Runs a command whose answer is a PID list. */
-static int command_pids(gf_agent *a, int gpu, const char *cmd, pid_t *pids, int max,
-                        gf_error *err)
+static int command_pids(gf_agent *a, int gpu, const char *cmd, pid_t *pids, int max, gf_error *err)
 {
     char out[MPS_ANSWER_MAX];
 
@@ -531,7 +529,8 @@ static int wait_control(gf_agent *a, int gpu, const char *pipe, int64_t deadline
             return gf_error_set(err, GF_ESTATE,
                                 "MPS: GPU %d (%s): the daemon started with \"%s -d\" made no "
                                 "control socket in %s within %d ms (see %s/log/control.log)",
-                                gpu, a->gpus[gpu].dev.uuid, mps_bin(a), pipe, GF_MPS_TIMEOUT_MS, pipe);
+                                gpu, a->gpus[gpu].dev.uuid, mps_bin(a), pipe, GF_MPS_TIMEOUT_MS,
+                                pipe);
         sleep_ms(MPS_POLL_MS);
     }
     return 0;
@@ -556,13 +555,15 @@ static int daemon_start(gf_agent *a, int gpu, const char *pipe, gf_error *err)
     close(null_fd);
     if (wait_child(pid, deadline, &status)) {
         kill_child(pid);
-        return gf_error_set(err, GF_ESTATE, "MPS: GPU %d (%s): \"%s -d\" did not return within %d ms",
-                            gpu, a->gpus[gpu].dev.uuid, mps_bin(a), GF_MPS_TIMEOUT_MS);
+        return gf_error_set(err, GF_ESTATE,
+                            "MPS: GPU %d (%s): \"%s -d\" did not return within %d ms", gpu,
+                            a->gpus[gpu].dev.uuid, mps_bin(a), GF_MPS_TIMEOUT_MS);
     }
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        return gf_error_set(err, GF_ESTATE,
-                            "MPS: GPU %d (%s): \"%s -d\" failed (status %d); see %s/log/control.log",
-                            gpu, a->gpus[gpu].dev.uuid, mps_bin(a), status, pipe);
+        return gf_error_set(
+            err, GF_ESTATE,
+            "MPS: GPU %d (%s): \"%s -d\" failed (status %d); see %s/log/control.log", gpu,
+            a->gpus[gpu].dev.uuid, mps_bin(a), status, pipe);
     return wait_control(a, gpu, pipe, deadline, err);
 }
 
@@ -575,9 +576,10 @@ static int wait_gone(gf_agent *a, int gpu, pid_t pid, int force, gf_error *err)
     while (pid > 0 && daemon_alive(a, pid)) {
         if (now_ms() >= deadline) {
             if (!force)
-                return gf_error_set(err, GF_ESTATE,
-                                    "MPS: GPU %d (%s): daemon %d still running %d ms after \"quit\"",
-                                    gpu, a->gpus[gpu].dev.uuid, (int)pid, GF_MPS_TIMEOUT_MS);
+                return gf_error_set(
+                    err, GF_ESTATE,
+                    "MPS: GPU %d (%s): daemon %d still running %d ms after \"quit\"", gpu,
+                    a->gpus[gpu].dev.uuid, (int)pid, GF_MPS_TIMEOUT_MS);
             kill(pid, SIGKILL);
             force = 0;
             deadline = now_ms() + GF_MPS_TIMEOUT_MS;

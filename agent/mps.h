@@ -15,8 +15,8 @@
 #include "agent.h"
 #include "conn.h"
 
-#define GF_MPS_TIMEOUT_MS 5000   /* one command; also daemon start and quit */
-#define GF_MPS_PIPE_DIR_MAX 83   /* NVIDIA's cap: sun_path 108 - reserve */
+#define GF_MPS_TIMEOUT_MS 5000 /* one command; also daemon start and quit */
+#define GF_MPS_PIPE_DIR_MAX 83 /* NVIDIA's cap: sun_path 108 - reserve */
 #define GF_MPS_CONTROL_DEFAULT "nvidia-cuda-mps-control"
 
 /* Writes GPU gpu's pipe dir into buf. Fails for an unknown GPU, a uuid
@@ -27,14 +27,14 @@ int gf_mps_pipe_dir(const gf_agent *a, int gpu, char *buf, size_t len, gf_error 
  * NUL-terminated in out. Fails when the tool cannot be run, exits non-zero
  * (no daemon, rejected command), the answer does not fit, or nothing comes
  * back within GF_MPS_TIMEOUT_MS (the tool is then SIGKILLed). */
-int gf_mps_command(gf_agent *a, int gpu, const char *cmd, char *out, size_t outlen,
-                   gf_error *err);
+int gf_mps_command(gf_agent *a, int gpu, const char *cmd, char *out, size_t outlen, gf_error *err);
 
 /* one MPS control daemon per GPU in sm-sharing use. */
 int gf_mps_ensure(gf_agent *a, int gpu, char *pipe_dir, size_t len, gf_error *err);
 int gf_mps_terminate_clients(gf_agent *a, int gpu, const pid_t *pids, int n, gf_error *err);
-int gf_mps_check(gf_agent *a, int gpu, gf_error *err);   /* fault detection + recovery */
-int gf_mps_stop_idle(gf_agent *a, gf_error *err);        /* stop daemons of GPUs with no sm-sharing fraction */
+int gf_mps_check(gf_agent *a, int gpu, gf_error *err); /* fault detection + recovery */
+int gf_mps_stop_idle(gf_agent *a,
+                     gf_error *err); /* stop daemons of GPUs with no sm-sharing fraction */
 
 /* The verb mps (verbs.c): root, or the supervisor of an sm-sharing fraction
  * on the GPU, gets the pipe directory of its daemon, started if need be. */

@@ -26,15 +26,13 @@ static int load(gf_error *err)
     if (nv.lib)
         return 0;
     switch (gf_nvml_load(&nv, GF_NVML_NEED_NAME | GF_NVML_NEED_PROCS, why, sizeof(why))) {
-    case GF_NVML_LOADED:
-        return 0;
+    case GF_NVML_LOADED: return 0;
     case GF_NVML_NO_LIBRARY:
         return gf_error_set(err, GF_ENOTFOUND,
                             "no NVIDIA GPU found: cannot load %s (%s); install the NVIDIA "
                             "driver or run gpufracd on a GPU node",
                             GF_NVML_LIB, why);
-    case GF_NVML_TOO_OLD:
-        break;
+    case GF_NVML_TOO_OLD: break;
     }
     return gf_error_set(err, GF_ENOTFOUND,
                         "no NVIDIA GPU found: %s lacks the device and process queries "
@@ -70,8 +68,8 @@ int gf_agent_nvml_init(gf_agent *a, gf_error *err)
     if (n == 0)
         return gf_error_set(err, GF_ENOTFOUND, "no NVIDIA GPU found: NVML reports 0 devices");
     if (n > GF_AGENT_GPUS_MAX)
-        return gf_error_set(err, GF_ERANGE, "NVML reports %u GPUs; gpufracd handles at most %d",
-                            n, GF_AGENT_GPUS_MAX);
+        return gf_error_set(err, GF_ERANGE, "NVML reports %u GPUs; gpufracd handles at most %d", n,
+                            GF_AGENT_GPUS_MAX);
     for (unsigned int i = 0; i < n; i++)
         if (read_gpu(&a->gpus[i], i, err) < 0)
             return -1;
@@ -103,13 +101,13 @@ int gf_agent_nvml_procs(gf_agent *a, int gpu, gf_proc_mem *out, int max, gf_erro
         return gf_error_set(err, GF_EINVAL, "NVML: no GPU %d", gpu);
     r = gf_nvml_procs(&nv, nv_dev[gpu], p, &n);
     if (r == NVML_ERROR_INSUFFICIENT_SIZE)
-        return gf_error_set(err, GF_ENOSPACE, "NVML: GPU %d runs %u processes, more than %d",
-                            gpu, n, GF_NVML_PROCS_MAX);
+        return gf_error_set(err, GF_ENOSPACE, "NVML: GPU %d runs %u processes, more than %d", gpu,
+                            n, GF_NVML_PROCS_MAX);
     if (r != NVML_SUCCESS)
         return gf_error_set(err, GF_ESYS, "NVML: processes of GPU %d: %s", gpu, nv_err(r));
     if ((int)n > max)
-        return gf_error_set(err, GF_ENOSPACE, "NVML: GPU %d runs %u processes, more than %d",
-                            gpu, n, max);
+        return gf_error_set(err, GF_ENOSPACE, "NVML: GPU %d runs %u processes, more than %d", gpu,
+                            n, max);
     for (unsigned int i = 0; i < n && k < max; i++)
         if (p[i].known) /* no figure to compare (e.g. no permission): passed over */
             out[k++] = (gf_proc_mem){.pid = p[i].pid, .used = p[i].used};

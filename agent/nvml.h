@@ -18,7 +18,6 @@ typedef struct gf_proc_mem {
 int gf_agent_nvml_procs(gf_agent *a, int gpu, gf_proc_mem *out, int max, gf_error *err);
 int gf_agent_nvml_refresh(gf_agent *a, gf_error *err); /* updates gpus[].dev.used */
 
-
 /* The node GPU with this uuid, or -1. */
 int gf_gpu_index(const gf_agent *a, const char *uuid);
 

@@ -12,8 +12,8 @@
 #include <sys/types.h>
 
 typedef struct gf_peer {
-    pid_t pid;      /* host pid of the process that connected */
-    uid_t uid;      /* its credentials when it connected */
+    pid_t pid; /* host pid of the process that connected */
+    uid_t uid; /* its credentials when it connected */
     gid_t gid;
     uint64_t start; /* its start time (/proc/<pid>/stat) */
     int pidfd;      /* that process; -1 in a peer that is not a connection's */

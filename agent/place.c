@@ -22,8 +22,7 @@ typedef struct candidate {
     uint64_t request, limit, left; /* left: unguaranteed after placing */
 } candidate;
 
-static int amounts(const gf_msg *in, gf_amount *req, gf_amount *lim, uint64_t *count,
-                   gf_error *err)
+static int amounts(const gf_msg *in, gf_amount *req, gf_amount *lim, uint64_t *count, gf_error *err)
 {
     const char *r = gf_msg_get(in, "request"), *l = gf_msg_get(in, "limit");
 
@@ -121,8 +120,8 @@ void gf_place_reply(gf_msg *out, const gf_config_device *devices, size_t n_devic
     size_t off = 0;
 
     for (size_t i = 0; i < n_devices; i++) {
-        int w = snprintf(devs + off, sizeof(devs) - off, "%s%s/%" PRIu64 "/%" PRIu64,
-                         i ? "," : "", devices[i].uuid, devices[i].request, devices[i].limit);
+        int w = snprintf(devs + off, sizeof(devs) - off, "%s%s/%" PRIu64 "/%" PRIu64, i ? "," : "",
+                         devices[i].uuid, devices[i].request, devices[i].limit);
         if (w < 0 || (size_t)w >= sizeof(devs) - off)
             return; /* no devices= at all: the runtime refuses a placed admit without it */
         off += (size_t)w;

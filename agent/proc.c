@@ -68,8 +68,9 @@ bool gf_proc_stat(pid_t pid, uint64_t *start, pid_t *ppid)
         return false;
     /* "pid (comm) state ppid ... starttime(22)": comm may hold ')' and spaces */
     if (!(p = strrchr(text, ')')) ||
-        sscanf(p + 1, " %*c %ld %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d "
-                      "%*d %llu",
+        sscanf(p + 1,
+               " %*c %ld %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d "
+               "%*d %llu",
                &pp, &st) != 2)
         return false;
     if (start)

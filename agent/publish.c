@@ -42,8 +42,8 @@ static int patch_node(gf_agent *a, gf_kube *k, gf_error *err)
     snprintf(path, sizeof(path), "/api/v1/nodes/%s", a->node_name);
     if (!body)
         gf_error_set(err, GF_ESYS, "out of memory building the node patch");
-    else if (gf_kube_request(k, "PATCH", path, body, "application/merge-patch+json", &status,
-                             &resp, err) < 0)
+    else if (gf_kube_request(k, "PATCH", path, body, "application/merge-patch+json", &status, &resp,
+                             err) < 0)
         ;
     else if (status < 200 || status > 299)
         gf_error_set(err, GF_ESTATE, "PATCH %s: HTTP %ld", path, status);
@@ -75,8 +75,9 @@ void gf_publish_tick(gf_agent *a)
                      a->node_name, err.msg);
     } else {
         a->published = true;
-        gf_agent_event(a, "published %d GPU(s) as annotation " GF_NODE_GPUS_ANNOTATION
-                          " of node %s", a->n_gpus, a->node_name);
+        gf_agent_event(a,
+                       "published %d GPU(s) as annotation " GF_NODE_GPUS_ANNOTATION " of node %s",
+                       a->n_gpus, a->node_name);
     }
     if (k)
         gf_kube_close(k);

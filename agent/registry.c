@@ -81,9 +81,10 @@ static void keep_ledger_size(gf_agent *a, gf_afraction *f)
     if (!grown)
         return;
     if (!f->ledger_grew)
-        gf_agent_event(a, "fraction %s: its ledger was grown to %lld bytes; cut back to %zu "
-                          "(a ledger's size is fixed)", f->cfg.name, grown,
-                       sizeof(gf_ledger_header));
+        gf_agent_event(a,
+                       "fraction %s: its ledger was grown to %lld bytes; cut back to %zu "
+                       "(a ledger's size is fixed)",
+                       f->cfg.name, grown, sizeof(gf_ledger_header));
     f->ledger_grew = true;
 }
 
@@ -152,15 +153,15 @@ static int load_config(int dfd, const char *name, gf_fraction_config *cfg, gf_er
         return gf_error_wrap(err, "%s/" GF_FRAC_CONFIG, name);
     if (strcmp(cfg->name, name) != 0)
         return gf_error_set(err, GF_EINVAL,
-                            "%s/" GF_FRAC_CONFIG " names fraction \"%s\", not its directory",
-                            name, cfg->name);
+                            "%s/" GF_FRAC_CONFIG " names fraction \"%s\", not its directory", name,
+                            cfg->name);
     return 0;
 }
 
 /* f's config, ledger and view, from its directory dfd at path dir; on a
  * failure f holds what was filled in, for the caller to free. */
-static int fill_fraction(gf_agent *a, gf_afraction *f, const char *name, const char *dir,
-                         int dfd, gf_error *err)
+static int fill_fraction(gf_agent *a, gf_afraction *f, const char *name, const char *dir, int dfd,
+                         gf_error *err)
 {
     gf_fraction_config cfg;
     char ledger[GF_PATH_MAX + 8];
@@ -331,8 +332,8 @@ int gf_registry_scan(gf_agent *a, gf_error *err)
         if ((f = by_name(a, de->d_name)))
             refresh(a, f);
         else if (open_fraction(a, de->d_name, &ferr) < 0 && ferr.code != GF_ESYS)
-            gf_agent_event(a, "ignoring %s/" GF_STATE_FRACTIONS "/%s: %s", a->state_dir,
-                           de->d_name, ferr.msg);
+            gf_agent_event(a, "ignoring %s/" GF_STATE_FRACTIONS "/%s: %s", a->state_dir, de->d_name,
+                           ferr.msg);
     }
     close_unseen(a);
     gf_registry_sums(a);

@@ -17,8 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cleanup.h"
 #include "agent.h"
+#include "cleanup.h"
 #include "statedir.h"
 
 #define LOCK_FILE GF_STATE_AGENT_LOCK

@@ -38,13 +38,15 @@ static bool release_unattached(gf_agent *a, gf_afraction *f)
     if (!since)
         return false;
     if (f->has_identity)
-        gf_agent_event(a, "fraction %s: admitted %lld s ago and its container never attached: "
-                          "releasing its guarantee", f->cfg.name,
-                       (long long)(time(NULL) - since));
+        gf_agent_event(a,
+                       "fraction %s: admitted %lld s ago and its container never attached: "
+                       "releasing its guarantee",
+                       f->cfg.name, (long long)(time(NULL) - since));
     else
-        gf_agent_event(a, "fraction %s: made %lld s ago and its gpufrac run never attached: "
-                          "releasing its guarantee", f->cfg.name,
-                       (long long)(time(NULL) - since));
+        gf_agent_event(a,
+                       "fraction %s: made %lld s ago and its gpufrac run never attached: "
+                       "releasing its guarantee",
+                       f->cfg.name, (long long)(time(NULL) - since));
     gf_release_fraction(a, f);
     return true;
 }
@@ -70,8 +72,10 @@ void gf_release_stale(gf_agent *a)
         if (gf_user_fraction(a, f)) { /* kept a while for its owner's gpufrac status */
             gf_user_end_stale(a, f);
         } else {
-            gf_agent_event(a, "fraction %s: its supervisor and all its processes are gone: "
-                              "releasing its guarantee", f->cfg.name);
+            gf_agent_event(a,
+                           "fraction %s: its supervisor and all its processes are gone: "
+                           "releasing its guarantee",
+                           f->cfg.name);
             gf_release_fraction(a, f);
         }
         if (a->n_fractions < before)

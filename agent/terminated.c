@@ -83,8 +83,8 @@ void gf_terminated_record(gf_agent *a, gf_afraction *f, pid_t pid, int gpu, gf_t
     if (by == GF_TERM_WATCHDOG && cd)
         f->watchdog_kills_gpu[cd - f->cfg.devices]++;
     reason_text(a, f, gpu, by, bytes, limit, reason, sizeof(reason));
-    n = snprintf(line, sizeof(line), "pid=%d by=%s gpu=%d uuid=%s time=%lld reason=%s\n",
-                 (int)pid, by == GF_TERM_RECLAIM ? "reclaim" : "watchdog", a->gpus[gpu].dev.index,
+    n = snprintf(line, sizeof(line), "pid=%d by=%s gpu=%d uuid=%s time=%lld reason=%s\n", (int)pid,
+                 by == GF_TERM_RECLAIM ? "reclaim" : "watchdog", a->gpus[gpu].dev.index,
                  a->gpus[gpu].dev.uuid, (long long)time(NULL), reason);
     write_termination_message(a, f, reason);
     if (snprintf(path, sizeof(path), "%s/" GF_FRAC_TERMINATED, f->dir) >= (int)sizeof(path) ||

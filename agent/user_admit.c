@@ -135,16 +135,19 @@ static int check_policy(gf_agent *a, const gf_fraction_config *cfg, const gf_pee
     for (size_t i = 0; i < cfg->n_devices; i++) {
         int g = gf_gpu_index(a, cfg->devices[i].uuid);
         devs[i] = (gf_user_policy_device){.request = cfg->devices[i].request,
-                                     .limit = cfg->devices[i].limit,
-                                     .gpu_total = g >= 0 ? a->gpus[g].dev.total : 0};
+                                          .limit = cfg->devices[i].limit,
+                                          .gpu_total = g >= 0 ? a->gpus[g].dev.total : 0};
     }
     for (int i = 0; i < a->n_fractions; i++)
         if (gf_user_fraction(a, &a->fractions[i]) && a->fractions[i].owner == cr->uid)
             held++;
     who(cr, &c);
     gf_user_policy_rules_for(&policy, c.user, c.groups, c.n_groups, &rules);
-    gf_user_policy_ask ask = {.mode = cfg->mode, .compute_percent = cfg->compute_percent,
-                         .n_devices = cfg->n_devices, .devices = devs, .fractions_held = held};
+    gf_user_policy_ask ask = {.mode = cfg->mode,
+                              .compute_percent = cfg->compute_percent,
+                              .n_devices = cfg->n_devices,
+                              .devices = devs,
+                              .fractions_held = held};
     return gf_user_policy_check(&policy, &rules, &ask, err);
 }
 
@@ -152,8 +155,7 @@ bool gf_user_fraction(gf_agent *a, const gf_afraction *f)
 {
     (void)a;
     /* containers have an identity record; root's own runs a root ledger */
-    return !f->pod[0] && f->owner != 0 && !f->sup_admitted && f->ledger_fd >= 0 &&
-           !f->has_identity;
+    return !f->pod[0] && f->owner != 0 && !f->sup_admitted && f->ledger_fd >= 0 && !f->has_identity;
 }
 
 static int make_user_fraction(gf_agent *a, gf_fraction_config *cfg, const gf_peer *cr,
@@ -164,9 +166,12 @@ static int make_user_fraction(gf_agent *a, gf_fraction_config *cfg, const gf_pee
      * its processes reads the config), never other users'; the supervisor
      * file is shown by gpufrac status and locked by the run, never read by
      * the agent */
-    gf_fracdir_spec spec = {.cfg = cfg, .config_mode = 0440, .group = cr->gid,
+    gf_fracdir_spec spec = {.cfg = cfg,
+                            .config_mode = 0440,
+                            .group = cr->gid,
                             .extra = {GF_FRAC_SUPERVISOR, pid, 0440},
-                            .ledger_uid = cr->uid, .ledger_gid = cr->gid};
+                            .ledger_uid = cr->uid,
+                            .ledger_gid = cr->gid};
 
     snprintf(pid, sizeof(pid), "%d\n", (int)cr->pid);
     return gf_fracdir_make(a, &spec, err);
@@ -195,21 +200,21 @@ static void run_again(gf_agent *a, gf_afraction *f, const gf_peer *cr, gf_msg *o
     gf_error err;
 
     if (gf_user_fraction(a, f) && f->owner == cr->uid) {
-        if (f->sup_seen && gf_sup_alive(f) && f->supervisor == cr->pid &&
-            f->sup_start == cr->start)
+        if (f->sup_seen && gf_sup_alive(f) && f->supervisor == cr->pid && f->sup_start == cr->start)
             return run_admitted(f, out);
         if (!f->sup_seen) {
             if (gf_gate_refuse_attributed(a, cr->pid, f, out))
                 return;
             if (gf_sup_attach(a, f, cr->pid, cr->start, false, &err) < 0)
                 return gf_reply_error(out, err.msg);
-            gf_agent_event(a, "fraction %s of uid %u: its run (pid %d) asked again and is "
-                              "attached", f->cfg.name, (unsigned)cr->uid, (int)cr->pid);
+            gf_agent_event(a,
+                           "fraction %s of uid %u: its run (pid %d) asked again and is "
+                           "attached",
+                           f->cfg.name, (unsigned)cr->uid, (int)cr->pid);
             return run_admitted(f, out);
         }
     }
-    snprintf(m, sizeof(m), "a fraction named \"%s\" is in use; choose another --name",
-             f->cfg.name);
+    snprintf(m, sizeof(m), "a fraction named \"%s\" is in use; choose another --name", f->cfg.name);
     gf_reply_error(out, m);
 }
 
@@ -274,7 +279,8 @@ static int write_figures(gf_agent *a, const gf_afraction *f, int dfd, gf_error *
             continue;
         off += (size_t)snprintf(text + off, sizeof(text) - off,
                                 "dev=%s used=%llu peak=%llu denied=%llu lent=%llu "
-                                "evictions=%llu\n", a->gpus[e->tag].dev.uuid,
+                                "evictions=%llu\n",
+                                a->gpus[e->tag].dev.uuid,
                                 (unsigned long long)atomic_load(&e->dev.used),
                                 (unsigned long long)atomic_load(&e->dev.peak),
                                 (unsigned long long)atomic_load(&e->dev.denied),
@@ -304,8 +310,7 @@ static bool move_to_ended(gf_agent *a, gf_afraction *f, const char *dest, int co
         return false;
     unlinkat(dfd, GF_FRAC_AGENT_SOCK, 0);
     gf_fraction_view_read(a, f); /* the last figures */
-    if (gf_at_write(dfd, GF_FRAC_ENDED, text, 0444, &err) < 0 ||
-        write_figures(a, f, dfd, &err) < 0)
+    if (gf_at_write(dfd, GF_FRAC_ENDED, text, 0444, &err) < 0 || write_figures(a, f, dfd, &err) < 0)
         return false;
     gf_at_rmdir(edfd, dest); /* a record of an earlier run of that pid */
     return renameat(a->frac_dfd, f->cfg.name, edfd, dest) == 0;
@@ -339,10 +344,9 @@ void gf_serve_end(gf_agent *a, gf_request *r, const gf_msg *in, gf_msg *out)
         return gf_reply_error(out, "not a user's fraction (gpufrac run as root ends its own)");
     /* the supervisor the agent attached, the same process (pidfd live,
      * start time unchanged), of the fraction's owner */
-    if (cr->uid != 0 &&
-        (cr->uid != f->owner || cr->pid != f->supervisor || f->sup_pidfd < 0 ||
-         gf_pidfd_exited(f->sup_pidfd) || !gf_proc_stat(cr->pid, &start, NULL) ||
-         start != f->sup_start))
+    if (cr->uid != 0 && (cr->uid != f->owner || cr->pid != f->supervisor || f->sup_pidfd < 0 ||
+                         gf_pidfd_exited(f->sup_pidfd) || !gf_proc_stat(cr->pid, &start, NULL) ||
+                         start != f->sup_start))
         return gf_reply_error(out, "only the fraction's supervisor or root may end it");
     end_fraction(a, f, code ? atoi(code) : 0);
     gf_msg_init(out, "ok");
@@ -370,8 +374,10 @@ static void gc_ended(gf_agent *a)
 
 void gf_user_end_stale(gf_agent *a, gf_afraction *f)
 {
-    gf_agent_event(a, "fraction %s: its gpufrac run (pid %d) is gone, and all its processes; "
-                      "ending it", f->cfg.name, (int)f->supervisor);
+    gf_agent_event(a,
+                   "fraction %s: its gpufrac run (pid %d) is gone, and all its processes; "
+                   "ending it",
+                   f->cfg.name, (int)f->supervisor);
     end_fraction(a, f, -1);
 }
 

@@ -14,8 +14,8 @@
  * gf_username writes the cached name, else the numeric uid, and has a
  * missing or expired entry looked up. */
 #define GF_USERNAME_MAX 64
-#define GF_USERNAME_TTL_S 300    /* a resolved name is looked up again after this */
-#define GF_USERNAME_NEG_TTL_S 60 /* the same for a uid without a passwd entry */
+#define GF_USERNAME_TTL_S 300          /* a resolved name is looked up again after this */
+#define GF_USERNAME_NEG_TTL_S 60       /* the same for a uid without a passwd entry */
 int gf_usernames_start(gf_error *err); /* once per process; later calls do nothing */
 void gf_username(uid_t uid, char *out, size_t len);
 /* Waits until no lookup is pending (at most timeout_ms); true when none is. */

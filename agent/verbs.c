@@ -23,9 +23,9 @@ typedef void (*serve_fn)(gf_agent *a, gf_request *r, const gf_msg *in, gf_msg *o
 
 typedef struct verb {
     const char *name;
-    unsigned sockets;   /* where it is served */
-    unsigned root_on;   /* sockets on which only root (uid 0) may call it */
-    bool fresh;         /* the registry is brought up to date first */
+    unsigned sockets; /* where it is served */
+    unsigned root_on; /* sockets on which only root (uid 0) may call it */
+    bool fresh;       /* the registry is brought up to date first */
     serve_fn serve;
     const char *elsewhere; /* the refusal on other sockets, when it says more */
 } verb;
@@ -46,8 +46,7 @@ static const verb verbs[] = {
     {"reclaim", ROOT | FRACTION, 0, true, gf_serve_reclaim, NULL},
     {"mps", ROOT | FRACTION, 0, true, gf_serve_mps, NULL},
     {"release", ROOT | FRACTION, 0, true, gf_serve_release, NULL},
-    {"admit", ROOT, 0, true, gf_serve_admit,
-     "admit is for root's socket (the container runtime)"},
+    {"admit", ROOT, 0, true, gf_serve_admit, "admit is for root's socket (the container runtime)"},
     {"attach", ROOT | FRACTION, 0, true, gf_serve_attach, NULL},
     /* root may end a user's fraction from its own socket too */
     {"run", USERS | ROOT, ROOT, true, gf_serve_run, NULL},
@@ -72,13 +71,15 @@ static void refuse(const verb *v, const gf_request *r, const char *name, gf_msg 
     char m[160];
 
     if (r->socket == USERS)
-        snprintf(m, sizeof(m), "%s is not served on " GF_STATE_USERS_SOCK " (expected ping, run or end)",
-                 name);
+        snprintf(m, sizeof(m),
+                 "%s is not served on " GF_STATE_USERS_SOCK " (expected ping, run or end)", name);
     else if (v && v->elsewhere)
         snprintf(m, sizeof(m), "%s", v->elsewhere);
     else
-        snprintf(m, sizeof(m), "unknown verb %s (expected ping, borrow, return, reclaim, mps, "
-                 "release, admit or attach)", name);
+        snprintf(m, sizeof(m),
+                 "unknown verb %s (expected ping, borrow, return, reclaim, mps, "
+                 "release, admit or attach)",
+                 name);
     gf_reply_error(out, m);
 }
 

@@ -36,8 +36,8 @@
 #define WD_PROCS_MAX 1024
 
 typedef struct wd_frac {
-    unsigned stamp;          /* == wd.stamp: sum/n are this GPU's */
-    unsigned killed;         /* == wd.tick: already killed one this tick */
+    unsigned stamp;  /* == wd.stamp: sum/n are this GPU's */
+    unsigned killed; /* == wd.tick: already killed one this tick */
     uint64_t sum;
     int n;
 } wd_frac;
@@ -127,8 +127,9 @@ static void enforce(gf_agent *a, int g, int i, int n)
     if (f->ledger_fd >= 0 && gf_ledger_view_publish_kills(f->ledger_fd, f->watchdog_kills) < 0) {
         /* a ledger the tenant broke: metrics still have it */
     }
-    gf_agent_event(a, "watchdog: killed pid %d of fraction %s: driver reports %llu bytes on %s, "
-                      "bound %llu (%s %llu)",
+    gf_agent_event(a,
+                   "watchdog: killed pid %d of fraction %s: driver reports %llu bytes on %s, "
+                   "bound %llu (%s %llu)",
                    (int)wd.procs[k].pid, f->cfg.name, (unsigned long long)w->sum,
                    a->gpus[g].dev.uuid, (unsigned long long)b,
                    cd ? "limit" : "a GPU the fraction was not given: limit",

@@ -28,8 +28,8 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pwd.h>
-#include <stdatomic.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,8 +79,14 @@ typedef struct ab_agent {
     char policy[GF_PATH_MAX + 16]; /* --policy FILE, "" for the default */
 } ab_agent;
 
-static double ns_us(uint64_t ns) { return (double)ns / 1e3; }
-static double ns_ms(uint64_t ns) { return (double)ns / 1e6; }
+static double ns_us(uint64_t ns)
+{
+    return (double)ns / 1e3;
+}
+static double ns_ms(uint64_t ns)
+{
+    return (double)ns / 1e6;
+}
 
 static void sleep_ms(long ms)
 {
@@ -114,8 +120,10 @@ static int make_fraction(const char *state, const char *name, uint64_t request, 
                          const char *sock, pid_t supervisor, gf_error *err)
 {
     char tmp[GF_PATH_MAX], dir[GF_PATH_MAX], path[GF_PATH_MAX + 16], text[GF_CONFIG_TEXT_MAX];
-    gf_fraction_config c = {.version = GF_CONFIG_VERSION, .mode = GF_MODE_TIME_SLICING,
-                            .compute_percent = 100, .n_devices = 1};
+    gf_fraction_config c = {.version = GF_CONFIG_VERSION,
+                            .mode = GF_MODE_TIME_SLICING,
+                            .compute_percent = 100,
+                            .n_devices = 1};
 
     snprintf(tmp, sizeof(tmp), "%s/fractions/.%s", state, name);
     snprintf(dir, sizeof(dir), "%s/fractions/%s", state, name);
@@ -220,8 +228,8 @@ static void agent_child(const ab_env *e, const ab_agent *ag)
     int fd = open(ag->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
         _exit(127);
-    execl(e->agent_bin, e->agent_bin, "--state-dir", ag->state, "--metrics-listen",
-          "127.0.0.1:0", "--watchdog-period-ms", "500", "--mps-control", "/bin/false",
+    execl(e->agent_bin, e->agent_bin, "--state-dir", ag->state, "--metrics-listen", "127.0.0.1:0",
+          "--watchdog-period-ms", "500", "--mps-control", "/bin/false",
           ag->policy[0] ? "--policy" : (char *)NULL, ag->policy, (char *)NULL);
     _exit(127);
 }
@@ -273,7 +281,8 @@ static void agent_stop(ab_agent *ag, const char *key, bench_results *r)
 
 static int http_connect(int port, gf_error *err)
 {
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)port),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     struct timeval tv = {10, 0};
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -300,8 +309,8 @@ static int http_get(int port, const char *path, char **buf, const char **body, s
 
     if (fd < 0)
         return -1;
-    n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
-                 path);
+    n = snprintf(req, sizeof(req),
+                 "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", path);
     *buf = malloc(cap);
     if (!*buf || write(fd, req, (size_t)n) != n) {
         close(fd);
@@ -396,19 +405,18 @@ static int gpu0_uuid(const ab_agent *ag, char *uuid, size_t len, gf_error *err)
 
 /* ---- figure helpers ----------------------------------------------------- */
 
-static void put_dist(bench_results *r, const char *prefix, const char *unit, uint64_t *v,
-                     size_t n)
+static void put_dist(bench_results *r, const char *prefix, const char *unit, uint64_t *v, size_t n)
 {
     char key[48];
     bool us = strcmp(unit, "us") == 0;
 
     bench_sort_u64(v, n);
     snprintf(key, sizeof(key), "%s_median_%s", prefix, unit);
-    bench_put_num(r, key, us ? 1 : 3, us ? ns_us(bench_quantile(v, n, 0.5))
-                                        : ns_ms(bench_quantile(v, n, 0.5)));
+    bench_put_num(r, key, us ? 1 : 3,
+                  us ? ns_us(bench_quantile(v, n, 0.5)) : ns_ms(bench_quantile(v, n, 0.5)));
     snprintf(key, sizeof(key), "%s_p99_%s", prefix, unit);
-    bench_put_num(r, key, us ? 1 : 3, us ? ns_us(bench_quantile(v, n, 0.99))
-                                        : ns_ms(bench_quantile(v, n, 0.99)));
+    bench_put_num(r, key, us ? 1 : 3,
+                  us ? ns_us(bench_quantile(v, n, 0.99)) : ns_ms(bench_quantile(v, n, 0.99)));
 }
 
 static void put_verdict(bench_results *r, const char *key, bool met)
@@ -548,8 +556,8 @@ static int attach_self(const ab_agent *ag, const char *name, gf_error *err)
 /* This process takes a slot in the fraction's ledger (as the shim would),
  * attaches itself as the fraction's supervisor and connects; room for n
  * pairs. */
-static int burst_open(const ab_agent *ag, const char *name, const char *uuid, long n,
-                      ab_burst *b, gf_ledger *lg, gf_error *err)
+static int burst_open(const ab_agent *ag, const char *name, const char *uuid, long n, ab_burst *b,
+                      gf_ledger *lg, gf_error *err)
 {
     char path[GF_PATH_MAX + 64];
 
@@ -632,9 +640,11 @@ static int measure_scrapes(const ab_agent *ag, int n, const char *prefix, bool h
 
 static int measure_rss(const ab_agent *ag, const char *suffix, bench_results *r, gf_error *err)
 {
-    static const char *const fields[][2] = {
-        {"VmRSS:", "rss_kib"}, {"VmHWM:", "hwm_kib"}, {"RssAnon:", "rss_anon_kib"},
-        {"RssFile:", "rss_file_kib"}, {"RssShmem:", "rss_shmem_kib"}};
+    static const char *const fields[][2] = {{"VmRSS:", "rss_kib"},
+                                            {"VmHWM:", "hwm_kib"},
+                                            {"RssAnon:", "rss_anon_kib"},
+                                            {"RssFile:", "rss_file_kib"},
+                                            {"RssShmem:", "rss_shmem_kib"}};
     char key[48];
     uint64_t kib;
 
@@ -760,9 +770,10 @@ static int wd_run(const ab_env *e, const ab_agent *ag, uint64_t *ns, bool *kille
     if (!holding || !alloc_ok) {
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
-        return gf_error_set(err, GF_ESTATE, "the allocating process did not report alloc=ok "
-                                            "and holding= (killed before it could, or the "
-                                            "driver refused %llu bytes)",
+        return gf_error_set(err, GF_ESTATE,
+                            "the allocating process did not report alloc=ok "
+                            "and holding= (killed before it could, or the "
+                            "driver refused %llu bytes)",
                             (unsigned long long)AB_WD_ALLOC);
     }
     if (!hog_wait(pid, t0, 10 * AB_PERIOD_MS, ns, &st)) {
@@ -836,8 +847,8 @@ static int state_dir(const ab_env *e, ab_agent *ag, const char *tag, gf_error *e
 }
 
 /* Agent A: empty (baselines), then one burst fraction, then the watchdog. */
-static int run_small(const ab_env *e, const ab_opts *o, char *uuid, size_t ulen,
-                     bench_results *r, gf_error *err)
+static int run_small(const ab_env *e, const ab_opts *o, char *uuid, size_t ulen, bench_results *r,
+                     gf_error *err)
 {
     ab_agent ag;
     int rc = -1;
@@ -949,11 +960,11 @@ static int scrape_blocks(ab_burst *quiet, ab_burst *busy, ab_scraper *sc, long n
     return 0;
 }
 
-static int measure_while_scraping(const ab_agent *ag, const char *uuid, long n,
-                                  bench_results *r, gf_error *err)
+static int measure_while_scraping(const ab_agent *ag, const char *uuid, long n, bench_results *r,
+                                  gf_error *err)
 {
-    ab_scraper *sc = mmap(NULL, sizeof(*sc), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                          -1, 0);
+    ab_scraper *sc = mmap(NULL, sizeof(*sc), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1,
+                          0);
     ab_burst quiet = {.fd = -1}, busy;
     gf_ledger lg = {.fd = -1, .slot = -1};
     pid_t pid = -1;
@@ -1035,9 +1046,10 @@ static void user_child(const char *sock, const char *uuid, int i, int fd)
     if (setgid(AB_USER_UID) < 0 || setuid(AB_USER_UID) < 0 || strlen(sock) >= sizeof(sa.sun_path))
         _exit(1);
     memcpy(sa.sun_path, sock, strlen(sock) + 1);
-    snprintf(req, sizeof(req), GF_PROTO_MAGIC " run name=u%05d mode=time-slicing compute=100 "
-             "devices=%s/%llu/%llu", i, uuid, (unsigned long long)AB_MANY_REQUEST,
-             (unsigned long long)AB_MANY_REQUEST);
+    snprintf(req, sizeof(req),
+             GF_PROTO_MAGIC " run name=u%05d mode=time-slicing compute=100 "
+                            "devices=%s/%llu/%llu",
+             i, uuid, (unsigned long long)AB_MANY_REQUEST, (unsigned long long)AB_MANY_REQUEST);
     t0 = bench_now_ns();
     s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (s >= 0 && connect(s, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
@@ -1201,8 +1213,8 @@ typedef struct ab_row {
 } ab_row;
 
 static const ab_row rows[] = {
-    {"borrow round trip, median us", "burst_borrow_median_us", "burst_ping_median_us",
-     "< 50 us", "burst_target"},
+    {"borrow round trip, median us", "burst_borrow_median_us", "burst_ping_median_us", "< 50 us",
+     "burst_target"},
     {"borrow round trip, p99 us", "burst_borrow_p99_us", "burst_ping_p99_us", "", NULL},
     {"return round trip, median us", "burst_return_median_us", "burst_ping_median_us", "", NULL},
     {"borrow, many fractions, median us", "burst_many_borrow_median_us",
@@ -1260,15 +1272,16 @@ static void verdicts(bench_results *r)
 static const char usage[] =
     "Usage: gpufracd-bench [--quick] [--sim] [--build DIR] [--json FILE]\n"
     "Measures gpufracd: borrow round trip, /metrics with many fractions, resident\n"
-    "memory, watchdog reaction, borrows while /metrics is scraped (docs/benchmarks.md). --build: the build tree holding\n"
+    "memory, watchdog reaction, borrows while /metrics is scraped (docs/benchmarks.md). --build: "
+    "the build tree holding\n"
     "bin/gpufracd and lib/gpusim (default: the executable's directory/..).\n";
 
 static int parse_opts(int argc, char **argv, ab_opts *o)
 {
     static const struct option opts[] = {
-        {"quick", no_argument, NULL, 'q'}, {"sim", no_argument, NULL, 's'},
+        {"quick", no_argument, NULL, 'q'},       {"sim", no_argument, NULL, 's'},
         {"build", required_argument, NULL, 'b'}, {"json", required_argument, NULL, 'j'},
-        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+        {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0}};
     int c;
 
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -1302,8 +1315,9 @@ static int run(const ab_env *e, const ab_opts *o, bench_results *r, gf_error *er
     if (run_small(e, o, uuid, sizeof(uuid), r, err) < 0 || run_many(e, o, uuid, r, err) < 0)
         return -1;
     if (geteuid() != 0) {
-        bench_put_str(r, "users_admissions", "skipped (needs root: the admissions run as uid "
-                                             "65534)");
+        bench_put_str(r, "users_admissions",
+                      "skipped (needs root: the admissions run as uid "
+                      "65534)");
     } else if (run_users(e, o, uuid, r, err) < 0) {
         return -1;
     }

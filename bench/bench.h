@@ -19,11 +19,11 @@
 #include "config.h"
 #include "error.h"
 
-#define BENCH_PROCS 8                   /* contending processes */
-#define BENCH_PAIR_SIZE (1ULL << 20)    /* alloc+free pair size */
-#define BENCH_BIG_SIZE (256ULL << 20)   /* "256 MB allocation" size */
+#define BENCH_PROCS 8                 /* contending processes */
+#define BENCH_PAIR_SIZE (1ULL << 20)  /* alloc+free pair size */
+#define BENCH_BIG_SIZE (256ULL << 20) /* "256 MB allocation" size */
 #define BENCH_SIM_DEVICE "16Gi"
-#define BENCH_OUT_MAX (1 << 20)         /* most output one worker may print */
+#define BENCH_OUT_MAX (1 << 20) /* most output one worker may print */
 #define BENCH_KEYS_MAX 96
 
 /* ---- run settings (main.c) ------------------------------------------------ */
@@ -31,8 +31,8 @@ typedef struct bench_opts {
     bool quick;
     bool force_sim;
     const char *json_path;
-    long pairs_n;     /* 0: default for the platform */
-    int runs;         /* best-of count for single-process timings */
+    long pairs_n; /* 0: default for the platform */
+    int runs;     /* best-of count for single-process timings */
     int startup_runs;
 } bench_opts;
 
@@ -45,10 +45,10 @@ typedef struct bench_env {
     char shim[GF_PATH_MAX];
     char gpusim_dir[GF_PATH_MAX];
     char tmp[GF_PATH_MAX];
-    char state[GF_PATH_MAX];   /* GPUSIM_STATE (sim only) */
+    char state[GF_PATH_MAX]; /* GPUSIM_STATE (sim only) */
     char ledger[GF_PATH_MAX];
     char config[GF_PATH_MAX];
-    char **envp[2];            /* per side, NULL-terminated */
+    char **envp[2]; /* per side, NULL-terminated */
 } bench_env;
 
 int bench_env_init(bench_env *e, bool force_sim, gf_error *err);
@@ -60,8 +60,8 @@ bool bench_real_gpu_present(void);
 /* ---- child processes (spawn.c) -------------------------------------------- */
 typedef struct bench_child {
     pid_t pid;
-    int out_fd;      /* its stdout */
-    char *out;       /* everything it printed (after bench_child_finish) */
+    int out_fd; /* its stdout */
+    char *out;  /* everything it printed (after bench_child_finish) */
     size_t out_len;
 } bench_child;
 
@@ -76,8 +76,8 @@ int bench_child_finish(bench_child *c, gf_error *err);
 void bench_child_kill(bench_child *c);
 void bench_child_free(bench_child *c);
 /* Runs a worker to the end and keeps its output in c. */
-int bench_run_worker(const bench_env *e, bench_side side, const char *const *argv,
-                     bench_child *c, gf_error *err);
+int bench_run_worker(const bench_env *e, bench_side side, const char *const *argv, bench_child *c,
+                     gf_error *err);
 /* The value of `key=` in a child's output (a pointer into it, up to '\n'),
  * copied into buf. Returns -1 when missing. */
 int bench_kv(const bench_child *c, const char *key, char *buf, size_t len);
@@ -115,25 +115,21 @@ int bench_write_json(const bench_results *r, const char *path, gf_error *err);
 
 /* ---- the measurements, parent side (measure.c) ---------------------------- */
 typedef struct bench_plan {
-    long pairs_n;        /* pairs per process */
-    int runs;            /* best of */
-    long contend_n;      /* pairs per process under contention */
-    int big_iters;       /* 256 MiB allocations per process */
-    long launch_n;       /* launches per run */
+    long pairs_n;   /* pairs per process */
+    int runs;       /* best of */
+    long contend_n; /* pairs per process under contention */
+    int big_iters;  /* 256 MiB allocations per process */
+    long launch_n;  /* launches per run */
     int startup_runs;
 } bench_plan;
 
 int bench_measure_info(const bench_env *e, bench_results *r, uint64_t *total, gf_error *err);
-int bench_measure_pairs(const bench_env *e, const bench_plan *p, bench_results *r,
-                        gf_error *err);
+int bench_measure_pairs(const bench_env *e, const bench_plan *p, bench_results *r, gf_error *err);
 int bench_measure_contended(const bench_env *e, const bench_plan *p, bench_results *r,
                             gf_error *err);
-int bench_measure_big(const bench_env *e, const bench_plan *p, bench_results *r,
-                      gf_error *err);
-int bench_measure_launch(const bench_env *e, const bench_plan *p, bench_results *r,
-                         gf_error *err);
-int bench_measure_startup(const bench_env *e, const bench_plan *p, bench_results *r,
-                          gf_error *err);
+int bench_measure_big(const bench_env *e, const bench_plan *p, bench_results *r, gf_error *err);
+int bench_measure_launch(const bench_env *e, const bench_plan *p, bench_results *r, gf_error *err);
+int bench_measure_startup(const bench_env *e, const bench_plan *p, bench_results *r, gf_error *err);
 
 /* ---- the child side (worker.c) -------------------------------------------- */
 int bench_worker_main(int argc, char **argv);

@@ -20,11 +20,11 @@ int bench_cu_load(bench_cu *cu)
         fprintf(stderr, "gpufrac-bench worker: cannot load libcuda.so.1: %s\n", dlerror());
         return -1;
     }
-#define X(name, params)                                                                        \
-    *(void **)&cu->name = dlsym(h, #name);                                                     \
-    if (!cu->name) {                                                                           \
-        fprintf(stderr, "gpufrac-bench worker: libcuda.so.1 has no %s\n", #name);              \
-        return -1;                                                                             \
+#define X(name, params)                                                           \
+    *(void **)&cu->name = dlsym(h, #name);                                        \
+    if (!cu->name) {                                                              \
+        fprintf(stderr, "gpufrac-bench worker: libcuda.so.1 has no %s\n", #name); \
+        return -1;                                                                \
     }
     BENCH_CU_REQUIRED(X)
 #undef X

@@ -51,10 +51,10 @@ static int parse_count(const char *s, const char *what, long max, long *out)
 static int parse_args(int argc, char **argv, bench_opts *o)
 {
     static const struct option longs[] = {
-        {"quick", no_argument, NULL, 'q'},       {"sim", no_argument, NULL, 's'},
-        {"json", required_argument, NULL, 'j'},  {"n", required_argument, NULL, 'n'},
-        {"runs", required_argument, NULL, 'r'},  {"startup-runs", required_argument, NULL, 'u'},
-        {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0}};
+        {"quick", no_argument, NULL, 'q'},      {"sim", no_argument, NULL, 's'},
+        {"json", required_argument, NULL, 'j'}, {"n", required_argument, NULL, 'n'},
+        {"runs", required_argument, NULL, 'r'}, {"startup-runs", required_argument, NULL, 'u'},
+        {"help", no_argument, NULL, 'h'},       {NULL, 0, NULL, 0}};
     long v;
     int c;
     while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
@@ -62,13 +62,18 @@ static int parse_args(int argc, char **argv, bench_opts *o)
         case 'q': o->quick = true; break;
         case 's': o->force_sim = true; break;
         case 'j': o->json_path = optarg; break;
-        case 'n': if (parse_count(optarg, "--n", 100000000, &o->pairs_n) < 0) return -1; break;
+        case 'n':
+            if (parse_count(optarg, "--n", 100000000, &o->pairs_n) < 0)
+                return -1;
+            break;
         case 'r':
-            if (parse_count(optarg, "--runs", 100, &v) < 0) return -1;
+            if (parse_count(optarg, "--runs", 100, &v) < 0)
+                return -1;
             o->runs = (int)v;
             break;
         case 'u':
-            if (parse_count(optarg, "--startup-runs", 10000, &v) < 0) return -1;
+            if (parse_count(optarg, "--startup-runs", 10000, &v) < 0)
+                return -1;
             o->startup_runs = (int)v;
             break;
         case 'h': usage(stdout); return 1;
@@ -120,8 +125,8 @@ static int run_all(bench_env *e, const bench_opts *o, bench_results *r, gf_error
         return gf_error_wrap(err, "reading the device");
     /* half the device: room for 8 x 256 MiB, and a real limit to count against */
     bench_put_u64(r, "fraction_limit_bytes", total / 2);
-    fprintf(stderr, "gpufrac-bench: on %s (%s); measuring...\n",
-            e->sim ? "gpusim" : "a real GPU", bench_get(r, "device_name"));
+    fprintf(stderr, "gpufrac-bench: on %s (%s); measuring...\n", e->sim ? "gpusim" : "a real GPU",
+            bench_get(r, "device_name"));
     if (bench_env_fraction(e, total / 2, err) < 0 || bench_measure_pairs(e, &p, r, err) < 0 ||
         bench_measure_contended(e, &p, r, err) < 0 || bench_measure_big(e, &p, r, err) < 0 ||
         bench_measure_launch(e, &p, r, err) < 0 || bench_measure_startup(e, &p, r, err) < 0)

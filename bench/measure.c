@@ -34,8 +34,8 @@ int bench_measure_info(const bench_env *e, bench_results *r, uint64_t *total, gf
 
     if (bench_run_worker(e, SIDE_BASE, argv, &c, err) < 0)
         return -1;
-    bench_put_str(r, "device_name", bench_kv(&c, "device_name", buf, sizeof(buf)) == 0
-                                        ? buf : "unknown");
+    bench_put_str(r, "device_name",
+                  bench_kv(&c, "device_name", buf, sizeof(buf)) == 0 ? buf : "unknown");
     int rc = bench_kv_u64(&c, "device_total_bytes", total, err);
     if (rc == 0 && bench_kv_u64(&c, "driver_version", &ver, err) == 0)
         bench_put_u64(r, "driver_version", ver);
@@ -78,12 +78,12 @@ static int shim_counted(const bench_env *e, bench_results *r, gf_error *err)
     if (peak == 0)
         return gf_error_set(err, GF_ESTATE,
                             "the shim counted nothing in the bench fraction: was %s preloaded, "
-                            "and did it read %s?", e->shim, e->config);
+                            "and did it read %s?",
+                            e->shim, e->config);
     return 0;
 }
 
-int bench_measure_pairs(const bench_env *e, const bench_plan *p, bench_results *r,
-                        gf_error *err)
+int bench_measure_pairs(const bench_env *e, const bench_plan *p, bench_results *r, gf_error *err)
 {
     double ns[2];
     for (int s = 0; s < 2; s++)
@@ -283,8 +283,7 @@ static int big_side(const bench_env *e, bench_side s, const bench_plan *p, doubl
     return rc;
 }
 
-int bench_measure_big(const bench_env *e, const bench_plan *p, bench_results *r,
-                      gf_error *err)
+int bench_measure_big(const bench_env *e, const bench_plan *p, bench_results *r, gf_error *err)
 {
     double med[2][2], p99[2][2];
     for (int s = 0; s < 2; s++)
@@ -302,8 +301,8 @@ int bench_measure_big(const bench_env *e, const bench_plan *p, bench_results *r,
     bench_put_num(r, "big_uncontended_added_us", 3, med[1][0] - med[0][0]);
     bench_put_num(r, "big_contended_added_us", 3, med[1][1] - med[0][1]);
     bench_put_num(r, "big_contended_ratio", 2, med[0][1] / med[1][1]);
-    /* as measured before on this machine: contended ~ uncontended, i.e. the shim adds no contention of
-     * its own (1 us of slack for timer resolution on gpusim's sub-us calls) */
+    /* as measured before on this machine: contended ~ uncontended, i.e. the shim adds no contention
+     * of its own (1 us of slack for timer resolution on gpusim's sub-us calls) */
     put_verdict(r, "big_target", med[1][1] <= 1.25 * med[0][1] + 1.0);
     return 0;
 }
@@ -327,8 +326,7 @@ static int launch_side(const bench_env *e, bench_side s, const bench_plan *p, do
     return rc;
 }
 
-int bench_measure_launch(const bench_env *e, const bench_plan *p, bench_results *r,
-                         gf_error *err)
+int bench_measure_launch(const bench_env *e, const bench_plan *p, bench_results *r, gf_error *err)
 {
     double ns[2] = {0, 0};
     char skip[128] = "";
@@ -370,8 +368,7 @@ static int startup_once(const bench_env *e, bench_side s, uint64_t *ns, gf_error
     return rc;
 }
 
-int bench_measure_startup(const bench_env *e, const bench_plan *p, bench_results *r,
-                          gf_error *err)
+int bench_measure_startup(const bench_env *e, const bench_plan *p, bench_results *r, gf_error *err)
 {
     size_t n = (size_t)p->startup_runs;
     uint64_t *v[2] = {calloc(n, sizeof(uint64_t)), calloc(n, sizeof(uint64_t))};
@@ -386,8 +383,7 @@ int bench_measure_startup(const bench_env *e, const bench_plan *p, bench_results
         bench_sort_u64(v[s], n);
         med[s] = (double)bench_quantile(v[s], n, 0.5) / 1e6;
         put_side(r, "startup_median_ms", (bench_side)s, 3, med[s]);
-        put_side(r, "startup_p90_ms", (bench_side)s, 3,
-                 (double)bench_quantile(v[s], n, 0.9) / 1e6);
+        put_side(r, "startup_p90_ms", (bench_side)s, 3, (double)bench_quantile(v[s], n, 0.9) / 1e6);
     }
     if (rc == 0) {
         bench_put_u64(r, "startup_runs", n);

@@ -72,9 +72,8 @@ typedef struct row {
 static const row rows[] = {
     {"alloc+free 1 MiB, ns/pair (best)", "pairs_ns_noshim", "pairs_ns_shim", "pairs_added_ns",
      "pairs_ratio", "added < 100 ns", "pairs_target"},
-    {"8 procs contended, pairs/s", "contended_pairs_per_s_noshim",
-     "contended_pairs_per_s_shim", NULL, "contended_ratio", "ratio >= 0.80",
-     "contended_target"},
+    {"8 procs contended, pairs/s", "contended_pairs_per_s_noshim", "contended_pairs_per_s_shim",
+     NULL, "contended_ratio", "ratio >= 0.80", "contended_target"},
     {"8 procs contended, CPU ns/pair", "contended_cpu_ns_per_pair_noshim",
      "contended_cpu_ns_per_pair_shim", "contended_cpu_added_ns", NULL, "", NULL},
     {"256 MiB alloc, 1 proc, median us", "big_uncontended_median_us_noshim",
@@ -82,16 +81,16 @@ static const row rows[] = {
     {"256 MiB alloc, 8 procs, median us", "big_contended_median_us_noshim",
      "big_contended_median_us_shim", "big_contended_added_us", "big_contended_ratio",
      "<= 1.25x +1us", "big_target"},
-    {"256 MiB alloc, 8 procs, p99 us", "big_contended_p99_us_noshim",
-     "big_contended_p99_us_shim", NULL, NULL, "", NULL},
+    {"256 MiB alloc, 8 procs, p99 us", "big_contended_p99_us_noshim", "big_contended_p99_us_shim",
+     NULL, NULL, "", NULL},
     {"256 MiB: 8-proc / 1-proc median (x)", "big_contention_factor_noshim",
      "big_contention_factor_shim", NULL, NULL, "", NULL},
-    {"cuLaunchKernel, ns/call (best)", "launch_ns_noshim", "launch_ns_shim", NULL,
-     "launch_ratio", "ratio ~ 1.00", "launch_target"},
+    {"cuLaunchKernel, ns/call (best)", "launch_ns_noshim", "launch_ns_shim", NULL, "launch_ratio",
+     "ratio ~ 1.00", "launch_target"},
     {"start-up to 1st alloc, median ms", "startup_median_ms_noshim", "startup_median_ms_shim",
      "startup_added_ms", NULL, "added < 2 ms", "startup_target"},
-    {"start-up to 1st alloc, p90 ms", "startup_p90_ms_noshim", "startup_p90_ms_shim", NULL,
-     NULL, "", NULL},
+    {"start-up to 1st alloc, p90 ms", "startup_p90_ms_noshim", "startup_p90_ms_shim", NULL, NULL,
+     "", NULL},
 };
 
 static const char *cell(const bench_results *r, const char *key)
@@ -104,15 +103,14 @@ void bench_print_table(const bench_results *r)
     printf("gpufrac-bench: the shim (%s) against no shim, one run\n", bench_get(r, "shim"));
     printf("platform: %s | device: %s | %s bytes | driver %s | %s CPUs | %s\n\n",
            bench_get(r, "platform"), bench_get(r, "device_name"),
-           bench_get(r, "device_total_bytes"), bench_get(r, "driver_version"),
-           bench_get(r, "cpus"), strcmp(bench_get(r, "quick"), "1") == 0 ? "quick" : "full");
-    printf("%-34s %12s %12s %10s %7s  %-16s %s\n", "measure", "no shim", "shim", "added",
-           "ratio", "target", "");
+           bench_get(r, "device_total_bytes"), bench_get(r, "driver_version"), bench_get(r, "cpus"),
+           strcmp(bench_get(r, "quick"), "1") == 0 ? "quick" : "full");
+    printf("%-34s %12s %12s %10s %7s  %-16s %s\n", "measure", "no shim", "shim", "added", "ratio",
+           "target", "");
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
         const row *w = &rows[i];
-        printf("%-34s %12s %12s %10s %7s  %-16s %s\n", w->label, cell(r, w->base),
-               cell(r, w->shim), cell(r, w->added), cell(r, w->ratio), w->target,
-               cell(r, w->verdict));
+        printf("%-34s %12s %12s %10s %7s  %-16s %s\n", w->label, cell(r, w->base), cell(r, w->shim),
+               cell(r, w->added), cell(r, w->ratio), w->target, cell(r, w->verdict));
     }
     if (strcmp(bench_get(r, "launch_status"), "ok") != 0)
         printf("cuLaunchKernel: %s\n", bench_get(r, "launch_status"));

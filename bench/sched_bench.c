@@ -87,13 +87,15 @@ static void node_json(buf *b, size_t i)
 {
     size_t g;
 
-    put(b, "{\"metadata\":{\"name\":\"node-%05zu\",\"labels\":{\"kubernetes.io/hostname\":"
-           "\"node-%05zu\",\"nvidia.com/gpu.count\":\"8\",\"nvidia.com/gpu.memory\":\"81920\"},"
-           "\"annotations\":{\"gpufrac.io/gpus\":\"[",
+    put(b,
+        "{\"metadata\":{\"name\":\"node-%05zu\",\"labels\":{\"kubernetes.io/hostname\":"
+        "\"node-%05zu\",\"nvidia.com/gpu.count\":\"8\",\"nvidia.com/gpu.memory\":\"81920\"},"
+        "\"annotations\":{\"gpufrac.io/gpus\":\"[",
         i, i);
     for (g = 0; g < GPUS_PER_NODE; g++)
-        put(b, "%s{\\\"uuid\\\":\\\"GPU-%08zx-0000-0000-0000-%012zx\\\",\\\"index\\\":%zu,"
-               "\\\"memory\\\":%llu}",
+        put(b,
+            "%s{\\\"uuid\\\":\\\"GPU-%08zx-0000-0000-0000-%012zx\\\",\\\"index\\\":%zu,"
+            "\\\"memory\\\":%llu}",
             g ? "," : "", i, g, g, (unsigned long long)GPU_MEMORY);
     put(b, "]\"}},\"spec\":{},\"status\":{\"conditions\":[{\"type\":\"Ready\",\"status\":"
            "\"True\"}],\"capacity\":{\"cpu\":\"96\",\"memory\":\"1Ti\"}}}");
@@ -102,11 +104,12 @@ static void node_json(buf *b, size_t i)
 /* A pod of request gib GiB, bound to node/gpu when node >= 0. */
 static void pod_json(buf *b, size_t i, unsigned gib, bool sm, long node, size_t gpu)
 {
-    put(b, "{\"metadata\":{\"name\":\"job-%zu\",\"namespace\":\"team-%zu\",\"uid\":"
-           "\"%08zx-1111-2222-3333-444444444444\",\"labels\":{\"app\":\"job-%zu\"},"
-           "\"annotations\":{\"nvidia.com/container.main.gpu-memory.request\":\"%uGi\","
-           "\"nvidia.com/container.main.gpu-memory.limit\":\"%uGi\","
-           "\"nvidia.com/container.main.gpu-compute.mode\":\"%s\"",
+    put(b,
+        "{\"metadata\":{\"name\":\"job-%zu\",\"namespace\":\"team-%zu\",\"uid\":"
+        "\"%08zx-1111-2222-3333-444444444444\",\"labels\":{\"app\":\"job-%zu\"},"
+        "\"annotations\":{\"nvidia.com/container.main.gpu-memory.request\":\"%uGi\","
+        "\"nvidia.com/container.main.gpu-memory.limit\":\"%uGi\","
+        "\"nvidia.com/container.main.gpu-compute.mode\":\"%s\"",
         i, i % 50, i, i, gib, gib * 2 > 80 ? 80 : gib * 2, sm ? "sm-sharing" : "time-slicing");
     if (node >= 0)
         put(b, ",\"nvidia.com/container.main.gpus.devices\":\"GPU-%08lx-0000-0000-0000-%012zx\"",
@@ -115,11 +118,12 @@ static void pod_json(buf *b, size_t i, unsigned gib, bool sm, long node, size_t 
         put(b, "}},\"spec\":{\"nodeName\":\"node-%05ld\",", node);
     else
         put(b, "}},\"spec\":{");
-    put(b, "\"containers\":[{\"name\":\"main\",\"image\":"
-           "\"registry.example/ml/train:1.2.3\",\"command\":[\"python\",\"train.py\"],\"env\":["
-           "{\"name\":\"EPOCHS\",\"value\":\"10\"},{\"name\":\"BATCH\",\"value\":\"64\"}],"
-           "\"resources\":{\"requests\":{\"cpu\":\"4\",\"memory\":\"16Gi\"}}},{\"name\":"
-           "\"sidecar\",\"image\":\"registry.example/log:1\"}]},\"status\":{\"phase\":\"%s\"}}",
+    put(b,
+        "\"containers\":[{\"name\":\"main\",\"image\":"
+        "\"registry.example/ml/train:1.2.3\",\"command\":[\"python\",\"train.py\"],\"env\":["
+        "{\"name\":\"EPOCHS\",\"value\":\"10\"},{\"name\":\"BATCH\",\"value\":\"64\"}],"
+        "\"resources\":{\"requests\":{\"cpu\":\"4\",\"memory\":\"16Gi\"}}},{\"name\":"
+        "\"sidecar\",\"image\":\"registry.example/log:1\"}]},\"status\":{\"phase\":\"%s\"}}",
         node >= 0 ? "Running" : "Pending");
 }
 
@@ -158,7 +162,8 @@ static int load_nodes(gf_model *m, const json_t *list, gf_sched_node *n)
     gf_error err;
     size_t i;
 
-    json_array_foreach(json_object_get(list, "items"), i, item) {
+    json_array_foreach(json_object_get(list, "items"), i, item)
+    {
         if (gf_sched_node_decode(item, n, &err) < 0 || gf_model_node_update(m, n, &err) < 0) {
             fprintf(stderr, "node %zu: %s\n", i, err.msg);
             return -1;
@@ -173,7 +178,8 @@ static int load_pods(gf_model *m, const json_t *list, gf_sched_pod *p)
     gf_error err;
     size_t i;
 
-    json_array_foreach(json_object_get(list, "items"), i, item) {
+    json_array_foreach(json_object_get(list, "items"), i, item)
+    {
         if (gf_sched_pod_decode(item, NULL, p, &err) < 0 || gf_model_pod_update(m, p, &err) < 0) {
             fprintf(stderr, "pod %zu: %s\n", i, err.msg);
             return -1;
@@ -236,8 +242,7 @@ static int one_call(gf_model *m, const buf *body, const char **names, gf_sched_v
     if (j == NULL || gf_sched_pod_decode(json_object_get(j, "Pod"), NULL, &pod, &err) < 0)
         goto out;
     list = json_object_get(j, "NodeNames");
-    json_array_foreach(list, i, name)
-        names[n++] = json_string_value(name);
+    json_array_foreach(list, i, name) names[n++] = json_string_value(name);
     if (gf_model_evaluate(m, &pod, names, n, GF_POLICY_BINPACK, v, &err) < 0)
         goto out;
     for (i = 0, *fits = 0; i < n; i++)
@@ -359,8 +364,8 @@ static int run(const cfg *c)
     t.total = calloc(c->requests, sizeof(double));
     if (t.parse == NULL || t.model == NULL || t.total == NULL || requests(m, c, &t) < 0)
         goto out;
-    printf("fp_requests=%zu\nfp_nodes_per_request=%zu\nfp_fitting_nodes_avg=%.1f\n",
-           c->requests, c->nodes, (double)t.fits / (double)c->requests);
+    printf("fp_requests=%zu\nfp_nodes_per_request=%zu\nfp_fitting_nodes_avg=%.1f\n", c->requests,
+           c->nodes, (double)t.fits / (double)c->requests);
     print_times("fp_parse", t.parse, c->requests);
     print_times("fp_model", t.model, c->requests);
     print_times("fp_total", t.total, c->requests);

@@ -32,8 +32,8 @@ bool bench_real_gpu_present(void)
     *(void **)&count = dlsym(h, "nvmlDeviceGetCount_v2");
     *(void **)&shutdown = dlsym(h, "nvmlShutdown");
     /* a gpusim NVML reached through the caller's LD_LIBRARY_PATH is no GPU */
-    real = init && count && !(dladdr((void *)init, &info) && info.dli_fname &&
-                              strstr(info.dli_fname, "gpusim"));
+    real = init && count &&
+           !(dladdr((void *)init, &info) && info.dli_fname && strstr(info.dli_fname, "gpusim"));
     if (real && init() == 0) {
         real = count(&n) == 0 && n > 0;
         if (shutdown)
@@ -85,9 +85,9 @@ static int make_tmp(bench_env *e, gf_error *err)
 /* Variables a side sets itself: inherited values are dropped. */
 static bool env_ours(const char *kv, bool sim)
 {
-    static const char *const always[] = {"LD_PRELOAD=", "GPUFRAC_CONFIG=",
+    static const char *const always[] = {"LD_PRELOAD=",           "GPUFRAC_CONFIG=",
                                          "GPUFRAC_MEMORY_LIMIT=", "GPUFRAC_LOG=",
-                                         "GPUFRAC_LOG_FILE=", NULL};
+                                         "GPUFRAC_LOG_FILE=",     NULL};
     static const char *const simvars[] = {"LD_LIBRARY_PATH=", "GPUSIM_STATE=",
                                           "GPUSIM_CTX_OVERHEAD=", "GPUSIM_FAIL=", NULL};
     for (size_t i = 0; always[i]; i++)
@@ -158,8 +158,10 @@ int bench_env_init(bench_env *e, bool force_sim, gf_error *err)
 
 int bench_env_fraction(bench_env *e, uint64_t limit, gf_error *err)
 {
-    gf_fraction_config cfg = {.version = GF_CONFIG_VERSION, .mode = GF_MODE_TIME_SLICING,
-                              .compute_percent = 100, .n_devices = 1};
+    gf_fraction_config cfg = {.version = GF_CONFIG_VERSION,
+                              .mode = GF_MODE_TIME_SLICING,
+                              .compute_percent = 100,
+                              .n_devices = 1};
     char text[GF_CONFIG_TEXT_MAX];
     FILE *f;
 

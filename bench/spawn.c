@@ -65,8 +65,7 @@ int bench_child_line(bench_child *c, char *buf, size_t len, gf_error *err)
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0)
-            return gf_error_set(err, GF_ESTATE, "worker %d ended before it was ready",
-                                (int)c->pid);
+            return gf_error_set(err, GF_ESTATE, "worker %d ended before it was ready", (int)c->pid);
         if (ch == '\n')
             break;
         buf[n++] = ch;
@@ -153,8 +152,8 @@ void bench_child_free(bench_child *c)
     c->out_len = 0;
 }
 
-int bench_run_worker(const bench_env *e, bench_side side, const char *const *argv,
-                     bench_child *c, gf_error *err)
+int bench_run_worker(const bench_env *e, bench_side side, const char *const *argv, bench_child *c,
+                     gf_error *err)
 {
     if (bench_spawn(e, side, argv, -1, c, err) < 0)
         return -1;

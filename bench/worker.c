@@ -137,8 +137,8 @@ static int kind_contend(int argc, char **argv)
     if (pairs_loop(&cu, n, size) < 0)
         return 1;
     uint64_t t1 = bench_now_ns(), c1 = bench_cpu_ns();
-    printf("start_ns=%" PRIu64 "\nend_ns=%" PRIu64 "\npairs=%ld\ncpu_ns=%" PRIu64 "\n", t0, t1,
-           n, c1 - c0);
+    printf("start_ns=%" PRIu64 "\nend_ns=%" PRIu64 "\npairs=%ld\ncpu_ns=%" PRIu64 "\n", t0, t1, n,
+           c1 - c0);
     return 0;
 }
 

@@ -43,8 +43,8 @@ void gf_state_unlock(int fd)
 /* What the fractions already on the planned GPUs hold of them. */
 typedef struct others {
     gf_fit_gpu gpu[GF_GPUS_MAX];
-    bool conflict;           /* a fraction of the other mode, the first one found: */
-    size_t conflict_gpu;     /* on this planned GPU */
+    bool conflict;       /* a fraction of the other mode, the first one found: */
+    size_t conflict_gpu; /* on this planned GPU */
     char conflict_name[GF_NAME_MAX];
 } others;
 
@@ -77,8 +77,7 @@ static int check_gpu(const run_plan *p, const others *o, size_t i, gf_error *err
     uint64_t free_bytes;
 
     switch (gf_fit_check(s, &ask, &free_bytes)) {
-    case GF_FIT_OK:
-        return 0;
+    case GF_FIT_OK: return 0;
     case GF_FIT_MODE:
         return gf_error_set(err, GF_ESTATE,
                             "GPU %u (%s) runs %s fraction \"%s\"; a %s fraction cannot share "

@@ -7,8 +7,8 @@
 #ifndef GPUFRAC_CLI_ADMIT_H
 #define GPUFRAC_CLI_ADMIT_H
 
-#include "error.h"
 #include "agent_client.h"
+#include "error.h"
 #include "proto.h"
 #include "run.h"
 

@@ -9,8 +9,8 @@
 
 enum {
     GF_EXIT_OK = 0,
-    GF_EXIT_FAIL = 1,   /* something other than the command line went wrong */
-    GF_EXIT_USAGE = 2,  /* a bad flag or value: nothing was started */
+    GF_EXIT_FAIL = 1,      /* something other than the command line went wrong */
+    GF_EXIT_USAGE = 2,     /* a bad flag or value: nothing was started */
     GF_EXIT_EVICTED = 75,  /* gpufracd took COMMAND's burst loan back (retry, or lower --limit) */
     GF_EXIT_WATCHDOG = 76, /* gpufracd's watchdog terminated COMMAND for passing --limit */
     GF_EXIT_NOEXEC = 126,

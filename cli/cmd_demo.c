@@ -2,27 +2,27 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <stdarg.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "admit.h"
 #include "amount.h"
 #include "cli.h"
 #include "demo.h"
-#include "install_paths.h"
 #include "fraction.h"
 #include "gpus.h"
+#include "install_paths.h"
 #include "quantity.h"
 #include "statedir.h"
-#include "admit.h"
 #include "status.h"
 
 extern char **environ;
@@ -263,8 +263,8 @@ static int start_agent(demo *d, gf_error *err)
 {
     char agent[PATH_MAX + 16], log[128], sock[160];
     struct timespec tick = {0, 50 * 1000 * 1000};
-    const char *argv[] = {agent, "--state-dir", d->state, "--metrics-listen", "off",
-                          "--watchdog-period-ms", "200", NULL};
+    const char *argv[] = {agent, "--state-dir",          d->state, "--metrics-listen",
+                          "off", "--watchdog-period-ms", "200",    NULL};
     posix_spawn_file_actions_t fa;
     struct stat st;
     int rc;
@@ -391,7 +391,8 @@ static int demo_run(demo *d, gf_error *err)
     wait_job(&greedy);
     uint64_t got = job_value(&greedy, "fill_total");
     bool steady_ok = fraction_now(d, "steady", &sd) && sd.used == steady_used;
-    v = verdict(job_exit(&greedy) == 0 && got + ctx <= 4 * unit && got + ctx + unit / 2 > 4 * unit &&
+    v = verdict(job_exit(&greedy) == 0 && got + ctx <= 4 * unit &&
+                    got + ctx + unit / 2 > 4 * unit &&
                     job_line(&greedy, "fill_error=CUDA_ERROR_OUT_OF_MEMORY", line, sizeof(line)),
                 &fails);
     gib(got, b, sizeof(b));
@@ -402,13 +403,12 @@ static int demo_run(demo *d, gf_error *err)
         say(v, "greedy got %s, its share, then CUDA_ERROR_OUT_OF_MEMORY", b);
     say(verdict(steady_ok, &fails), "steady still holds its %s, untouched", u3);
 
-    const char *b_args[] = {"--memory", u2, "--limit", u10, "--", d->probe, "alloc", u9,
-                            "hold", "120", NULL};
+    const char *b_args[] = {"--memory", u2, "--limit", u10,   "--", d->probe,
+                            "alloc",    u9, "hold",    "120", NULL};
     printf("burst   --memory %-5s --limit %-5s takes %s: more than its own\n", u2, u10, u9);
     if (start_job(d, &burst, b_args, err) < 0)
         return -1;
-    bool burst_ok = wait_used(d, &burst, 9 * unit) && fraction_now(d, "burst", &bd) &&
-                    bd.lent > 0;
+    bool burst_ok = wait_used(d, &burst, 9 * unit) && fraction_now(d, "burst", &bd) && bd.lent > 0;
     gib(burst_ok ? bd.lent : 0, b, sizeof(b));
     say(verdict(burst_ok, &fails), "burst borrowed %s of idle memory from gpufracd", b);
 
@@ -429,7 +429,7 @@ static int demo_run(demo *d, gf_error *err)
     stop_job(&steady);
     stop_job(&burst);
     printf("%s\n", fails ? "Some steps did not behave as they should (FAIL above)."
-                           : "Every workload got what it was promised, and not a byte more.");
+                         : "Every workload got what it was promised, and not a byte more.");
     return fails ? 1 : 0;
 }
 

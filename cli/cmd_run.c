@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include <stdio.h>
 
-#include "cli.h"
 #include "admit.h"
+#include "cli.h"
 #include "fraction.h"
 #include "run.h"
 #include "statedir.h"
@@ -71,9 +71,8 @@ int gf_cmd_run(int argc, char **argv)
         return rc;
     if ((rc = run_plan_make(&o, &p, &err)) != 0)
         return gf_cli_fail("run", rc, &err);
-    if (!gf_agent_present(p.state) ||
-        gf_fraction_path(p.cfg.agent, sizeof(p.cfg.agent), p.state, p.cfg.name, GF_FRAC_AGENT_SOCK,
-                         &err) < 0)
+    if (!gf_agent_present(p.state) || gf_fraction_path(p.cfg.agent, sizeof(p.cfg.agent), p.state,
+                                                       p.cfg.name, GF_FRAC_AGENT_SOCK, &err) < 0)
         p.cfg.agent[0] = '\0';
     if (gf_fraction_path(dir, sizeof(dir), p.state, p.cfg.name, NULL, &err) < 0 ||
         run_env_apply(&p, dir, &err) < 0)

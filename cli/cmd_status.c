@@ -32,12 +32,9 @@ static const char status_help[] =
     "  -h, --help        show this help\n";
 
 static const struct option status_longopts[] = {
-    {"json", no_argument, NULL, 'j'},
-    {"all", no_argument, NULL, 'a'},
-    {"brief", no_argument, NULL, 'b'},
-    {"state-dir", required_argument, NULL, 's'},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0},
+    {"json", no_argument, NULL, 'j'},  {"all", no_argument, NULL, 'a'},
+    {"brief", no_argument, NULL, 'b'}, {"state-dir", required_argument, NULL, 's'},
+    {"help", no_argument, NULL, 'h'},  {NULL, 0, NULL, 0},
 };
 
 int gf_cmd_status(int argc, char **argv)

@@ -56,8 +56,8 @@ int gf_cmd_stop(int argc, char **argv)
         return GF_EXIT_FAIL;
     }
     if (geteuid() != 0 && st.st_uid != geteuid()) {
-        fprintf(stderr, "gpufrac stop: fraction \"%s\" is not yours (it belongs to uid %u)\n",
-                name, (unsigned)st.st_uid);
+        fprintf(stderr, "gpufrac stop: fraction \"%s\" is not yours (it belongs to uid %u)\n", name,
+                (unsigned)st.st_uid);
         return GF_EXIT_FAIL;
     }
     snprintf(path, sizeof(path), "%s/" GF_FRAC_IDENTITY, dir);

@@ -3,9 +3,9 @@
 #include <getopt.h>
 #include <poll.h>
 #include <signal.h>
-#include <termios.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -120,13 +120,17 @@ static int parse_top(int argc, char **argv, double *interval, long *iterations,
         if (c == 'i') {
             *interval = strtod(optarg, &end);
             if (*end || !(*interval >= 0.1 && *interval <= 3600))
-                return gf_cli_usage_error("top", "--interval: \"%s\" is not a number of seconds "
-                                                 "from 0.1 to 3600", optarg);
+                return gf_cli_usage_error("top",
+                                          "--interval: \"%s\" is not a number of seconds "
+                                          "from 0.1 to 3600",
+                                          optarg);
         } else if (c == 'n') {
             *iterations = strtol(optarg, &end, 10);
             if (*end || *iterations < 1)
-                return gf_cli_usage_error("top", "--iterations: \"%s\" is not a whole number "
-                                                 "of at least 1", optarg);
+                return gf_cli_usage_error("top",
+                                          "--iterations: \"%s\" is not a whole number "
+                                          "of at least 1",
+                                          optarg);
         } else if (c == 's') {
             *state_flag = optarg;
         } else if (c == 'h') {

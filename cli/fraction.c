@@ -54,12 +54,9 @@ void gf_rm_tree(const char *path)
 const char *gf_fraction_state_name(gf_fraction_state s)
 {
     switch (s) {
-    case GF_FRACTION_RUNNING:
-        return "running";
-    case GF_FRACTION_ORPHANED:
-        return "orphaned";
-    case GF_FRACTION_STALE:
-        return "stale";
+    case GF_FRACTION_RUNNING: return "running";
+    case GF_FRACTION_ORPHANED: return "orphaned";
+    case GF_FRACTION_STALE: return "stale";
     }
     return "?";
 }
@@ -125,8 +122,7 @@ int gf_fraction_inspect(const char *dir, gf_fraction_state *state, pid_t *pids, 
         (*n_pids)++;
     }
     gf_ledger_close(&lg);
-    *state = supervised ? GF_FRACTION_RUNNING
-                        : *n_pids ? GF_FRACTION_ORPHANED : GF_FRACTION_STALE;
+    *state = supervised ? GF_FRACTION_RUNNING : *n_pids ? GF_FRACTION_ORPHANED : GF_FRACTION_STALE;
     return 0;
 }
 

@@ -154,8 +154,8 @@ void gf_fraction_end(gf_fraction *f, const char *state, int exit_code)
     if (gf_path_join(ended, sizeof(ended), f->dir, GF_FRAC_ENDED) < 0)
         goto remove;
     { /* closed before the move */
-        gf_cleanup_close int fd =
-            open(ended, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+        gf_cleanup_close int fd = open(ended, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+                                       0644);
         if (fd < 0 || write(fd, text, (size_t)n) != n)
             goto remove;
     }

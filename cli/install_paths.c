@@ -44,8 +44,8 @@ static int find(const char *what, const char *build, const char *rel, const char
         snprintf(out, len, "%s", abs);
         return 0;
     }
-    return gf_error_set(err, GF_ENOTFOUND, "cannot find %s (looked in %s/%s, %s/%s and %s)%s",
-                        what, dir, build, dir, rel, abs, hint);
+    return gf_error_set(err, GF_ENOTFOUND, "cannot find %s (looked in %s/%s, %s/%s and %s)%s", what,
+                        dir, build, dir, rel, abs, hint);
 }
 
 int gf_find_shim(char *out, size_t len, gf_error *err)

@@ -66,11 +66,8 @@ static const struct {
     const char *name;
     int (*fn)(int, char **);
 } commands[] = {
-    {"run", gf_cmd_run},
-    {"status", gf_cmd_status},
-    {"top", gf_cmd_top},
-    {"demo", gf_cmd_demo},
-    {"stop", gf_cmd_stop},
+    {"run", gf_cmd_run},   {"status", gf_cmd_status}, {"top", gf_cmd_top},
+    {"demo", gf_cmd_demo}, {"stop", gf_cmd_stop},
 };
 
 int main(int argc, char **argv)

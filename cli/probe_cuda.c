@@ -79,10 +79,9 @@ void probe_cuda_uuid(const probe_cuda *cu, CUdevice dev, char *buf, size_t len)
     if (!cu->get_uuid || cu->get_uuid(&u, dev) != CUDA_SUCCESS)
         return;
     b = (const unsigned char *)u.bytes;
-    snprintf(buf, len,
-             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-             b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
-             b[15]);
+    snprintf(buf, len, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+             b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+             b[14], b[15]);
 }
 
 int probe_nvml_open(probe_nvml *nv, const char **why)

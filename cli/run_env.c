@@ -32,8 +32,10 @@ void run_plan_notices(const run_plan *p)
             "users', not containers')",
             p->state);
     if (burst)
-        fprintf(stderr, "; --limit (%s) is a hard cap, since lending memory above --memory "
-                        "(%s) needs the agent", lim, req);
+        fprintf(stderr,
+                "; --limit (%s) is a hard cap, since lending memory above --memory "
+                "(%s) needs the agent",
+                lim, req);
     fputs("\n", stderr);
     if (p->cfg.mode == GF_MODE_SM_SHARING)
         fprintf(stderr,

@@ -33,13 +33,13 @@ static const char run_help[] =
     "Example: gpufrac run --memory 8Gi --limit 12Gi -- python train.py\n";
 
 /* the flags that take a value: X(flag, run_opts field) */
-#define RUN_FLAGS(X)                                                                           \
-    X("memory", memory)                                                                        \
-    X("limit", limit)                                                                          \
-    X("devices", devices)                                                                      \
-    X("mode", mode)                                                                            \
-    X("compute", compute)                                                                      \
-    X("name", name)                                                                            \
+#define RUN_FLAGS(X)      \
+    X("memory", memory)   \
+    X("limit", limit)     \
+    X("devices", devices) \
+    X("mode", mode)       \
+    X("compute", compute) \
+    X("name", name)       \
     X("state-dir", state_dir)
 
 #define OPT_ENUM(flag, field) OPT_##field,
@@ -48,17 +48,15 @@ enum { OPT_BASE = 255, RUN_FLAGS(OPT_ENUM) };
 
 #define OPT_LONG(flag, field) {flag, required_argument, NULL, OPT_##field},
 static const struct option run_longopts[] = {
-    RUN_FLAGS(OPT_LONG)
-    {"help", no_argument, NULL, 'h'},
+    RUN_FLAGS(OPT_LONG){"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
 #undef OPT_LONG
 
 static const char **slot_of(run_opts *o, int c)
 {
-#define OPT_SLOT(flag, field)                                                                  \
-    case OPT_##field:                                                                          \
-        return &o->field;
+#define OPT_SLOT(flag, field) \
+    case OPT_##field: return &o->field;
     switch (c) {
         RUN_FLAGS(OPT_SLOT)
     }

@@ -23,8 +23,8 @@ static int check_floor(const char *flag, const char *text, const gf_amount *a, g
         return 0;
     if (digits == 0 || digits > 16)
         return gf_error_set(err, GF_EINVAL,
-                            "%s: \"%s\" is %llu bytes; a fraction needs at least 1Mi", flag,
-                            text, (unsigned long long)a->bytes);
+                            "%s: \"%s\" is %llu bytes; a fraction needs at least 1Mi", flag, text,
+                            (unsigned long long)a->bytes);
     return gf_error_set(err, GF_EINVAL,
                         "%s: \"%s\" is %llu bytes; a fraction needs at least 1Mi (did you "
                         "mean %.*sGi?)",
@@ -56,8 +56,9 @@ static int parse_values(const run_opts *o, gf_spec *s, gf_error *err)
         return GF_EXIT_USAGE;
     s->has_compute = o->compute != NULL;
     if (s->has_compute && s->mode != GF_MODE_SM_SHARING) {
-        gf_error_set(err, GF_EINVAL, "--compute needs --mode sm-sharing (time-slicing shares "
-                                     "the whole GPU by turns)");
+        gf_error_set(err, GF_EINVAL,
+                     "--compute needs --mode sm-sharing (time-slicing shares "
+                     "the whole GPU by turns)");
         return GF_EXIT_USAGE;
     }
     /* --devices is matched against the GPUs by choose_gpus, not kept in the spec */
@@ -77,8 +78,8 @@ static int parse_name(const run_opts *o, gf_fraction_config *cfg, gf_error *err)
     }
     if (!gf_name_valid(o->name)) {
         gf_error_set(err, GF_EINVAL,
-                     "--name: \"%s\" is not a valid name (1 to %d of A-Z a-z 0-9 _ . -)",
-                     o->name, GF_NAME_MAX - 1);
+                     "--name: \"%s\" is not a valid name (1 to %d of A-Z a-z 0-9 _ . -)", o->name,
+                     GF_NAME_MAX - 1);
         return GF_EXIT_USAGE;
     }
     snprintf(cfg->name, sizeof(cfg->name), "%s", o->name);
@@ -132,8 +133,8 @@ static int resolve_devices(const run_opts *o, run_plan *p, gf_error *err)
             gf_bytes_human(g->total, total, sizeof(total));
             gf_error_wrap(err, "%s%s%s%s%s: GPU %u (%s, %s)", o->memory ? "--memory " : "",
                           o->memory ? o->memory : "", o->memory && o->limit ? ", " : "",
-                          o->limit ? "--limit " : "", o->limit ? o->limit : "", g->index,
-                          g->uuid, total);
+                          o->limit ? "--limit " : "", o->limit ? o->limit : "", g->index, g->uuid,
+                          total);
             return GF_EXIT_USAGE;
         }
     }

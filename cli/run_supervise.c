@@ -111,8 +111,7 @@ static bool reap(pid_t child, int *status, bool *child_done)
 
 static void note_left_behind(char **cmd, int sig)
 {
-    fprintf(stderr,
-            "gpufrac run: %s exited; %s the processes it left running in the fraction\n",
+    fprintf(stderr, "gpufrac run: %s exited; %s the processes it left running in the fraction\n",
             cmd[0], sig ? "stopping" : "waiting for");
 }
 
@@ -181,8 +180,10 @@ int run_supervise(char **cmd, gf_ledger *lg, pid_t *child_out)
     pid_t child;
 
     if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
-        fprintf(stderr, "gpufrac run: warning: cannot become a subreaper (%s); processes that "
-                        "outlive %s will not be waited for\n", strerror(errno), cmd[0]);
+        fprintf(stderr,
+                "gpufrac run: warning: cannot become a subreaper (%s); processes that "
+                "outlive %s will not be waited for\n",
+                strerror(errno), cmd[0]);
     if (pipe2(pipefd, O_CLOEXEC) < 0) {
         fprintf(stderr, "gpufrac run: pipe: %s\n", strerror(errno));
         return GF_EXIT_FAIL;

@@ -25,16 +25,16 @@ typedef struct status_device {
 typedef struct status_fraction {
     char name[GF_NAME_MAX];
     char dir[GF_PATH_MAX];
-    bool readable;  /* config and ledger could be read */
+    bool readable; /* config and ledger could be read */
     char error[GF_ERROR_MSG_MAX];
     gf_fraction_state state;
-    bool ended;     /* in <state>/ended: its run is over */
+    bool ended; /* in <state>/ended: its run is over */
     time_t ended_at;
     int exit_code;
-    size_t n_terminated;    /* processes the agent terminated */
+    size_t n_terminated; /* processes the agent terminated */
     bool last_by_watchdog;
-    char last_reason[768];  /* the agent's reason for the last one */
-    uid_t uid;              /* owner: who holds the fraction's ledger */
+    char last_reason[768]; /* the agent's reason for the last one */
+    uid_t uid;             /* owner: who holds the fraction's ledger */
     char owner[33];
     char ns[64], pod[128], container[64]; /* Kubernetes identity, "" on one host */
     pid_t supervisor;
@@ -49,8 +49,8 @@ typedef struct status_fraction {
 
 typedef struct status_view {
     char state[GF_PATH_MAX];
-    bool agent;              /* gpufracd serves this state directory */
-    bool all_users;          /* root: every owner's fractions; else only ours */
+    bool agent;     /* gpufracd serves this state directory */
+    bool all_users; /* root: every owner's fractions; else only ours */
     bool have_gpus;
     gf_gpu_list gpus;
     size_t n_procs;

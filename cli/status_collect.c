@@ -101,8 +101,8 @@ static bool read_figures(status_fraction *f)
             f->uid = (uid_t)uid;
             continue;
         }
-        if (sscanf(line, "dev=%95s used=%llu peak=%llu denied=%llu lent=%llu evictions=%llu",
-                   uuid, &used, &peak, &denied, &lent, &ev) != 6)
+        if (sscanf(line, "dev=%95s used=%llu peak=%llu denied=%llu lent=%llu evictions=%llu", uuid,
+                   &used, &peak, &denied, &lent, &ev) != 6)
             continue;
         for (size_t i = 0; i < f->n_devices; i++) {
             status_device *d = &f->devices[i];
@@ -128,8 +128,8 @@ static int read_fraction(status_fraction *f, gf_error *err)
     if (f->ended) {
         f->state = GF_FRACTION_STALE;
         f->ended_at = gf_fraction_ended_at(f->dir, &f->exit_code);
-    } else if (gf_fraction_inspect(f->dir, &f->state, f->pids, STATUS_PIDS_MAX, &f->n_pids,
-                                   err) < 0) {
+    } else if (gf_fraction_inspect(f->dir, &f->state, f->pids, STATUS_PIDS_MAX, &f->n_pids, err) <
+               0) {
         return -1;
     }
     gf_fraction_supervised(f->dir, &f->supervisor);

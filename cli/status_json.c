@@ -22,20 +22,19 @@ static json_t *processes_json(const status_view *v, const status_fraction *f, co
             if (v->procs[k].gpu == g->index && v->procs[k].pid == f->pids[p]) {
                 char name[64];
                 status_proc_name(f->pids[p], name, sizeof(name));
-                json_array_append_new(arr, json_pack("{s:i, s:s, s:I}", "pid", (int)f->pids[p],
-                                                     "name", name, "driver_used",
-                                                     (json_int_t)v->procs[k].used));
+                json_array_append_new(arr,
+                                      json_pack("{s:i, s:s, s:I}", "pid", (int)f->pids[p], "name",
+                                                name, "driver_used", (json_int_t)v->procs[k].used));
             }
     return arr;
 }
 
-static json_t *device_json(const status_view *v, const status_fraction *f,
-                           const status_device *d)
+static json_t *device_json(const status_view *v, const status_fraction *f, const status_device *d)
 {
     const gf_gpu *g = gpu_of(v, d->uuid);
     json_t *o = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "uuid", d->uuid,
-                          "request", (json_int_t)d->request, "limit", (json_int_t)d->limit,
-                          "used", (json_int_t)d->used, "peak", (json_int_t)d->peak, "denied",
+                          "request", (json_int_t)d->request, "limit", (json_int_t)d->limit, "used",
+                          (json_int_t)d->used, "peak", (json_int_t)d->peak, "denied",
                           (json_int_t)d->denied, "burst", (json_int_t)d->lent, "evictions",
                           (json_int_t)d->evictions, "driver_used", (json_int_t)d->driver_used);
     if (!o)
@@ -70,8 +69,8 @@ static json_t *fraction_json(const status_view *v, const status_fraction *f)
 
     if (!o || !devs || !pids)
         goto fail;
-    json_object_set_new(o, "supervisor_pid", f->supervisor ? json_integer(f->supervisor)
-                                                           : json_null());
+    json_object_set_new(o, "supervisor_pid",
+                        f->supervisor ? json_integer(f->supervisor) : json_null());
     if (!f->readable) {
         json_object_set_new(o, "error", json_string(f->error));
         json_decref(devs);

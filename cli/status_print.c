@@ -121,8 +121,8 @@ static layout plan(const status_view *v, int cols, bool brief)
 
 static void heading(const layout *l)
 {
-    printf("  %-*s %-*s %-8s %6s %6s %6s %6s %6s %5s", l->owner_w, "OWNER", l->label_w,
-           "FRACTION", "STATE", "REQ", "LIMIT", "USED", "BURST", "DENIED", "EVICT");
+    printf("  %-*s %-*s %-8s %6s %6s %6s %6s %6s %5s", l->owner_w, "OWNER", l->label_w, "FRACTION",
+           "STATE", "REQ", "LIMIT", "USED", "BURST", "DENIED", "EVICT");
     if (l->wide)
         printf(" %6s %-13s", "PEAK", "MODE");
     putchar('\n');
@@ -167,8 +167,8 @@ static void fraction_row(const layout *l, const status_view *v, const status_fra
     compact(d->limit, lim, sizeof(lim));
     compact(d->used, used, sizeof(used));
     compact(d->lent, burst, sizeof(burst));
-    printf(" %6s %6s %6s %6s %6llu %5llu", req, lim, used, burst,
-           (unsigned long long)d->denied, (unsigned long long)d->evictions);
+    printf(" %6s %6s %6s %6s %6llu %5llu", req, lim, used, burst, (unsigned long long)d->denied,
+           (unsigned long long)d->evictions);
     if (l->wide) {
         compact(d->peak, peak, sizeof(peak));
         if (f->mode == GF_MODE_SM_SHARING)
@@ -196,8 +196,7 @@ static const char *gpu_mode(const status_view *v, const gf_gpu *g)
 {
     for (size_t i = 0; i < v->n; i++)
         for (size_t d = 0; d < v->f[i].n_devices; d++)
-            if (!v->f[i].ended && v->f[i].readable &&
-                strcmp(v->f[i].devices[d].uuid, g->uuid) == 0)
+            if (!v->f[i].ended && v->f[i].readable && strcmp(v->f[i].devices[d].uuid, g->uuid) == 0)
                 return gf_mode_name(v->f[i].mode);
     return "no fractions";
 }
@@ -242,8 +241,8 @@ static void gpu_block(const layout *l, const status_view *v, const gf_gpu *g)
             char name[64], mem[16];
             status_proc_name(v->procs[k].pid, name, sizeof(name));
             compact(v->procs[k].used, mem, sizeof(mem));
-            printf("  (no fraction) pid %-8d %-24.24s %6s (driver)\n", (int)v->procs[k].pid,
-                   name, mem);
+            printf("  (no fraction) pid %-8d %-24.24s %6s (driver)\n", (int)v->procs[k].pid, name,
+                   mem);
         }
     }
     if (!l->brief)
@@ -286,8 +285,8 @@ void status_print_table(const status_view *v, int cols, bool brief)
     bool shown[64] = {false};
 
     char head[GF_PATH_MAX + 96];
-    const char *served =
-        v->agent ? "gpufracd serves it" : "no gpufracd serves it: nothing is guaranteed";
+    const char *served = v->agent ? "gpufracd serves it"
+                                  : "no gpufracd serves it: nothing is guaranteed";
     if (brief)
         snprintf(head, sizeof(head), "gpufrac status  %s  (%s%s)", v->state, served,
                  v->all_users ? "" : "; yours only");

@@ -2,8 +2,8 @@
 #include "agent_client.h"
 
 #include <errno.h>
-#include <stdint.h>
 #include <poll.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -33,8 +33,7 @@ int gf_agent_connect(const char *path, int timeout_s, gf_error *err)
     return fd;
 }
 
-int gf_agent_exchange(int fd, const char *path, const gf_msg *req, gf_msg *reply,
-                      gf_error *err)
+int gf_agent_exchange(int fd, const char *path, const gf_msg *req, gf_msg *reply, gf_error *err)
 {
     return gf_agent_exchange_within(fd, path, req, reply, -1, err);
 }
@@ -83,8 +82,7 @@ int gf_agent_exchange_within(int fd, const char *path, const gf_msg *req, gf_msg
         return -1;
     if ((n = recv(fd, buf, sizeof(buf), 0)) == 0) {
         errno = ECONNRESET;
-        return gf_error_sys(err, "gpufracd at %s closed the connection before answering",
-                            path);
+        return gf_error_sys(err, "gpufracd at %s closed the connection before answering", path);
     }
     if (n < 0)
         return gf_error_sys(err, "talking to gpufracd at %s", path);

@@ -17,8 +17,7 @@ int gf_agent_connect(const char *path, int timeout_s, gf_error *err);
 /* One request, one reply on a connected socket. A refusal ("error msg=…") is
  * GF_ESTATE carrying the agent's message; a broken connection is GF_ESYS (one
  * the agent closed before answering: ECONNRESET). */
-int gf_agent_exchange(int fd, const char *path, const gf_msg *req, gf_msg *reply,
-                      gf_error *err);
+int gf_agent_exchange(int fd, const char *path, const gf_msg *req, gf_msg *reply, gf_error *err);
 
 /* As gf_agent_exchange, waiting at most wait_ms for the reply (GF_ESYS,
  * ETIMEDOUT past it; the connection is then out of step: close it, or a late

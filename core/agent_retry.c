@@ -18,10 +18,8 @@ bool gf_agent_unreachable(const gf_error *err)
     case ENOENT:       /* the socket is not there (yet) */
     case ECONNREFUSED: /* a socket file nobody listens on: the agent died */
     case ECONNRESET:   /* the connection was cut before the answer */
-    case EPIPE:
-        return true;
-    default:
-        return false;
+    case EPIPE: return true;
+    default: return false;
     }
 }
 

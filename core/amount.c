@@ -15,8 +15,8 @@ static int amount_invalid(const char *s, const char *what, const char *why, gf_e
 {
     char q[GF_QUOTE_MAX];
 
-    return gf_error_set(err, GF_EINVAL, "%s: \"%s\" %s (%s)", what, gf_quote(s, q, sizeof(q)),
-                        why, amount_accepted);
+    return gf_error_set(err, GF_EINVAL, "%s: \"%s\" %s (%s)", what, gf_quote(s, q, sizeof(q)), why,
+                        amount_accepted);
 }
 
 static int parse_percent(const char *s, const char *what, gf_amount *out, gf_error *err)
@@ -96,8 +96,8 @@ static uint64_t portion_of(uint64_t total, double portion)
     return (uint64_t)floorl(exact);
 }
 
-int gf_amount_resolve(const gf_amount *a, uint64_t device_total, const char *what,
-                      uint64_t *bytes, gf_error *err)
+int gf_amount_resolve(const gf_amount *a, uint64_t device_total, const char *what, uint64_t *bytes,
+                      gf_error *err)
 {
     char h1[32], h2[32];
     uint64_t b;
@@ -115,8 +115,7 @@ int gf_amount_resolve(const gf_amount *a, uint64_t device_total, const char *wha
             b = GF_MIB;
         if (b > device_total)
             return gf_error_set(err, GF_ERANGE,
-                                "%s: the device (%s) is smaller than the 1 MiB minimum", what,
-                                h2);
+                                "%s: the device (%s) is smaller than the 1 MiB minimum", what, h2);
         *bytes = b;
         return 0;
     }

@@ -20,8 +20,8 @@ int gf_amount_parse(const char *s, const char *what, gf_amount *out, gf_error *e
 
 /* Bytes of a device of device_total bytes; a portion is floored to whole MiB
  * (never to 0). Fails when a quantity exceeds the device. */
-int gf_amount_resolve(const gf_amount *a, uint64_t device_total, const char *what,
-                      uint64_t *bytes, gf_error *err);
+int gf_amount_resolve(const gf_amount *a, uint64_t device_total, const char *what, uint64_t *bytes,
+                      gf_error *err);
 
 /* SM share in (0,1] as KAI writes it: "0.5", "1", "5e-1". Refuses 0, >1, %,
  * suffixes, NaN, Inf, blank. */

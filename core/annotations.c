@@ -13,17 +13,28 @@
 enum { S_REQUEST, S_LIMIT, S_DEVICES, S_MODE, S_PORTION, S_COUNT };
 
 static const char *const nv_suffixes[S_COUNT] = {
-    ".gpu-memory.request", ".gpu-memory.limit", ".gpus.devices", ".gpu-compute.mode",
-    ".gpu-compute.portion",
+    ".gpu-memory.request", ".gpu-memory.limit",    ".gpus.devices",
+    ".gpu-compute.mode",   ".gpu-compute.portion",
 };
 static const char kai_plim_suffix[] = ".gpu-memory.portion.limit";
 
-enum { P_FRACTION, P_MEMORY, P_NUM_DEVICES, P_CONTAINER, P_FRACTION_LIMIT, P_MEMORY_LIMIT,
-       P_COUNT };
+enum {
+    P_FRACTION,
+    P_MEMORY,
+    P_NUM_DEVICES,
+    P_CONTAINER,
+    P_FRACTION_LIMIT,
+    P_MEMORY_LIMIT,
+    P_COUNT
+};
 
 static const char *const pod_keys[P_COUNT] = {
-    "gpu-fraction",   "gpu-memory", "gpu-fraction-num-devices", "gpu-fraction-container-name",
-    "gpu-fraction.limit", "gpu-memory.limit",
+    "gpu-fraction",
+    "gpu-memory",
+    "gpu-fraction-num-devices",
+    "gpu-fraction-container-name",
+    "gpu-fraction.limit",
+    "gpu-memory.limit",
 };
 
 /* A container segment of a key: [s, s + len). */
@@ -139,8 +150,8 @@ static int key_error(const char *key, gf_error *err)
     return gf_error_set(err, GF_EINVAL,
                         "invalid NvFractions annotation key: %s (expected <prefix><container>"
                         "%s, %s, %s, %s or %s)",
-                        gf_quote(key, q, sizeof(q)), nv_suffixes[0], nv_suffixes[1],
-                        nv_suffixes[2], nv_suffixes[3], nv_suffixes[4]);
+                        gf_quote(key, q, sizeof(q)), nv_suffixes[0], nv_suffixes[1], nv_suffixes[2],
+                        nv_suffixes[3], nv_suffixes[4]);
 }
 
 /* The name part of a key (after '/') must fit Kubernetes' 63 characters; a
@@ -283,8 +294,9 @@ static int decode_kai_key(decoder *d, const gf_kv *kv, gf_error *err)
     if (!known_container(d->opts, c))
         return not_found(c, err);
     if (d->plim != NULL)
-        return gf_error_set(err, GF_EINVAL, "%s and %s: only one container may have a portion limit",
-                            d->plim->key, kv->key);
+        return gf_error_set(err, GF_EINVAL,
+                            "%s and %s: only one container may have a portion limit", d->plim->key,
+                            kv->key);
     if (parse_open_portion(kv, 5,
                            "must be a decimal in (0,1) with at most 5 digits after the decimal "
                            "point (expected e.g. 0.8)",
@@ -324,8 +336,9 @@ static int decode_pod_value(decoder *d, int k, const gf_kv *kv, gf_error *err)
         return 0;
     case P_CONTAINER:
         if (v[0] == '\0' || strlen(v) > NAME_PART_MAX || strchr(v, '.') != NULL)
-            return value_error(kv, "is not a container name (expected the name of a container "
-                                   "of this pod)",
+            return value_error(kv,
+                               "is not a container name (expected the name of a container "
+                               "of this pod)",
                                err);
         if (!known_container(d->opts, (seg){v, strlen(v)}))
             return not_found((seg){v, strlen(v)}, err);
@@ -591,10 +604,10 @@ static int build_spec(decoder *d, gf_pod_fraction *out, gf_error *err)
     if (d->nv[S_DEVICES] != NULL)
         snprintf(s->devices, sizeof(s->devices), "%s", val(d->nv[S_DEVICES]));
     if (gf_spec_finish(s, err) < 0)
-        return gf_error_wrap(err, "invalid fraction request for container %s (request %s, limit %s)",
-                             d->container,
-                             d->nv[S_REQUEST] != NULL ? d->nv[S_REQUEST]->key : "from pod-level keys",
-                             d->nv[S_LIMIT] != NULL ? d->nv[S_LIMIT]->key : "defaulted or pod-level");
+        return gf_error_wrap(
+            err, "invalid fraction request for container %s (request %s, limit %s)", d->container,
+            d->nv[S_REQUEST] != NULL ? d->nv[S_REQUEST]->key : "from pod-level keys",
+            d->nv[S_LIMIT] != NULL ? d->nv[S_LIMIT]->key : "defaulted or pod-level");
     if (p[P_NUM_DEVICES] != NULL && d->n_devices > 0 && d->n_devices != d->num_devices)
         return gf_error_set(err, GF_EINVAL,
                             "%s lists %d devices but gpu-fraction-num-devices is \"%s\" (expected "

@@ -21,18 +21,18 @@ typedef struct gf_kv {
 } gf_kv;
 
 typedef struct gf_pod_fraction {
-    bool fractional;  /* false: the container gets no fraction */
-    gf_spec spec;     /* finished (defaults applied) when fractional */
-    int num_devices;  /* from gpu-fraction-num-devices or gpus.devices; >= 1 */
+    bool fractional; /* false: the container gets no fraction */
+    gf_spec spec;    /* finished (defaults applied) when fractional */
+    int num_devices; /* from gpu-fraction-num-devices or gpus.devices; >= 1 */
 } gf_pod_fraction;
 
 typedef struct gf_annotation_opts {
-    const char *prefix;          /* NULL = GF_NVFRACTIONS_PREFIX */
-    const char *container;       /* the container being decoded */
+    const char *prefix;            /* NULL = GF_NVFRACTIONS_PREFIX */
+    const char *container;         /* the container being decoded */
     const char *const *containers; /* all container names of the pod, may be NULL */
     size_t n_containers;
-    bool container_is_first;     /* index 0: target of pod-level forms by default */
-    bool allow_extensions;       /* gpufrac extras: "50%", portions in .gpu-memory.* */
+    bool container_is_first; /* index 0: target of pod-level forms by default */
+    bool allow_extensions;   /* gpufrac extras: "50%", portions in .gpu-memory.* */
 } gf_annotation_opts;
 
 /* Every malformed value is refused with a message naming the key, the value

@@ -15,8 +15,8 @@
 
 enum { K_VERSION, K_NAME, K_LEDGER, K_MODE, K_COMPUTE, K_AGENT, K_DEVICE, K_COUNT };
 
-static const char *const config_keys[K_COUNT] = {
-    "version", "name", "ledger", "mode", "compute_percent", "agent", "device"};
+static const char *const config_keys[K_COUNT] = {"version",         "name",  "ledger", "mode",
+                                                 "compute_percent", "agent", "device"};
 
 int gf_name_valid(const char *name)
 {
@@ -44,8 +44,9 @@ static int parse_device(const char *v, gf_fraction_config *cfg, unsigned line, g
     size_t i;
 
     if (cfg->n_devices >= GF_CONFIG_DEVICES_MAX)
-        return gf_error_set(err, GF_ENOSPACE, "config line %u: key \"device\": more than %d devices",
-                            line, GF_CONFIG_DEVICES_MAX);
+        return gf_error_set(err, GF_ENOSPACE,
+                            "config line %u: key \"device\": more than %d devices", line,
+                            GF_CONFIG_DEVICES_MAX);
     d = &cfg->devices[cfg->n_devices];
     c2 = c1 != NULL ? strchr(c1 + 1, ',') : NULL;
     if (c1 == NULL || c2 == NULL || c1 == v || (size_t)(c1 - v) >= GF_UUID_MAX ||
@@ -59,8 +60,9 @@ static int parse_device(const char *v, gf_fraction_config *cfg, unsigned line, g
         gf_parse_udec(c2 + 1, INT64_MAX, &d->limit) < 0)
         goto bad;
     if (d->request == 0)
-        return gf_error_set(err, GF_ERANGE, "config line %u: key \"device\": request is 0 in \"%s\"",
-                            line, gf_quote(v, q, sizeof(q)));
+        return gf_error_set(err, GF_ERANGE,
+                            "config line %u: key \"device\": request is 0 in \"%s\"", line,
+                            gf_quote(v, q, sizeof(q)));
     if (d->limit < d->request)
         return gf_error_set(err, GF_ERANGE,
                             "config line %u: key \"device\": limit is smaller than request in "
@@ -68,8 +70,9 @@ static int parse_device(const char *v, gf_fraction_config *cfg, unsigned line, g
                             line, gf_quote(v, q, sizeof(q)));
     for (i = 0; i < cfg->n_devices; i++) {
         if (strcmp(cfg->devices[i].uuid, d->uuid) == 0)
-            return gf_error_set(err, GF_EINVAL, "config line %u: key \"device\": duplicate device %s",
-                                line, gf_quote(d->uuid, q, sizeof(q)));
+            return gf_error_set(err, GF_EINVAL,
+                                "config line %u: key \"device\": duplicate device %s", line,
+                                gf_quote(d->uuid, q, sizeof(q)));
     }
     cfg->n_devices++;
     return 0;
@@ -128,8 +131,7 @@ static int parse_value(int key, const char *v, gf_fraction_config *cfg, unsigned
                                 line, gf_quote(v, q, sizeof(q)));
         cfg->compute_percent = (int)n;
         return 0;
-    default:
-        return parse_device(v, cfg, line, err);
+    default: return parse_device(v, cfg, line, err);
     }
 }
 

@@ -39,9 +39,9 @@ typedef struct gf_fraction_config {
     char name[GF_NAME_MAX];   /* [A-Za-z0-9_.-], 1..63 */
     char ledger[GF_PATH_MAX]; /* absolute path */
     gf_mode mode;
-    int compute_percent;      /* 1..100 */
-    char agent[GF_PATH_MAX];  /* the agent's socket, "" = no agent (no burst) */
-    size_t n_devices;         /* >= 1 */
+    int compute_percent;     /* 1..100 */
+    char agent[GF_PATH_MAX]; /* the agent's socket, "" = no agent (no burst) */
+    size_t n_devices;        /* >= 1 */
     gf_config_device devices[GF_CONFIG_DEVICES_MAX];
 } gf_fraction_config;
 

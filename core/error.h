@@ -15,7 +15,7 @@ typedef enum gf_errcode {
     GF_ESYS,     /* a system call failed; errno is in sys_errno */
     GF_ENOSPACE, /* a table or buffer is full */
     GF_ENOTFOUND,
-    GF_ESTATE,   /* the object is not in a state that allows this */
+    GF_ESTATE, /* the object is not in a state that allows this */
 } gf_errcode;
 
 typedef struct gf_error {

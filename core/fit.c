@@ -24,18 +24,12 @@ gf_fit_verdict gf_fit_check(const gf_fit_gpu *g, const gf_fit_ask *a, uint64_t *
 const char *gf_fit_verdict_name(gf_fit_verdict v)
 {
     switch (v) {
-    case GF_FIT_OK:
-        return "fits";
-    case GF_FIT_REQUEST:
-        return "request does not resolve";
-    case GF_FIT_MODE:
-        return "mode";
-    case GF_FIT_MEMORY:
-        return "memory";
-    case GF_FIT_COMPUTE:
-        return "compute";
-    case GF_FIT_LIMIT:
-        return "limit";
+    case GF_FIT_OK: return "fits";
+    case GF_FIT_REQUEST: return "request does not resolve";
+    case GF_FIT_MODE: return "mode";
+    case GF_FIT_MEMORY: return "memory";
+    case GF_FIT_COMPUTE: return "compute";
+    case GF_FIT_LIMIT: return "limit";
     }
     return "?";
 }

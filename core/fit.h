@@ -16,16 +16,16 @@
 
 /* A GPU as the fractions on it (or pods placed on it) hold it now. */
 typedef struct gf_fit_gpu {
-    uint64_t total;       /* bytes */
-    uint64_t guaranteed;  /* sum of the requests on it */
-    bool has_fractions;   /* any fraction on it: then mode is theirs */
+    uint64_t total;      /* bytes */
+    uint64_t guaranteed; /* sum of the requests on it */
+    bool has_fractions;  /* any fraction on it: then mode is theirs */
     gf_mode mode;
     unsigned compute_pct; /* SM percents promised on it */
 } gf_fit_gpu;
 
 typedef struct gf_fit_ask {
-    uint64_t request;     /* bytes on this GPU; 0: it did not resolve against it */
-    uint64_t limit;       /* bytes; 0: none to check; GF_FIT_UNRESOLVED */
+    uint64_t request; /* bytes on this GPU; 0: it did not resolve against it */
+    uint64_t limit;   /* bytes; 0: none to check; GF_FIT_UNRESOLVED */
     gf_mode mode;
     unsigned compute_pct; /* 0: none */
 } gf_fit_ask;

@@ -262,9 +262,8 @@ int gf_ledger_claim_slot(gf_ledger *lg, gf_error *err)
 static void note_peak(gf_ledger_device *d, uint64_t now)
 {
     uint64_t peak = atomic_load_explicit(&d->peak, memory_order_relaxed);
-    while (now > peak && !atomic_compare_exchange_weak_explicit(&d->peak, &peak, now,
-                                                                memory_order_relaxed,
-                                                                memory_order_relaxed))
+    while (now > peak && !atomic_compare_exchange_weak_explicit(
+                             &d->peak, &peak, now, memory_order_relaxed, memory_order_relaxed))
         ;
 }
 
@@ -314,15 +313,13 @@ uint64_t gf_ledger_burst_cap(const gf_ledger *lg, int dev, uint64_t limit)
 
 void gf_ledger_overhead_mark(gf_ledger *lg, int dev, uint64_t bytes)
 {
-    atomic_fetch_add_explicit(&lg->hdr->slots[lg->slot].overhead[dev], bytes,
-                              memory_order_relaxed);
+    atomic_fetch_add_explicit(&lg->hdr->slots[lg->slot].overhead[dev], bytes, memory_order_relaxed);
     atomic_fetch_add_explicit(&lg->hdr->devices[dev].overhead, bytes, memory_order_relaxed);
 }
 
 void gf_ledger_overhead_unmark(gf_ledger *lg, int dev, uint64_t bytes)
 {
-    atomic_fetch_sub_explicit(&lg->hdr->slots[lg->slot].overhead[dev], bytes,
-                              memory_order_relaxed);
+    atomic_fetch_sub_explicit(&lg->hdr->slots[lg->slot].overhead[dev], bytes, memory_order_relaxed);
     atomic_fetch_sub_explicit(&lg->hdr->devices[dev].overhead, bytes, memory_order_relaxed);
 }
 
@@ -359,9 +356,8 @@ void gf_ledger_note_ctx_overhead(gf_ledger *lg, int dev, uint64_t bytes)
 {
     _Atomic uint64_t *e = &lg->hdr->devices[dev].ctx_estimate;
     uint64_t cur = atomic_load_explicit(e, memory_order_relaxed);
-    while (bytes > cur &&
-           !atomic_compare_exchange_weak_explicit(e, &cur, bytes, memory_order_relaxed,
-                                                  memory_order_relaxed))
+    while (bytes > cur && !atomic_compare_exchange_weak_explicit(
+                              e, &cur, bytes, memory_order_relaxed, memory_order_relaxed))
         ;
 }
 

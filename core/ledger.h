@@ -52,9 +52,9 @@ typedef struct gf_ledger_device {
 } gf_ledger_device;
 
 typedef struct gf_ledger_slot {
-    _Atomic int32_t pid;           /* 0: never used or cleared */
+    _Atomic int32_t pid; /* 0: never used or cleared */
     uint32_t pad;
-    _Atomic uint64_t loan_seq;     /* the agent's number of this process's newest loan */
+    _Atomic uint64_t loan_seq; /* the agent's number of this process's newest loan */
     _Atomic uint64_t used[GF_LEDGER_DEVICES];
     _Atomic uint64_t borrowed[GF_LEDGER_DEVICES]; /* loans this process holds */
     /* part of used[]: what the process's contexts, modules and context limits
@@ -70,9 +70,9 @@ typedef struct gf_ledger_header {
     uint32_t header_size;
     char name[GF_NAME_MAX];
     int64_t created_unix;
-    _Atomic uint32_t slot_high;    /* slots at or above this were never claimed */
+    _Atomic uint32_t slot_high; /* slots at or above this were never claimed */
     uint32_t pad;
-    _Atomic uint64_t dead_reclaims; /* processes whose usage was returned */
+    _Atomic uint64_t dead_reclaims;  /* processes whose usage was returned */
     _Atomic uint64_t watchdog_kills; /* processes the agent's watchdog terminated */
     char pad2[56];
     gf_ledger_device devices[GF_LEDGER_DEVICES];
@@ -82,7 +82,7 @@ typedef struct gf_ledger_header {
 typedef struct gf_ledger {
     int fd;
     gf_ledger_header *hdr;
-    int slot;  /* owned slot, -1 if none */
+    int slot; /* owned slot, -1 if none */
 } gf_ledger;
 
 /* Creates a ledger file (temp + rename, so readers never see it half made). */

@@ -20,8 +20,7 @@ int gf_log_level_parse(const char *s, gf_log_level *out)
         return 0;
     }
     for (i = 0; i < sizeof(level_names) / sizeof(level_names[0]); i++) {
-        if (strcasecmp(s, level_names[i]) == 0 ||
-            (s[0] == (char)('0' + i) && s[1] == '\0')) {
+        if (strcasecmp(s, level_names[i]) == 0 || (s[0] == (char)('0' + i) && s[1] == '\0')) {
             *out = (gf_log_level)i;
             return 0;
         }
@@ -38,8 +37,7 @@ void gf_log_write(int fd, gf_log_level level, const char *component, const char 
     va_end(ap);
 }
 
-void gf_log_vwrite(int fd, gf_log_level level, const char *component, const char *fmt,
-                   va_list ap)
+void gf_log_vwrite(int fd, gf_log_level level, const char *component, const char *fmt, va_list ap)
 {
     static const char cut[] = "...";
     char line[LOG_LINE_MAX];

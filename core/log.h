@@ -23,7 +23,7 @@ int gf_log_level_parse(const char *s, gf_log_level *out);
  * allocation, async-signal-safe apart from vsnprintf. */
 void gf_log_write(int fd, gf_log_level level, const char *component, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-void gf_log_vwrite(int fd, gf_log_level level, const char *component, const char *fmt,
-                   va_list ap) __attribute__((format(printf, 4, 0)));
+void gf_log_vwrite(int fd, gf_log_level level, const char *component, const char *fmt, va_list ap)
+    __attribute__((format(printf, 4, 0)));
 
 #endif

@@ -11,8 +11,8 @@ int gf_listen_split(const char *listen, const char *what, const char *example, c
     size_t n;
 
     if (!colon || !colon[1] || strspn(colon + 1, "0123456789") != strlen(colon + 1))
-        return gf_error_set(err, GF_EINVAL, "%s \"%s\" is not HOST:PORT (e.g. %s)", what,
-                            listen, example);
+        return gf_error_set(err, GF_EINVAL, "%s \"%s\" is not HOST:PORT (e.g. %s)", what, listen,
+                            example);
     n = (size_t)(colon - listen);
     if (n >= 2 && h[0] == '[' && h[n - 1] == ']') {
         h++;

@@ -17,8 +17,7 @@ char *gf_node_gpus_format(const gf_node_gpu *gpus, size_t n)
 
     for (size_t g = 0; g < n; g++)
         json_array_append_new(list, json_pack("{s:s, s:i, s:I}", "uuid", gpus[g].id, "index",
-                                              gpus[g].index, "memory",
-                                              (json_int_t)gpus[g].memory));
+                                              gpus[g].index, "memory", (json_int_t)gpus[g].memory));
     s = json_dumps(list, JSON_COMPACT);
     json_decref(list);
     return s;
@@ -32,18 +31,24 @@ static int gpu_entry(const json_t *e, size_t i, const char *node, gf_node_gpu *g
     if (!json_is_object(e))
         return gf_error_set(err, GF_EINVAL, ANN ": entry %zu is not an object", i);
     if (!json_is_integer(idx) || json_integer_value(idx) < 0 || json_integer_value(idx) > 9999)
-        return gf_error_set(err, GF_EINVAL, ANN ": entry %zu: \"index\" must be an integer "
-                            "0..9999", i);
+        return gf_error_set(err, GF_EINVAL,
+                            ANN ": entry %zu: \"index\" must be an integer "
+                                "0..9999",
+                            i);
     if (!json_is_integer(mem) || json_integer_value(mem) <= 0)
-        return gf_error_set(err, GF_EINVAL, ANN ": entry %zu: \"memory\" must be an integer "
-                            "number of bytes > 0", i);
+        return gf_error_set(err, GF_EINVAL,
+                            ANN ": entry %zu: \"memory\" must be an integer "
+                                "number of bytes > 0",
+                            i);
     g->index = (int)json_integer_value(idx);
     g->memory = (uint64_t)json_integer_value(mem);
     if (uuid != NULL && !json_is_null(uuid)) {
         if (!json_is_string(uuid) || json_string_length(uuid) == 0 ||
             json_string_length(uuid) >= sizeof(g->id) || strchr(json_string_value(uuid), ','))
-            return gf_error_set(err, GF_EINVAL, ANN ": entry %zu: \"uuid\" must be a non-empty "
-                                "string without commas", i);
+            return gf_error_set(err, GF_EINVAL,
+                                ANN ": entry %zu: \"uuid\" must be a non-empty "
+                                    "string without commas",
+                                i);
         snprintf(g->id, sizeof(g->id), "%s", json_string_value(uuid));
         g->has_uuid = true;
     } else {
@@ -59,8 +64,10 @@ static int unique_gpus(const gf_node_gpu *gpus, size_t n, gf_error *err)
     for (i = 0; i < n; i++)
         for (j = 0; j < i; j++)
             if (gpus[i].index == gpus[j].index || strcmp(gpus[i].id, gpus[j].id) == 0)
-                return gf_error_set(err, GF_EINVAL, ANN ": entries %zu and %zu name the same "
-                                    "GPU (%s)", j, i, gpus[i].id);
+                return gf_error_set(err, GF_EINVAL,
+                                    ANN ": entries %zu and %zu name the same "
+                                        "GPU (%s)",
+                                    j, i, gpus[i].id);
     return 0;
 }
 
@@ -75,8 +82,8 @@ int gf_node_gpus_parse(const char *value, const char *node, gf_node_gpu *gpus, s
 
     *n = 0;
     if (list == NULL) {
-        gf_error_set(err, GF_EINVAL, ANN ": not JSON (%s at line %d, column %d)", je.text,
-                     je.line, je.column);
+        gf_error_set(err, GF_EINVAL, ANN ": not JSON (%s at line %d, column %d)", je.text, je.line,
+                     je.column);
         goto out;
     }
     if (!json_is_array(list) || json_array_size(list) > GF_NODE_GPUS_MAX) {
@@ -84,7 +91,8 @@ int gf_node_gpus_parse(const char *value, const char *node, gf_node_gpu *gpus, s
                      GF_NODE_GPUS_MAX);
         goto out;
     }
-    json_array_foreach(list, i, e) {
+    json_array_foreach(list, i, e)
+    {
         if (gpu_entry(e, i, node, &gpus[i], err) < 0)
             goto out;
         *n = i + 1;

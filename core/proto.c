@@ -154,9 +154,8 @@ static int store_pair(gf_msg *out, span key, span val, gf_error *err)
                                 quote_span(key, q, sizeof(q)));
     }
     if (out->n >= GF_PROTO_PAIRS)
-        return gf_error_set(err, GF_ENOSPACE,
-                            "more than %d key=value pairs (at key \"%s\")", GF_PROTO_PAIRS,
-                            quote_span(key, q, sizeof(q)));
+        return gf_error_set(err, GF_ENOSPACE, "more than %d key=value pairs (at key \"%s\")",
+                            GF_PROTO_PAIRS, quote_span(key, q, sizeof(q)));
     memcpy(out->kv[out->n].key, key.p, key.n);
     out->kv[out->n].key[key.n] = '\0';
     memcpy(out->kv[out->n].val, val.p, val.n);
@@ -244,8 +243,7 @@ static int msg_encodable(const gf_msg *m)
     for (int i = 0; i < m->n; i++) {
         int is_msg = strcmp(m->kv[i].key, MSG_KEY) == 0;
 
-        if (!key_ok(m->kv[i].key) || (is_msg && i != m->n - 1) ||
-            !value_ok(m->kv[i].val, is_msg))
+        if (!key_ok(m->kv[i].key) || (is_msg && i != m->n - 1) || !value_ok(m->kv[i].val, is_msg))
             return 0;
         for (int j = 0; j < i; j++) {
             if (strcmp(m->kv[i].key, m->kv[j].key) == 0)

@@ -6,7 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#define EXP_CAP 1000000L /* exponents beyond this saturate: the value is then far out of range anyway */
+#define EXP_CAP \
+    1000000L /* exponents beyond this saturate: the value is then far out of range anyway */
 
 static const char quantity_accepted[] =
     "expected a number with an optional suffix Ki Mi Gi Ti Pi Ei, k M G T P E, "
@@ -17,10 +18,9 @@ static const struct {
     int exp10;
     unsigned shift;
 } suffixes[] = {
-    {"", 0, 0},    {"Ki", 0, 10}, {"Mi", 0, 20}, {"Gi", 0, 30}, {"Ti", 0, 40},
-    {"Pi", 0, 50}, {"Ei", 0, 60}, {"n", -9, 0},  {"u", -6, 0},  {"m", -3, 0},
-    {"k", 3, 0},   {"M", 6, 0},   {"G", 9, 0},   {"T", 12, 0},  {"P", 15, 0},
-    {"E", 18, 0},
+    {"", 0, 0},    {"Ki", 0, 10}, {"Mi", 0, 20}, {"Gi", 0, 30}, {"Ti", 0, 40}, {"Pi", 0, 50},
+    {"Ei", 0, 60}, {"n", -9, 0},  {"u", -6, 0},  {"m", -3, 0},  {"k", 3, 0},   {"M", 6, 0},
+    {"G", 9, 0},   {"T", 12, 0},  {"P", 15, 0},  {"E", 18, 0},
 };
 
 static int is_digit(char c)
@@ -271,9 +271,9 @@ int gf_quantity_parse(const char *s, const char *what, uint64_t *bytes, gf_error
                             "e.g. 512Mi, 8Gi or 1G)",
                             what, gf_quote(s, q, sizeof(q)));
     if (d.too_long)
-        return gf_error_set(err, GF_ERANGE,
-                            "%s: \"%s\" has more than %d significant digits (%s)", what,
-                            gf_quote(s, q, sizeof(q)), GF_DECIMAL_DIGITS_MAX, quantity_accepted);
+        return gf_error_set(err, GF_ERANGE, "%s: \"%s\" has more than %d significant digits (%s)",
+                            what, gf_quote(s, q, sizeof(q)), GF_DECIMAL_DIGITS_MAX,
+                            quantity_accepted);
     switch (decimal_to_bytes(&d, d.exp10 + exp10, shift, &v)) {
     case Q_FRACTION:
         return gf_error_set(err, GF_EINVAL,
@@ -285,8 +285,7 @@ int gf_quantity_parse(const char *s, const char *what, uint64_t *bytes, gf_error
                             "%s: \"%s\" is too large (expected at most %" PRId64
                             " bytes, just under 8Ei)",
                             what, gf_quote(s, q, sizeof(q)), INT64_MAX);
-    default:
-        break;
+    default: break;
     }
     *bytes = v;
     return 0;
@@ -325,11 +324,10 @@ int gf_bytes_human(uint64_t bytes, char *buf, size_t len)
         for (i = 5; i > 0 && bytes < (1ULL << (10 * (i + 1))); i--)
             ;
         /* long double holds every uint64 exactly, so only the final rounding is inexact */
-        hundredths = (uint64_t)((long double)bytes * 100.0L /
-                                    (long double)(1ULL << (10 * (i + 1))) +
-                                0.5L);
-        n = snprintf(buf, len, "%" PRIu64 ".%02" PRIu64 " %s", hundredths / 100,
-                     hundredths % 100, units[i]);
+        hundredths =
+            (uint64_t)((long double)bytes * 100.0L / (long double)(1ULL << (10 * (i + 1))) + 0.5L);
+        n = snprintf(buf, len, "%" PRIu64 ".%02" PRIu64 " %s", hundredths / 100, hundredths % 100,
+                     units[i]);
     }
     if (n < 0 || (size_t)n >= len)
         return -1;

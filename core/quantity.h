@@ -36,11 +36,11 @@ uint64_t gf_bytes_to_mib_ceil(uint64_t bytes);
 #define GF_DECIMAL_DIGITS_MAX 80
 
 typedef struct gf_decimal {
-    bool negative;     /* a '-' was written (also for "-0") */
-    bool has_sign;     /* '+' or '-' was written */
+    bool negative; /* a '-' was written (also for "-0") */
+    bool has_sign; /* '+' or '-' was written */
     bool has_point;
     bool has_exponent;
-    bool too_long;     /* more than GF_DECIMAL_DIGITS_MAX significant digits */
+    bool too_long; /* more than GF_DECIMAL_DIGITS_MAX significant digits */
     unsigned ndigits;
     unsigned char digits[GF_DECIMAL_DIGITS_MAX]; /* values 0..9 */
     long exp10;

@@ -26,10 +26,8 @@ int gf_mode_parse(const char *s, const char *what, gf_mode *out, gf_error *err)
 const char *gf_mode_name(gf_mode m)
 {
     switch (m) {
-    case GF_MODE_TIME_SLICING:
-        return "time-slicing";
-    case GF_MODE_SM_SHARING:
-        return "sm-sharing";
+    case GF_MODE_TIME_SLICING: return "time-slicing";
+    case GF_MODE_SM_SHARING: return "sm-sharing";
     }
     return "unknown";
 }
@@ -92,8 +90,8 @@ int gf_spec_finish(gf_spec *spec, gf_error *err)
     return gf_devices_count(spec->devices, err) < 0 ? -1 : 0;
 }
 
-int gf_spec_resolve(const gf_spec *spec, uint64_t device_total, uint64_t *request,
-                    uint64_t *limit, gf_error *err)
+int gf_spec_resolve(const gf_spec *spec, uint64_t device_total, uint64_t *request, uint64_t *limit,
+                    gf_error *err)
 {
     const gf_amount *ra = spec->has_request ? &spec->request : &spec->limit;
     const gf_amount *la = spec->has_limit ? &spec->limit : &spec->request;

@@ -23,7 +23,7 @@ typedef struct gf_spec {
     gf_amount limit;   /* burstable maximum, per device */
     gf_mode mode;
     bool has_compute;
-    double compute; /* (0,1]; sm-sharing only */
+    double compute;               /* (0,1]; sm-sharing only */
     char devices[GF_DEVICES_MAX]; /* comma list as written; "" = unspecified */
 } gf_spec;
 
@@ -38,8 +38,8 @@ int gf_spec_finish(gf_spec *spec, gf_error *err);
 
 /* Resolves request/limit against one device's total; limit >= request after
  * resolving; both > 0 and <= device_total. */
-int gf_spec_resolve(const gf_spec *spec, uint64_t device_total, uint64_t *request,
-                    uint64_t *limit, gf_error *err);
+int gf_spec_resolve(const gf_spec *spec, uint64_t device_total, uint64_t *request, uint64_t *limit,
+                    gf_error *err);
 
 /* Splits spec->devices; each entry non-empty, no spaces. Returns the count
  * (0 when unspecified) or -1. */

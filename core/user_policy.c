@@ -4,12 +4,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "user_policy.h"
 #include "quantity.h"
+#include "user_policy.h"
 
 static const char *const key_names[GF_POL_KEYS] = {
-    [GF_POL_MAX_GUARANTEED] = "max-guaranteed", [GF_POL_MAX_LIMIT] = "max-limit",
-    [GF_POL_MODES] = "modes",                   [GF_POL_MAX_COMPUTE] = "max-compute",
+    [GF_POL_MAX_GUARANTEED] = "max-guaranteed",
+    [GF_POL_MAX_LIMIT] = "max-limit",
+    [GF_POL_MODES] = "modes",
+    [GF_POL_MAX_COMPUTE] = "max-compute",
     [GF_POL_MAX_FRACTIONS] = "max-fractions",
 };
 
@@ -46,9 +48,10 @@ static int parse_section(const char *file, int line, char *s, char *end, gf_user
     char *word, *wend, *name;
 
     if (end[-1] != ']')
-        return gf_error_set(err, GF_EINVAL, "policy %s:%d: \"%.*s\" is not a section (accepted: "
-                            "[default], [user NAME], [group NAME])", file, line,
-                            (int)(end - s), s);
+        return gf_error_set(err, GF_EINVAL,
+                            "policy %s:%d: \"%.*s\" is not a section (accepted: "
+                            "[default], [user NAME], [group NAME])",
+                            file, line, (int)(end - s), s);
     s++;
     end--;
     trim(&s, &end);
@@ -68,21 +71,25 @@ static int parse_section(const char *file, int line, char *s, char *end, gf_user
     } else if (((size_t)(wend - word) == 4 && strncmp(word, "user", 4) == 0) ||
                ((size_t)(wend - word) == 5 && strncmp(word, "group", 5) == 0)) {
         if (!name_ok(name, (size_t)(end - name)))
-            return gf_error_set(err, GF_EINVAL, "policy %s:%d: [%.*s]: \"%.*s\" is not a user or "
-                                "group name (1 to %d of A-Z a-z 0-9 . _ - $)", file, line,
-                                (int)(wend - word), word, (int)(end - name), name,
+            return gf_error_set(err, GF_EINVAL,
+                                "policy %s:%d: [%.*s]: \"%.*s\" is not a user or "
+                                "group name (1 to %d of A-Z a-z 0-9 . _ - $)",
+                                file, line, (int)(wend - word), word, (int)(end - name), name,
                                 GF_USER_POLICY_NAME_MAX - 1);
         sec->scope = word[0] == 'u' ? GF_POL_USER : GF_POL_GROUP;
         memcpy(sec->name, name, (size_t)(end - name));
     } else {
-        return gf_error_set(err, GF_EINVAL, "policy %s:%d: [%.*s] is not a section (accepted: "
-                            "[default], [user NAME], [group NAME])", file, line,
-                            (int)(end - word), word);
+        return gf_error_set(err, GF_EINVAL,
+                            "policy %s:%d: [%.*s] is not a section (accepted: "
+                            "[default], [user NAME], [group NAME])",
+                            file, line, (int)(end - word), word);
     }
     for (size_t i = 0; i < p->n; i++)
         if (p->s[i].scope == sec->scope && strcmp(p->s[i].name, sec->name) == 0)
-            return gf_error_set(err, GF_EINVAL, "policy %s:%d: this section was already given at "
-                                "line %d", file, line, p->s[i].line);
+            return gf_error_set(err, GF_EINVAL,
+                                "policy %s:%d: this section was already given at "
+                                "line %d",
+                                file, line, p->s[i].line);
     p->n++;
     return 0;
 }
@@ -102,31 +109,31 @@ static int parse_modes(const char *v, unsigned *out, gf_error *err)
         *out |= 1u << m;
     }
     if (!*out)
-        return gf_error_set(err, GF_EINVAL, "modes names no mode (accepted: time-slicing, "
+        return gf_error_set(err, GF_EINVAL,
+                            "modes names no mode (accepted: time-slicing, "
                             "sm-sharing)");
     return 0;
 }
 
-static int parse_value(gf_user_policy_key k, const char *v, gf_user_policy_value *out, gf_error *err)
+static int parse_value(gf_user_policy_key k, const char *v, gf_user_policy_value *out,
+                       gf_error *err)
 {
     char *end;
 
     switch (k) {
     case GF_POL_MAX_GUARANTEED:
-    case GF_POL_MAX_LIMIT:
-        return gf_amount_parse(v, key_names[k], &out->amount, err);
-    case GF_POL_MODES:
-        return parse_modes(v, &out->modes, err);
-    case GF_POL_MAX_COMPUTE:
-        return gf_compute_portion_parse(v, key_names[k], &out->compute, err);
+    case GF_POL_MAX_LIMIT: return gf_amount_parse(v, key_names[k], &out->amount, err);
+    case GF_POL_MODES: return parse_modes(v, &out->modes, err);
+    case GF_POL_MAX_COMPUTE: return gf_compute_portion_parse(v, key_names[k], &out->compute, err);
     case GF_POL_MAX_FRACTIONS:
         if (!isdigit((unsigned char)v[0]) || (out->count = strtoull(v, &end, 10), *end) ||
             out->count > 100000)
-            return gf_error_set(err, GF_EINVAL, "max-fractions: \"%s\" is not a whole number "
-                                "from 0 to 100000", v);
+            return gf_error_set(err, GF_EINVAL,
+                                "max-fractions: \"%s\" is not a whole number "
+                                "from 0 to 100000",
+                                v);
         return 0;
-    case GF_POL_KEYS:
-        break;
+    case GF_POL_KEYS: break;
     }
     return gf_error_set(err, GF_EINVAL, "unknown key");
 }
@@ -149,20 +156,27 @@ static int parse_setting(const char *file, int line, char *s, char *end, gf_user
             strncmp(s, key_names[k], (size_t)(kend - s)) == 0)
             break;
     if (k == GF_POL_KEYS)
-        return gf_error_set(err, GF_EINVAL, "policy %s:%d: unknown key \"%.*s\" (accepted: "
-                            ACCEPTED_KEYS ")", file, line, (int)(kend - s), s);
+        return gf_error_set(err, GF_EINVAL,
+                            "policy %s:%d: unknown key \"%.*s\" (accepted: " ACCEPTED_KEYS ")",
+                            file, line, (int)(kend - s), s);
     if (p->n == 0)
-        return gf_error_set(err, GF_EINVAL, "policy %s:%d: %s before any section (start with "
-                            "[default], [user NAME] or [group NAME])", file, line, key_names[k]);
+        return gf_error_set(err, GF_EINVAL,
+                            "policy %s:%d: %s before any section (start with "
+                            "[default], [user NAME] or [group NAME])",
+                            file, line, key_names[k]);
     if ((size_t)(end - v) >= sizeof(value) || end == v)
-        return gf_error_set(err, GF_EINVAL, "policy %s:%d: %s needs a value of 1 to %zu "
-                            "characters", file, line, key_names[k], sizeof(value) - 1);
+        return gf_error_set(err, GF_EINVAL,
+                            "policy %s:%d: %s needs a value of 1 to %zu "
+                            "characters",
+                            file, line, key_names[k], sizeof(value) - 1);
     memcpy(value, v, (size_t)(end - v));
     value[end - v] = '\0';
     gf_user_policy_value *pv = &p->s[p->n - 1].v[k];
     if (pv->set)
-        return gf_error_set(err, GF_EINVAL, "policy %s:%d: %s is already set in this section at "
-                            "line %d", file, line, key_names[k], pv->line);
+        return gf_error_set(err, GF_EINVAL,
+                            "policy %s:%d: %s is already set in this section at "
+                            "line %d",
+                            file, line, key_names[k], pv->line);
     if (parse_value(k, value, pv, err) < 0)
         return gf_error_wrap(err, "policy %s:%d", file, line);
     pv->set = true;
@@ -171,7 +185,7 @@ static int parse_setting(const char *file, int line, char *s, char *end, gf_user
 }
 
 int gf_user_policy_parse(const char *text, size_t len, const char *file, gf_user_policy *out,
-                    gf_error *err)
+                         gf_error *err)
 {
     char buf[512];
     size_t off = 0;
@@ -209,7 +223,8 @@ int gf_user_policy_parse(const char *text, size_t len, const char *file, gf_user
 }
 
 /* Is a more generous than b for key k (compared on a GPU of gpu_total)? */
-static bool more_generous(gf_user_policy_key k, const gf_user_policy_value *a, const gf_user_policy_value *b)
+static bool more_generous(gf_user_policy_key k, const gf_user_policy_value *a,
+                          const gf_user_policy_value *b)
 {
     uint64_t x, y;
     gf_error ignored;
@@ -223,20 +238,16 @@ static bool more_generous(gf_user_policy_key k, const gf_user_policy_value *a, c
         if (gf_amount_resolve(&b->amount, 80 * GF_GIB, "", &y, &ignored) < 0)
             y = b->amount.bytes;
         return x > y;
-    case GF_POL_MODES:
-        return __builtin_popcount(a->modes) > __builtin_popcount(b->modes);
-    case GF_POL_MAX_COMPUTE:
-        return a->compute > b->compute;
-    case GF_POL_MAX_FRACTIONS:
-        return a->count > b->count;
-    case GF_POL_KEYS:
-        break;
+    case GF_POL_MODES: return __builtin_popcount(a->modes) > __builtin_popcount(b->modes);
+    case GF_POL_MAX_COMPUTE: return a->compute > b->compute;
+    case GF_POL_MAX_FRACTIONS: return a->count > b->count;
+    case GF_POL_KEYS: break;
     }
     return false;
 }
 
 void gf_user_policy_rules_for(const gf_user_policy *p, const char *user, const char *const *groups,
-                         size_t n_groups, gf_user_policy_rules *out)
+                              size_t n_groups, gf_user_policy_rules *out)
 {
     memset(out, 0, sizeof(*out));
     for (gf_user_policy_key k = 0; k < GF_POL_KEYS; k++) {
@@ -267,8 +278,7 @@ static int refuse(const gf_user_policy *p, const gf_user_policy_section *s, gf_u
     if (s->scope == GF_POL_DEFAULT)
         snprintf(sec, sizeof(sec), "[default]");
     else
-        snprintf(sec, sizeof(sec), "[%s %s]", s->scope == GF_POL_USER ? "user" : "group",
-                 s->name);
+        snprintf(sec, sizeof(sec), "[%s %s]", s->scope == GF_POL_USER ? "user" : "group", s->name);
     return gf_error_set(err, GF_ERANGE, "refused by policy %s:%d %s %s = %s: %s%s", p->file,
                         s->v[k].line, sec, key_names[k], value, fmt, what);
 }
@@ -281,8 +291,8 @@ static void amount_text(const gf_amount *a, char *buf, size_t len)
         gf_quantity_format(a->bytes, buf, len);
 }
 
-static int check_amount(const gf_user_policy *p, const gf_user_policy_rules *r, gf_user_policy_key k,
-                        const gf_user_policy_ask *ask, gf_error *err)
+static int check_amount(const gf_user_policy *p, const gf_user_policy_rules *r,
+                        gf_user_policy_key k, const gf_user_policy_ask *ask, gf_error *err)
 {
     const gf_user_policy_section *s = r->from[k];
     char val[48], asked[160], h[32];
@@ -306,8 +316,8 @@ static int check_amount(const gf_user_policy *p, const gf_user_policy_rules *r, 
     return 0;
 }
 
-int gf_user_policy_check(const gf_user_policy *p, const gf_user_policy_rules *r, const gf_user_policy_ask *ask,
-                    gf_error *err)
+int gf_user_policy_check(const gf_user_policy *p, const gf_user_policy_rules *r,
+                         const gf_user_policy_ask *ask, gf_error *err)
 {
     const gf_user_policy_section *s;
     char val[64], asked[96];
@@ -316,8 +326,7 @@ int gf_user_policy_check(const gf_user_policy *p, const gf_user_policy_rules *r,
         check_amount(p, r, GF_POL_MAX_LIMIT, ask, err) < 0)
         return -1;
     if ((s = r->from[GF_POL_MODES]) && !(s->v[GF_POL_MODES].modes & (1u << ask->mode))) {
-        snprintf(val, sizeof(val), "%s%s%s",
-                 s->v[GF_POL_MODES].modes & 1u ? "time-slicing" : "",
+        snprintf(val, sizeof(val), "%s%s%s", s->v[GF_POL_MODES].modes & 1u ? "time-slicing" : "",
                  s->v[GF_POL_MODES].modes == 3u ? "," : "",
                  s->v[GF_POL_MODES].modes & 2u ? "sm-sharing" : "");
         snprintf(asked, sizeof(asked), "--mode %s asked", gf_mode_name(ask->mode));
@@ -332,7 +341,8 @@ int gf_user_policy_check(const gf_user_policy *p, const gf_user_policy_rules *r,
     }
     if (!r->from[GF_POL_MAX_FRACTIONS] &&
         ask->fractions_held + 1 > GF_USER_POLICY_MAX_FRACTIONS_DEFAULT)
-        return gf_error_set(err, GF_ERANGE, "refused by policy %s: no max-fractions rule applies to you, so the "
+        return gf_error_set(err, GF_ERANGE,
+                            "refused by policy %s: no max-fractions rule applies to you, so the "
                             "built-in bound of %d fractions at once does; you hold %zu already "
                             "(an administrator sets max-fractions in %s to change it)",
                             p->file, GF_USER_POLICY_MAX_FRACTIONS_DEFAULT, ask->fractions_held,

@@ -18,8 +18,8 @@
  *
  * For each key the most specific section that sets it decides: [user],
  * else the most generous of the user's [group]s, else [default], else no
- * limit (max-fractions: GF_USER_POLICY_MAX_FRACTIONS_DEFAULT). Root is never limited. A refusal names the file, line, section and
- * key of the rule that decided. */
+ * limit (max-fractions: GF_USER_POLICY_MAX_FRACTIONS_DEFAULT). Root is never limited. A refusal
+ * names the file, line, section and key of the rule that decided. */
 #ifndef GPUFRAC_USER_POLICY_H
 #define GPUFRAC_USER_POLICY_H
 
@@ -46,16 +46,20 @@ typedef enum gf_user_policy_key {
     GF_POL_KEYS
 } gf_user_policy_key;
 
-typedef enum gf_user_policy_scope { GF_POL_DEFAULT, GF_POL_GROUP, GF_POL_USER } gf_user_policy_scope;
+typedef enum gf_user_policy_scope {
+    GF_POL_DEFAULT,
+    GF_POL_GROUP,
+    GF_POL_USER
+} gf_user_policy_scope;
 
 /* One key's value in one section. */
 typedef struct gf_user_policy_value {
     bool set;
     int line;
-    gf_amount amount;    /* max-guaranteed, max-limit */
-    unsigned modes;      /* modes: bit (1 << gf_mode) */
-    double compute;      /* max-compute, (0,1] */
-    uint64_t count;      /* max-fractions */
+    gf_amount amount; /* max-guaranteed, max-limit */
+    unsigned modes;   /* modes: bit (1 << gf_mode) */
+    double compute;   /* max-compute, (0,1] */
+    uint64_t count;   /* max-fractions */
 } gf_user_policy_value;
 
 typedef struct gf_user_policy_section {
@@ -74,7 +78,7 @@ typedef struct gf_user_policy {
 /* Parses the text (need not be NUL-terminated). A bad line fails the whole
  * file with its line number, what is wrong and what is accepted. */
 int gf_user_policy_parse(const char *text, size_t len, const char *file, gf_user_policy *out,
-                    gf_error *err);
+                         gf_error *err);
 
 /* What applies to one user: per key the deciding section (NULL: no limit). */
 typedef struct gf_user_policy_rules {
@@ -82,7 +86,7 @@ typedef struct gf_user_policy_rules {
 } gf_user_policy_rules;
 
 void gf_user_policy_rules_for(const gf_user_policy *p, const char *user, const char *const *groups,
-                         size_t n_groups, gf_user_policy_rules *out);
+                              size_t n_groups, gf_user_policy_rules *out);
 
 /* One device of a requested fraction, with its GPU's size (for portions). */
 typedef struct gf_user_policy_device {
@@ -99,8 +103,8 @@ typedef struct gf_user_policy_ask {
 
 /* 0, or GF_ERANGE with "policy <file>:<line> [<section>] <key> = <value>:
  * <what was asked>". */
-int gf_user_policy_check(const gf_user_policy *p, const gf_user_policy_rules *r, const gf_user_policy_ask *ask,
-                    gf_error *err);
+int gf_user_policy_check(const gf_user_policy *p, const gf_user_policy_rules *r,
+                         const gf_user_policy_ask *ask, gf_error *err);
 
 const char *gf_user_policy_key_name(gf_user_policy_key k);
 

@@ -161,11 +161,11 @@ CUresult gs_need_init(void)
                : CUDA_SUCCESS;
 }
 
-#define NEED_INIT()                                                                            \
-    do {                                                                                       \
-        CUresult ni_ = gs_need_init();                                                         \
-        if (ni_)                                                                               \
-            return ni_;                                                                        \
+#define NEED_INIT()                    \
+    do {                               \
+        CUresult ni_ = gs_need_init(); \
+        if (ni_)                       \
+            return ni_;                \
     } while (0)
 
 GS_API CUresult cuDriverGetVersion(int *version)
@@ -194,11 +194,11 @@ int gs_pdev_ordinal(int pdev)
     return -1;
 }
 
-#define DEV_ARG(d, p)                                                                          \
-    do {                                                                                       \
-        CUresult da_ = gs_ordinal(d, &p);                                                      \
-        if (da_)                                                                               \
-            return da_;                                                                        \
+#define DEV_ARG(d, p)                     \
+    do {                                  \
+        CUresult da_ = gs_ordinal(d, &p); \
+        if (da_)                          \
+            return da_;                   \
     } while (0)
 
 GS_API CUresult cuDeviceGet(CUdevice *device, int ordinal)
@@ -261,34 +261,36 @@ GS_API CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
 static int attribute_value(int attr, int pdev)
 {
     switch (attr) {
-    case 1: return 1024;            /* MAX_THREADS_PER_BLOCK */
-    case 2: case 3: return 1024;    /* MAX_BLOCK_DIM_X/Y */
-    case 4: return 64;              /* MAX_BLOCK_DIM_Z */
-    case 5: return 2147483647;      /* MAX_GRID_DIM_X */
-    case 6: case 7: return 65535;   /* MAX_GRID_DIM_Y/Z */
-    case 8: return 49152;           /* MAX_SHARED_MEMORY_PER_BLOCK */
-    case 9: return 65536;           /* TOTAL_CONSTANT_MEMORY */
-    case 10: return 32;             /* WARP_SIZE */
-    case 11: return 2147483647;     /* MAX_PITCH */
-    case 12: return 65536;          /* MAX_REGISTERS_PER_BLOCK */
-    case 13: return 1980000;        /* CLOCK_RATE (kHz) */
-    case 14: return 512;            /* TEXTURE_ALIGNMENT */
-    case 15: return 1;              /* GPU_OVERLAP */
-    case 16: return GS_SM_COUNT;    /* MULTIPROCESSOR_COUNT */
-    case 31: return 1;              /* CONCURRENT_KERNELS */
-    case 33: return pdev + 1;       /* PCI_BUS_ID */
-    case 36: return 2619000;        /* MEMORY_CLOCK_RATE */
-    case 37: return 6144;           /* GLOBAL_MEMORY_BUS_WIDTH */
-    case 38: return 60 << 20;       /* L2_CACHE_SIZE */
-    case 39: return 2048;           /* MAX_THREADS_PER_MULTIPROCESSOR */
-    case 40: return 2;              /* ASYNC_ENGINE_COUNT */
-    case 41: return 1;              /* UNIFIED_ADDRESSING */
-    case 75: return 9;              /* COMPUTE_CAPABILITY_MAJOR */
-    case 76: return 0;              /* COMPUTE_CAPABILITY_MINOR */
-    case 83: return 1;              /* MANAGED_MEMORY */
-    case 89: return 1;              /* CONCURRENT_MANAGED_ACCESS */
-    case 102: return 1;             /* VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED */
-    case 115: return 1;             /* MEMORY_POOLS_SUPPORTED */
+    case 1: return 1024; /* MAX_THREADS_PER_BLOCK */
+    case 2:
+    case 3: return 1024;       /* MAX_BLOCK_DIM_X/Y */
+    case 4: return 64;         /* MAX_BLOCK_DIM_Z */
+    case 5: return 2147483647; /* MAX_GRID_DIM_X */
+    case 6:
+    case 7: return 65535;        /* MAX_GRID_DIM_Y/Z */
+    case 8: return 49152;        /* MAX_SHARED_MEMORY_PER_BLOCK */
+    case 9: return 65536;        /* TOTAL_CONSTANT_MEMORY */
+    case 10: return 32;          /* WARP_SIZE */
+    case 11: return 2147483647;  /* MAX_PITCH */
+    case 12: return 65536;       /* MAX_REGISTERS_PER_BLOCK */
+    case 13: return 1980000;     /* CLOCK_RATE (kHz) */
+    case 14: return 512;         /* TEXTURE_ALIGNMENT */
+    case 15: return 1;           /* GPU_OVERLAP */
+    case 16: return GS_SM_COUNT; /* MULTIPROCESSOR_COUNT */
+    case 31: return 1;           /* CONCURRENT_KERNELS */
+    case 33: return pdev + 1;    /* PCI_BUS_ID */
+    case 36: return 2619000;     /* MEMORY_CLOCK_RATE */
+    case 37: return 6144;        /* GLOBAL_MEMORY_BUS_WIDTH */
+    case 38: return 60 << 20;    /* L2_CACHE_SIZE */
+    case 39: return 2048;        /* MAX_THREADS_PER_MULTIPROCESSOR */
+    case 40: return 2;           /* ASYNC_ENGINE_COUNT */
+    case 41: return 1;           /* UNIFIED_ADDRESSING */
+    case 75: return 9;           /* COMPUTE_CAPABILITY_MAJOR */
+    case 76: return 0;           /* COMPUTE_CAPABILITY_MINOR */
+    case 83: return 1;           /* MANAGED_MEMORY */
+    case 89: return 1;           /* CONCURRENT_MANAGED_ACCESS */
+    case 102: return 1;          /* VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED */
+    case 115: return 1;          /* MEMORY_POOLS_SUPPORTED */
     default: return 0;
     }
 }
@@ -335,8 +337,8 @@ GS_API CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
  * that depends on the device (GPUSIM_CTX_OVERHEAD, at the default limits),
  * plus what its cuCtxSetLimit values add over the defaults: the stack size
  * times the device's resident threads, the printf FIFO and the malloc heap. */
-static const uint64_t limit_default[GS_NLIMITS] = {GS_DEFAULT_STACK, GS_DEFAULT_PRINTF_FIFO,
-                                                  GS_DEFAULT_MALLOC_HEAP, 2, 2048, 32, 0};
+static const uint64_t limit_default[GS_NLIMITS] = {
+    GS_DEFAULT_STACK, GS_DEFAULT_PRINTF_FIFO, GS_DEFAULT_MALLOC_HEAP, 2, 2048, 32, 0};
 
 static uint64_t over(uint64_t v, uint64_t dflt)
 {

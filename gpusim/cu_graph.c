@@ -364,9 +364,9 @@ GS_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, u
     return launch_kernel(f);
 }
 
-GS_API CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
-                                    unsigned int gz, unsigned int bx, unsigned int by,
-                                    unsigned int bz, unsigned int sharedMemBytes, CUstream hStream,
+GS_API CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                                    unsigned int bx, unsigned int by, unsigned int bz,
+                                    unsigned int sharedMemBytes, CUstream hStream,
                                     void **kernelParams, void **extra)
 {
     GS_FAILPOINT("cuLaunchKernel_ptsz");

@@ -4,8 +4,8 @@
 #include "gs.h"
 #include "gs_api.h"
 
-#define GS_ADDR_BASE 0x200000000000ULL  /* fake UVA addresses (>= 4 GiB) */
-#define GS_LOW_BASE 0x10000000ULL       /* legacy 32-bit allocations */
+#define GS_ADDR_BASE 0x200000000000ULL /* fake UVA addresses (>= 4 GiB) */
+#define GS_LOW_BASE 0x10000000ULL      /* legacy 32-bit allocations */
 #define GS_LOW_END 0xFFFFFF00ULL
 #define GS_ALIGN 256ULL
 #define GS_PITCH_ALIGN 512ULL

@@ -201,8 +201,8 @@ GS_API CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUme
     return alloc_from_pool(dptr, bytesize, pool, hStream);
 }
 
-GS_API CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
-                                             CUmemoryPool pool, CUstream hStream)
+GS_API CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                             CUstream hStream)
 {
     GS_FAILPOINT("cuMemAllocFromPoolAsync_ptsz");
     return alloc_from_pool(dptr, bytesize, pool, hStream);
@@ -301,10 +301,8 @@ GS_API CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props)
             return CUDA_ERROR_INVALID_VALUE;
         break;
     case CU_MEM_LOCATION_TYPE_HOST:
-    case CU_MEM_LOCATION_TYPE_HOST_NUMA:
-        break; /* host memory: never charged to a device */
-    default:
-        return CUDA_ERROR_INVALID_VALUE;
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA: break; /* host memory: never charged to a device */
+    default: return CUDA_ERROR_INVALID_VALUE;
     }
     pl = pool_new(p, false);
     if (!pl)
@@ -376,11 +374,9 @@ static CUresult set_attr(gs_pool *pl, int attr, const void *value)
         else
             pl->used_high = pl->used;
         return CUDA_SUCCESS;
-    default:
-        return CUDA_ERROR_INVALID_VALUE;
+    default: return CUDA_ERROR_INVALID_VALUE;
     }
 }
-
 
 static CUresult get_attr(gs_pool *pl, int attr, void *value)
 {

@@ -66,15 +66,14 @@ GS_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVers
     *pfn = NULL;
     r = lookup(symbol, cudaVersion, flags, pfn);
     if (symbolStatus)
-        *symbolStatus = r == FOUND       ? CU_GET_PROC_ADDRESS_SUCCESS
-                        : r == TOO_OLD   ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
-                                         : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+        *symbolStatus = r == FOUND     ? CU_GET_PROC_ADDRESS_SUCCESS
+                        : r == TOO_OLD ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
+                                       : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     return CUDA_SUCCESS;
 }
 
 /* the CUDA 11.3-11.8 form: no status, a miss is CUDA_ERROR_NOT_FOUND */
-GS_API CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
-                                 cuuint64_t flags)
+GS_API CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)
 {
     CUresult rc;
     GS_FAILPOINT("cuGetProcAddress");

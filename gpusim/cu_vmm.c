@@ -23,8 +23,7 @@ static CUresult prop_pdev(const CUmemAllocationProp *prop, int *pdev)
     case CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT:
         *pdev = -1; /* host memory: not charged to a device */
         return CUDA_SUCCESS;
-    default:
-        return CUDA_ERROR_INVALID_VALUE;
+    default: return CUDA_ERROR_INVALID_VALUE;
     }
 }
 
@@ -312,8 +311,10 @@ GS_API CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *
     GS_FAILPOINT("cuArrayCreate_v2");
     if (!desc)
         return CUDA_ERROR_INVALID_VALUE;
-    d3 = (CUDA_ARRAY3D_DESCRIPTOR){.Width = desc->Width, .Height = desc->Height,
-                                   .Format = desc->Format, .NumChannels = desc->NumChannels};
+    d3 = (CUDA_ARRAY3D_DESCRIPTOR){.Width = desc->Width,
+                                   .Height = desc->Height,
+                                   .Format = desc->Format,
+                                   .NumChannels = desc->NumChannels};
     return array_make(&d3, 1, GS_MAGIC_ARRAY, (void **)pHandle);
 }
 

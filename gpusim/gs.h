@@ -22,13 +22,13 @@
 
 #define GS_MAX_DEV 16
 #define GS_MAX_SLOTS 4096
-#define GS_GRAN (2ULL << 20)          /* VMM / pool / array granularity */
+#define GS_GRAN (2ULL << 20) /* VMM / pool / array granularity */
 #define GS_DRIVER_VERSION 13000
 #define GS_SM_COUNT 132
 #define GS_DEFAULT_DEVICES "16Gi"
 #define GS_DEFAULT_CTX_OVERHEAD (64ULL << 20)
-#define GS_THREADS_PER_SM 2048 /* resident threads: the stack reservation's multiplier */
-#define GS_DEFAULT_STACK 1024ULL          /* CU_LIMIT_STACK_SIZE, bytes per thread */
+#define GS_THREADS_PER_SM 2048   /* resident threads: the stack reservation's multiplier */
+#define GS_DEFAULT_STACK 1024ULL /* CU_LIMIT_STACK_SIZE, bytes per thread */
 #define GS_DEFAULT_PRINTF_FIFO (1ULL << 20)
 #define GS_DEFAULT_MALLOC_HEAP (8ULL << 20)
 #define GS_NLIMITS 7
@@ -71,12 +71,12 @@ typedef struct gs_sim {
     uint64_t ctx_overhead[GS_MAX_DEV]; /* per context, at the default limits */
     bool log;
     bool strict_ctx;
-    char ctx_hold[512]; /* GPUSIM_CTX_HOLD: pause each context creation ("" = never) */
+    char ctx_hold[512];     /* GPUSIM_CTX_HOLD: pause each context creation ("" = never) */
     char reclaim_hold[512]; /* GPUSIM_RECLAIM_HOLD: pause each reclaim of a dead slot */
     char path[512];
     gs_shm *shm;
-    int lock_fd;      /* holds this process's slot lock; -1 when none */
-    int slot;         /* own slot, -1 when none */
+    int lock_fd; /* holds this process's slot lock; -1 when none */
+    int slot;    /* own slot, -1 when none */
     pthread_mutex_t reclaim_mu;
 } gs_sim;
 
@@ -113,22 +113,31 @@ int gs_parse_size(const char *s, const char *end, uint64_t *out);
 
 /* fail.c: GPUSIM_FAIL fault injection. Returns true when this call fails. */
 bool gs_fail_hit(const char *name, int *cache, int *err);
-#define GS_FAILPOINT(name)                                                                     \
-    do {                                                                                       \
-        static int gs_fp_cache_ = -2;                                                          \
-        int gs_fp_err_;                                                                        \
-        if (GS_UNLIKELY(gs_fail_hit(name, &gs_fp_cache_, &gs_fp_err_)))                        \
-            return gs_fp_err_;                                                                 \
+#define GS_FAILPOINT(name)                                              \
+    do {                                                                \
+        static int gs_fp_cache_ = -2;                                   \
+        int gs_fp_err_;                                                 \
+        if (GS_UNLIKELY(gs_fail_hit(name, &gs_fp_cache_, &gs_fp_err_))) \
+            return gs_fp_err_;                                          \
     } while (0)
 
 /* ---- CUDA side, per process ------------------------------------------------ */
-enum { GS_MAGIC_CTX = 0x43545831, GS_MAGIC_STREAM, GS_MAGIC_POOL, GS_MAGIC_ARRAY,
-       GS_MAGIC_MIPMAP, GS_MAGIC_GRAPH, GS_MAGIC_NODE, GS_MAGIC_EXEC, GS_MAGIC_MODULE,
-       GS_MAGIC_LIBRARY };
+enum {
+    GS_MAGIC_CTX = 0x43545831,
+    GS_MAGIC_STREAM,
+    GS_MAGIC_POOL,
+    GS_MAGIC_ARRAY,
+    GS_MAGIC_MIPMAP,
+    GS_MAGIC_GRAPH,
+    GS_MAGIC_NODE,
+    GS_MAGIC_EXEC,
+    GS_MAGIC_MODULE,
+    GS_MAGIC_LIBRARY
+};
 
 typedef struct gs_obj {
     uint32_t magic;
-    uint32_t gen; /* process generation (bumped in a fork child) */
+    uint32_t gen;            /* process generation (bumped in a fork child) */
     struct gs_obj *all_next; /* every object ever made, kept reachable */
 } gs_obj;
 
@@ -180,8 +189,15 @@ typedef struct gs_proc {
 extern gs_proc gsp;
 
 /* pointer tables (table.c): striped hash, key -> entry */
-enum { GS_KIND_PLAIN = 1, GS_KIND_PITCH, GS_KIND_MANAGED, GS_KIND_POOL, GS_KIND_LEGACY,
-       GS_KIND_VMM, GS_KIND_VA };
+enum {
+    GS_KIND_PLAIN = 1,
+    GS_KIND_PITCH,
+    GS_KIND_MANAGED,
+    GS_KIND_POOL,
+    GS_KIND_LEGACY,
+    GS_KIND_VMM,
+    GS_KIND_VA
+};
 
 typedef struct gs_entry {
     struct gs_entry *next;

@@ -98,10 +98,10 @@ GS_API const char *nvmlErrorString(nvmlReturn_t result)
     }
 }
 
-#define NEED_NVML()                                                                            \
-    do {                                                                                       \
-        if (atomic_load(&refs) <= 0)                                                           \
-            return NVML_ERROR_UNINITIALIZED;                                                   \
+#define NEED_NVML()                          \
+    do {                                     \
+        if (atomic_load(&refs) <= 0)         \
+            return NVML_ERROR_UNINITIALIZED; \
     } while (0)
 
 static int dev_index(nvmlDevice_t d)
@@ -112,11 +112,11 @@ static int dev_index(nvmlDevice_t d)
     return p->idx;
 }
 
-#define DEV(d, i)                                                                              \
-    do {                                                                                       \
-        NEED_NVML();                                                                           \
-        if ((i = dev_index(d)) < 0)                                                            \
-            return NVML_ERROR_INVALID_ARGUMENT;                                                \
+#define DEV(d, i)                               \
+    do {                                        \
+        NEED_NVML();                            \
+        if ((i = dev_index(d)) < 0)             \
+            return NVML_ERROR_INVALID_ARGUMENT; \
     } while (0)
 
 static nvmlReturn_t copy_str(char *dst, unsigned int len, const char *src)
@@ -291,11 +291,12 @@ static nvmlReturn_t processes(int i, unsigned int *count, void *infos, int ver)
     }
     for (unsigned k = 0; k < n; k++) {
         if (ver == 1)
-            ((nvmlProcessInfo_v1_t *)infos)[k] =
-                (nvmlProcessInfo_v1_t){.pid = pids[k], .usedGpuMemory = used[k]};
+            ((nvmlProcessInfo_v1_t *)infos)[k] = (nvmlProcessInfo_v1_t){.pid = pids[k],
+                                                                        .usedGpuMemory = used[k]};
         else
             ((nvmlProcessInfo_t *)infos)[k] =
-                (nvmlProcessInfo_t){.pid = pids[k], .usedGpuMemory = used[k],
+                (nvmlProcessInfo_t){.pid = pids[k],
+                                    .usedGpuMemory = used[k],
                                     .gpuInstanceId = NV_GPU_INSTANCE_NONE,
                                     .computeInstanceId = NV_GPU_INSTANCE_NONE};
     }

@@ -44,8 +44,8 @@ int gf_gpus_processes(gf_gpu_proc *out, size_t max, size_t *n, gf_error *err);
 /* Picks devices from a comma list of NVML indices, UUIDs (a unique prefix
  * is enough) or CDI names. `what` names the source in messages. Fails on an
  * unknown or repeated entry and on more than GF_CONFIG_DEVICES_MAX. */
-int gf_gpus_select(const gf_gpu_list *all, const char *list, const char *what,
-                   gf_gpu_list *out, gf_error *err);
+int gf_gpus_select(const gf_gpu_list *all, const char *list, const char *what, gf_gpu_list *out,
+                   gf_error *err);
 
 /* The default choice: CUDA_VISIBLE_DEVICES, else NVIDIA_VISIBLE_DEVICES,
  * else every device. */

@@ -15,17 +15,15 @@ static int nvml_open(gf_nvml *n, gf_error *err)
     char why[256];
 
     switch (gf_nvml_load(n, GF_NVML_NEED_SHUTDOWN, why, sizeof(why))) {
-    case GF_NVML_LOADED:
-        return 0;
+    case GF_NVML_LOADED: return 0;
     case GF_NVML_NO_LIBRARY:
         return gf_error_set(err, GF_ENOTFOUND,
                             NO_GPU GF_NVML_LIB " could not be loaded (%s)" TRY_DEMO, why);
-    case GF_NVML_TOO_OLD:
-        break;
+    case GF_NVML_TOO_OLD: break;
     }
     return gf_error_set(err, GF_ENOTFOUND,
                         NO_GPU GF_NVML_LIB " lacks the device queries gpufrac needs "
-                               "(driver too old?)" TRY_DEMO);
+                                           "(driver too old?)" TRY_DEMO);
 }
 
 static const char *nvml_str(const gf_nvml *n, nvmlReturn_t r)
@@ -88,8 +86,7 @@ int gf_gpus_probe(gf_gpu_list *out, gf_error *err)
     if (nvml_open(&n, err) < 0)
         return -1;
     if ((r = n.init()) != NVML_SUCCESS) {
-        gf_error_set(err, GF_ENOTFOUND, NO_GPU "NVML did not start (%s)" TRY_DEMO,
-                     nvml_str(&n, r));
+        gf_error_set(err, GF_ENOTFOUND, NO_GPU "NVML did not start (%s)" TRY_DEMO, nvml_str(&n, r));
         gf_nvml_close(&n);
         return -1;
     }
@@ -102,8 +99,7 @@ int gf_gpus_probe(gf_gpu_list *out, gf_error *err)
     if (count > GF_GPUS_MAX)
         count = GF_GPUS_MAX;
     for (unsigned i = 0; i < count; i++)
-        if ((r = gf_nvml_device(&n, i, false, &dev, &out->gpus[out->n++], &what)) !=
-            NVML_SUCCESS) {
+        if ((r = gf_nvml_device(&n, i, false, &dev, &out->gpus[out->n++], &what)) != NVML_SUCCESS) {
             gf_error_set(err, GF_ESYS, "NVML: device %u%s: %s", i, what, nvml_str(&n, r));
             close_all(&n);
             return -1;

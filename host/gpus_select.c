@@ -65,8 +65,8 @@ static int find_one(const gf_gpu_list *all, const char *ent, size_t len, const c
     if (*found)
         return 0;
     describe(all, known, sizeof(known));
-    return gf_error_set(err, GF_EINVAL, "%s: \"%.*s\" matches no GPU on this host (GPUs: %s)",
-                        what, (int)len, ent, known);
+    return gf_error_set(err, GF_EINVAL, "%s: \"%.*s\" matches no GPU on this host (GPUs: %s)", what,
+                        (int)len, ent, known);
 }
 
 static int add_unique(gf_gpu_list *out, const gf_gpu *g, const char *what, gf_error *err)
@@ -82,8 +82,8 @@ static int add_unique(gf_gpu_list *out, const gf_gpu *g, const char *what, gf_er
     return 0;
 }
 
-int gf_gpus_select(const gf_gpu_list *all, const char *list, const char *what,
-                   gf_gpu_list *out, gf_error *err)
+int gf_gpus_select(const gf_gpu_list *all, const char *list, const char *what, gf_gpu_list *out,
+                   gf_error *err)
 {
     const char *p = list;
 
@@ -111,8 +111,7 @@ static int select_all(const gf_gpu_list *all, gf_gpu_list *out, gf_error *err)
     out->n = 0;
     for (size_t i = 0; i < all->n; i++)
         if (add_unique(out, &all->gpus[i], "GPUs", err) < 0)
-            return gf_error_wrap(err, "this host has %zu GPUs; choose some with --devices",
-                                 all->n);
+            return gf_error_wrap(err, "this host has %zu GPUs; choose some with --devices", all->n);
     return 0;
 }
 

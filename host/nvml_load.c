@@ -109,8 +109,7 @@ static nvmlReturn_t query(gf_nvml_procs_fn fn, nvmlDevice_t dev, proc_buf *b, un
     return r;
 }
 
-nvmlReturn_t gf_nvml_procs(const gf_nvml *n, nvmlDevice_t dev, gf_nvml_proc *out,
-                           unsigned *count)
+nvmlReturn_t gf_nvml_procs(const gf_nvml *n, nvmlDevice_t dev, gf_nvml_proc *out, unsigned *count)
 {
     nvmlReturn_t r = NVML_ERROR_FUNCTION_NOT_FOUND;
     proc_buf b;
@@ -130,7 +129,8 @@ nvmlReturn_t gf_nvml_procs(const gf_nvml *n, nvmlDevice_t dev, gf_nvml_proc *out
         unsigned long long used = v == 2 ? b.v1[i].usedGpuMemory : b.v2[i].usedGpuMemory;
         bool known = used != NVML_VALUE_NOT_AVAILABLE;
         out[i] = (gf_nvml_proc){.pid = (pid_t)(v == 2 ? b.v1[i].pid : b.v2[i].pid),
-                                .used = known ? used : 0, .known = known};
+                                .used = known ? used : 0,
+                                .known = known};
     }
     return NVML_SUCCESS;
 }

@@ -70,7 +70,6 @@ typedef struct gf_nvml_proc {
  * of them: _v3, else _v2, else v1, a query being passed over where the
  * library lacks it or the driver answers FUNCTION_NOT_FOUND or NOT_SUPPORTED.
  * INSUFFICIENT_SIZE (with *count the driver's figure) when more than fit. */
-nvmlReturn_t gf_nvml_procs(const gf_nvml *n, nvmlDevice_t dev, gf_nvml_proc *out,
-                           unsigned *count);
+nvmlReturn_t gf_nvml_procs(const gf_nvml *n, nvmlDevice_t dev, gf_nvml_proc *out, unsigned *count);
 
 #endif

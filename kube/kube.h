@@ -61,15 +61,15 @@ int gf_kube_watch(gf_kube *k, const char *path, char *rv, size_t rv_len, gf_kube
 
 /* POST the pod's binding subresource with annotations (object of strings,
  * may be NULL). uid may be NULL or "" (no precondition). */
-int gf_kube_bind(gf_kube *k, const char *ns, const char *name, const char *uid,
-                 const char *node, json_t *annotations, gf_error *err);
+int gf_kube_bind(gf_kube *k, const char *ns, const char *name, const char *uid, const char *node,
+                 json_t *annotations, gf_error *err);
 
 /* GET the v1.Pod ns/name (new reference in *pod); GF_ENOTFOUND on 404. */
 int gf_kube_get_pod(gf_kube *k, const char *ns, const char *name, json_t **pod, gf_error *err);
 
 /* The binding body the API server expects (exposed for tests). */
-json_t *gf_kube_binding_body(const char *ns, const char *name, const char *uid,
-                             const char *node, json_t *annotations);
+json_t *gf_kube_binding_body(const char *ns, const char *name, const char *uid, const char *node,
+                             json_t *annotations);
 
 /* Watch stream framing: bytes in, one callback per complete line (events
  * are newline-delimited; chunk boundaries are not). */

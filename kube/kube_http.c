@@ -100,8 +100,7 @@ static void handle_put(gf_kube *k, CURL *c, bool reusable)
     curl_easy_cleanup(c);
 }
 
-static void setup(gf_kube *k, CURL *c, const gf_kube_xfer *x, const char *url,
-                  struct curl_slist *h)
+static void setup(gf_kube *k, CURL *c, const gf_kube_xfer *x, const char *url, struct curl_slist *h)
 {
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_SHARE, k->share);
@@ -182,9 +181,13 @@ int gf_kube_request(gf_kube *k, const char *method, const char *path, const char
                     const char *content_type, long *status, char **resp, gf_error *err)
 {
     gf_kube_buf b = {.max = GF_KUBE_BODY_MAX};
-    gf_kube_xfer x = {.method = method, .path = path, .body = body,
-                      .content_type = content_type, .write_fn = gf_kube_buf_write,
-                      .write_cls = &b, .timeout_s = 60};
+    gf_kube_xfer x = {.method = method,
+                      .path = path,
+                      .body = body,
+                      .content_type = content_type,
+                      .write_fn = gf_kube_buf_write,
+                      .write_cls = &b,
+                      .timeout_s = 60};
     int attempt;
 
     *resp = NULL;

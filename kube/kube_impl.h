@@ -45,9 +45,9 @@ typedef struct gf_kube_xfer {
     curl_xferinfo_callback progress;
     void *progress_cls;
     long timeout_s;
-    CURL *curl;     /* out: the handle, valid while callbacks run */
-    long status;    /* out: HTTP status, 0 when none */
-    CURLcode code;  /* out */
+    CURL *curl;    /* out: the handle, valid while callbacks run */
+    long status;   /* out: HTTP status, 0 when none */
+    CURLcode code; /* out */
 } gf_kube_xfer;
 
 /* Transport errors return -1; any HTTP status returns 0 with x->status set.

@@ -11,8 +11,8 @@
 
 static void set_rv(char *rv, size_t rv_len, json_t *obj)
 {
-    const char *v = json_string_value(json_object_get(json_object_get(obj, "metadata"),
-                                                      "resourceVersion"));
+    const char *v =
+        json_string_value(json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
     if (v && strlen(v) < rv_len)
         snprintf(rv, rv_len, "%s", v);
 }
@@ -32,8 +32,8 @@ static char *escape(const char *s)
     return curl_easy_escape(NULL, s, 0);
 }
 
-static int list_page(gf_kube *k, const char *path, const char *cont, gf_kube_item_fn fn,
-                     void *cls, char *rv, size_t rv_len, char **next, long *status, gf_error *err)
+static int list_page(gf_kube *k, const char *path, const char *cont, gf_kube_item_fn fn, void *cls,
+                     char *rv, size_t rv_len, char **next, long *status, gf_error *err)
 {
     char *q = NULL, *url = NULL, *resp = NULL, *esc = cont ? escape(cont) : NULL, msg[256];
     json_t *root = NULL, *items, *item;
@@ -55,11 +55,13 @@ static int list_page(gf_kube *k, const char *path, const char *cont, gf_kube_ite
         gf_error_set(err, GF_ESTATE, "GET %s: HTTP %ld: %s", path, *status, msg);
         goto out;
     }
-    if (!(root = json_loads(resp, 0, NULL)) || !json_is_array(items = json_object_get(root, "items"))) {
+    if (!(root = json_loads(resp, 0, NULL)) ||
+        !json_is_array(items = json_object_get(root, "items"))) {
         gf_error_set(err, GF_EINVAL, "GET %s: the answer is not a list", path);
         goto out;
     }
-    json_array_foreach(items, i, item) {
+    json_array_foreach(items, i, item)
+    {
         if (fn(cls, item, err) < 0)
             goto out;
     }
@@ -171,8 +173,12 @@ static int on_progress(void *cls, curl_off_t a, curl_off_t b, curl_off_t c, curl
 
 static int watch_once(gf_kube *k, const char *url, watch_ctx *w, bool fresh, gf_error *err)
 {
-    gf_kube_xfer x = {.method = "GET", .path = url, .write_fn = on_data, .write_cls = w,
-                      .progress = on_progress, .progress_cls = w,
+    gf_kube_xfer x = {.method = "GET",
+                      .path = url,
+                      .write_fn = on_data,
+                      .write_cls = w,
+                      .progress = on_progress,
+                      .progress_cls = w,
                       .timeout_s = WATCH_TIMEOUT_S + 60};
 
     w->x = &x;
@@ -208,7 +214,12 @@ static int watch_status(const char *path, long status, watch_ctx *w, gf_error *e
 int gf_kube_watch(gf_kube *k, const char *path, char *rv, size_t rv_len, gf_kube_event_fn fn,
                   void *cls, const atomic_bool *stop, gf_error *err)
 {
-    watch_ctx w = {.fn = fn, .cls = cls, .rv = rv, .rv_len = rv_len, .stop = stop, .err = err,
+    watch_ctx w = {.fn = fn,
+                   .cls = cls,
+                   .rv = rv,
+                   .rv_len = rv_len,
+                   .stop = stop,
+                   .err = err,
                    .errbody = {.max = 1u << 20}};
     char *url = watch_url(path, rv);
     int status = -1, rc = -1;
@@ -235,8 +246,8 @@ out:
     return rc;
 }
 
-json_t *gf_kube_binding_body(const char *ns, const char *name, const char *uid,
-                             const char *node, json_t *annotations)
+json_t *gf_kube_binding_body(const char *ns, const char *name, const char *uid, const char *node,
+                             json_t *annotations)
 {
     json_t *meta = json_pack("{s:s,s:s}", "name", name, "namespace", ns);
 
@@ -247,12 +258,11 @@ json_t *gf_kube_binding_body(const char *ns, const char *name, const char *uid,
     if (annotations && json_object_size(annotations) > 0)
         json_object_set(meta, "annotations", annotations);
     return json_pack("{s:s,s:s,s:o,s:{s:s,s:s,s:s}}", "apiVersion", "v1", "kind", "Binding",
-                     "metadata", meta, "target", "apiVersion", "v1", "kind", "Node", "name",
-                     node);
+                     "metadata", meta, "target", "apiVersion", "v1", "kind", "Node", "name", node);
 }
 
-int gf_kube_bind(gf_kube *k, const char *ns, const char *name, const char *uid,
-                 const char *node, json_t *annotations, gf_error *err)
+int gf_kube_bind(gf_kube *k, const char *ns, const char *name, const char *uid, const char *node,
+                 json_t *annotations, gf_error *err)
 {
     json_t *doc = gf_kube_binding_body(ns, name, uid, node, annotations);
     char *body = doc ? json_dumps(doc, JSON_COMPACT) : NULL, *ens = escape(ns),

@@ -85,8 +85,8 @@ static int placed_devices(const gf_msg *r, rt_devices *d, gf_error *err)
         snprintf(dev->uuid, sizeof(dev->uuid), "%s", it);
         dev->request = rq;
         dev->limit = lm;
-        off += (size_t)snprintf(d->visible + off, sizeof(d->visible) - off, "%s%s",
-                                d->n ? "," : "", dev->uuid);
+        off += (size_t)snprintf(d->visible + off, sizeof(d->visible) - off, "%s%s", d->n ? "," : "",
+                                dev->uuid);
         d->n++;
     }
     if (!d->n)

@@ -7,16 +7,29 @@
 #include "runtime.h"
 
 /* Global flags of runc 1.1 that take a value. */
-static const char *const global_valued[] = {"log", "log-format", "root", "criu", "rootless",
-                                            NULL};
+static const char *const global_valued[] = {"log", "log-format", "root", "criu", "rootless", NULL};
 /* Flags of create/run that take a value. */
-static const char *const create_valued[] = {"bundle", "b", "console-socket", "pid-file",
+static const char *const create_valued[] = {"bundle",       "b", "console-socket", "pid-file",
                                             "preserve-fds", NULL};
 /* Flags of exec that take a value. */
-static const char *const exec_valued[] = {"process", "p", "console-socket", "pid-file", "cwd",
-                                          "env", "e", "user", "u", "additional-gids", "g",
-                                          "process-label", "apparmor", "cap", "c",
-                                          "preserve-fds", "cgroup", NULL};
+static const char *const exec_valued[] = {"process",
+                                          "p",
+                                          "console-socket",
+                                          "pid-file",
+                                          "cwd",
+                                          "env",
+                                          "e",
+                                          "user",
+                                          "u",
+                                          "additional-gids",
+                                          "g",
+                                          "process-label",
+                                          "apparmor",
+                                          "cap",
+                                          "c",
+                                          "preserve-fds",
+                                          "cgroup",
+                                          NULL};
 
 static bool in(const char *const *list, const char *name, size_t len)
 {
@@ -47,8 +60,7 @@ static bool is(const char *name, size_t len, const char *want)
 
 /* Walks flags from argv[i]; calls back for each valued flag; returns the
  * index of the first operand (or argc). */
-static int walk(int argc, char **argv, int i, const char *const *valued, rt_args *a,
-                bool global)
+static int walk(int argc, char **argv, int i, const char *const *valued, rt_args *a, bool global)
 {
     while (i < argc) {
         const char *name, *v;

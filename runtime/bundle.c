@@ -18,20 +18,14 @@
 static const char *type_name(const json_t *v)
 {
     switch (json_typeof(v)) {
-    case JSON_OBJECT:
-        return "an object";
-    case JSON_ARRAY:
-        return "an array";
-    case JSON_STRING:
-        return "a string";
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
     case JSON_INTEGER:
-    case JSON_REAL:
-        return "a number";
+    case JSON_REAL: return "a number";
     case JSON_TRUE:
-    case JSON_FALSE:
-        return "a boolean";
-    default:
-        return "null";
+    case JSON_FALSE: return "a boolean";
+    default: return "null";
     }
 }
 
@@ -44,8 +38,7 @@ static int annotations(rt_bundle *b, gf_error *err)
     if (!ann || json_is_null(ann))
         return 0;
     if (!json_is_object(ann))
-        return gf_error_set(err, GF_EINVAL, "annotations is %s, not a JSON object",
-                            type_name(ann));
+        return gf_error_set(err, GF_EINVAL, "annotations is %s, not a JSON object", type_name(ann));
     if (!(b->kv = calloc(json_object_size(ann) + 1, sizeof(*b->kv))))
         return gf_error_sys(err, "allocating annotations");
     json_object_foreach(ann, key, v)
@@ -82,8 +75,7 @@ int rt_bundle_parse(const char *text, size_t len, rt_bundle *b, gf_error *err)
     if (!b->spec)
         return gf_error_set(err, GF_EINVAL, "%s (line %d)", je.text, je.line);
     if (!json_is_object(b->spec)) {
-        gf_error_set(err, GF_EINVAL, "the document is %s, not a JSON object",
-                     type_name(b->spec));
+        gf_error_set(err, GF_EINVAL, "the document is %s, not a JSON object", type_name(b->spec));
         rt_bundle_free(b);
         return -1;
     }

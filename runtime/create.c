@@ -11,10 +11,13 @@
 #include "runtime.h"
 
 /* Names the container-set variables a fractional container must not pre-set. */
-static const char *const owned_env[] = {
-    "NVIDIA_VISIBLE_DEVICES",   "NVIDIA_GPU_MEMORY_REQUEST",         "NVIDIA_GPU_MEMORY_LIMIT",
-    "CUDA_MPS_PIPE_DIRECTORY",  "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT",
-    NULL};
+static const char *const owned_env[] = {"NVIDIA_VISIBLE_DEVICES",
+                                        "NVIDIA_GPU_MEMORY_REQUEST",
+                                        "NVIDIA_GPU_MEMORY_LIMIT",
+                                        "CUDA_MPS_PIPE_DIRECTORY",
+                                        "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
+                                        "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT",
+                                        NULL};
 
 typedef struct create_ctx {
     const rt_args *a;
@@ -214,8 +217,8 @@ static int claim(const void *s, const char *sandbox, const char *container, bool
 int rt_create(const rt_args *a, rt_settings *s)
 {
     create_ctx c = {.a = a, .s = s};
-    rt_bundle_opts o = {.nvfractions = s->nvfractions, .fallback_name = a->id, .claim = claim,
-                        .claim_ctx = s};
+    rt_bundle_opts o = {
+        .nvfractions = s->nvfractions, .fallback_name = a->id, .claim = claim, .claim_ctx = s};
     const char *dir = a->bundle && *a->bundle ? a->bundle : "."; /* runc: "" is the cwd */
     gf_error err = {0};
     int rc;

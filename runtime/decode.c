@@ -72,11 +72,13 @@ static int container_is_first(const rt_bundle *b, const rt_bundle_opts *o, bool 
         has_prefix(b->kv, b->n_kv, GF_NVFRACTIONS_PREFIX))
         return 0;
     if (!o->claim)
-        return gf_error_set(err, GF_ESTATE, "no record of the pod's first container to take "
-                                            "gpu-fraction / gpu-memory");
+        return gf_error_set(err, GF_ESTATE,
+                            "no record of the pod's first container to take "
+                            "gpu-fraction / gpu-memory");
     if (o->claim(o->claim_ctx, b->id.sandbox, c, first, err) < 0)
-        return gf_error_wrap(err, "gpu-fraction / gpu-memory name no container; telling whether "
-                                  "%s is the pod's first",
+        return gf_error_wrap(err,
+                             "gpu-fraction / gpu-memory name no container; telling whether "
+                             "%s is the pod's first",
                              c);
     return 0;
 }
@@ -118,8 +120,7 @@ static void identity(rt_bundle *b, const rt_bundle_opts *o)
     b->id.termlog = termination_log(sp);
 }
 
-static int unasked(const rt_bundle *b, const rt_bundle_opts *o, const gf_kv *named,
-                   gf_error *err)
+static int unasked(const rt_bundle *b, const rt_bundle_opts *o, const gf_kv *named, gf_error *err)
 {
     char q[GF_QUOTE_MAX];
 
@@ -127,8 +128,8 @@ static int unasked(const rt_bundle *b, const rt_bundle_opts *o, const gf_kv *nam
                         "annotation %s names container %s but asks no GPU memory for it "
                         "(expected %s%s.gpu-memory.request%s); it is not started with the "
                         "whole GPU instead",
-                        gf_quote(named->key, q, sizeof(q)), b->id.container,
-                        GF_NVFRACTIONS_PREFIX, b->id.container,
+                        gf_quote(named->key, q, sizeof(q)), b->id.container, GF_NVFRACTIONS_PREFIX,
+                        b->id.container,
                         o->nvfractions ? ", gpu-fraction or gpu-memory"
                                        : "; gpu-fraction and gpu-memory count only with "
                                          "nvfractions=1");

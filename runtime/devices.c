@@ -10,8 +10,7 @@
 /* NVIDIA_VISIBLE_DEVICES values that do not list devices. */
 static bool is_list(const char *v)
 {
-    return v && *v && strcmp(v, "all") != 0 && strcmp(v, "none") != 0 &&
-           strcmp(v, "void") != 0;
+    return v && *v && strcmp(v, "all") != 0 && strcmp(v, "none") != 0 && strcmp(v, "void") != 0;
 }
 
 static int choose(const gf_gpu_list *all, const gf_pod_fraction *pf, const char *key,

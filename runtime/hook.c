@@ -62,7 +62,8 @@ int rt_hook(int argc, char **argv, const rt_settings *s)
 
     if (argc != 4 || !gf_name_valid(argv[3]) ||
         (strcmp(argv[2], "attach") != 0 && strcmp(argv[2], "release") != 0)) {
-        fprintf(stderr, "usage: " RT_NAME " hook attach|release <fraction> (state JSON on stdin)\n");
+        fprintf(stderr,
+                "usage: " RT_NAME " hook attach|release <fraction> (state JSON on stdin)\n");
         return 2;
     }
     rc = strcmp(argv[2], "attach") == 0 ? attach(s, argv[3], &err) : release(s, argv[3], &err);

@@ -110,8 +110,8 @@ const char *rt_spec_env_get(json_t *spec, const char *name)
     const char *found = NULL;
     size_t i;
 
-    json_array_foreach(env, i, v) if (env_is(json_string_value(v), name)) found =
-        json_string_value(v) + strlen(name) + 1;
+    json_array_foreach(env, i, v) if (env_is(json_string_value(v), name))
+        found = json_string_value(v) + strlen(name) + 1;
     return found; /* the last one wins, as in execve's environment */
 }
 
@@ -165,7 +165,8 @@ int rt_spec_bind(json_t *spec, const char *src, const char *dest, bool ro, gf_er
     if (!mounts)
         return -1;
     for (size_t i = 0; i < json_array_size(mounts);) {
-        const char *d = json_string_value(json_object_get(json_array_get(mounts, i), "destination"));
+        const char *d =
+            json_string_value(json_object_get(json_array_get(mounts, i), "destination"));
         if (d && strcmp(d, dest) == 0)
             json_array_remove(mounts, i);
         else

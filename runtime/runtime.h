@@ -87,7 +87,7 @@ typedef struct rt_devices {
     size_t n;
     rt_device dev[GF_CONFIG_DEVICES_MAX];
     char visible[GF_DEVICES_MAX]; /* NVIDIA_VISIBLE_DEVICES for the container */
-    int place; /* > 0: no device assignment; the agent places this many GPUs */
+    int place;                    /* > 0: no device assignment; the agent places this many GPUs */
 } rt_devices;
 
 /* From gpus.devices (UUIDs, CDI names, indices), else the spec's own

@@ -55,8 +55,10 @@ static int find_on_path(const char *name, char *out, size_t len)
         snprintf(out, len, "%s", name);
         return access(out, X_OK);
     }
-    snprintf(dirs, sizeof(dirs), "%s", path && *path ? path : "/usr/local/sbin:/usr/local/bin:"
-                                                               "/usr/sbin:/usr/bin:/sbin:/bin");
+    snprintf(dirs, sizeof(dirs), "%s",
+             path && *path ? path
+                           : "/usr/local/sbin:/usr/local/bin:"
+                             "/usr/sbin:/usr/bin:/sbin:/bin");
     for (char *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
         int n = snprintf(out, len, "%s/%s", d, name);
         if (n > 0 && (size_t)n < len && access(out, X_OK) == 0)
@@ -125,8 +127,8 @@ int rt_settings_shim(rt_settings *s, gf_error *err)
     if (access(s->shim, R_OK) == 0)
         return 0;
 #endif
-    return gf_error_set(err, GF_ENOTFOUND,
-                        "libgpufrac.so not found (looked at GPUFRAC_SHIM, <%s dir>/../lib and "
-                        RT_SHIM_IN ")",
-                        RT_NAME);
+    return gf_error_set(
+        err, GF_ENOTFOUND,
+        "libgpufrac.so not found (looked at GPUFRAC_SHIM, <%s dir>/../lib and " RT_SHIM_IN ")",
+        RT_NAME);
 }

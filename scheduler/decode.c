@@ -28,8 +28,7 @@ static int get_str(const json_t *obj, const char *key, bool required, char *buf,
         return gf_error_set(err, GF_EINVAL, "%s: %s is not a string", what, key);
     s = json_string_value(v);
     if (strlen(s) >= len)
-        return gf_error_set(err, GF_ERANGE, "%s: %s is longer than %zu bytes", what, key,
-                            len - 1);
+        return gf_error_set(err, GF_ERANGE, "%s: %s is longer than %zu bytes", what, key, len - 1);
     memcpy(buf, s, strlen(s) + 1);
     return 0;
 }
@@ -78,7 +77,8 @@ static int annotations_kv(const json_t *ann, gf_kv **out, size_t *n, gf_error *e
     kv = calloc(json_object_size(ann), sizeof(*kv));
     if (kv == NULL)
         return gf_error_set(err, GF_ENOSPACE, "annotations: out of memory");
-    json_object_foreach((json_t *)ann, key, v) {
+    json_object_foreach((json_t *)ann, key, v)
+    {
         if (!json_is_string(v)) {
             free(kv);
             return gf_error_set(err, GF_EINVAL, "annotation %s is not a string", key);
@@ -103,7 +103,8 @@ static int container_names(const json_t *spec, const char **names, size_t *n, gf
         return 0;
     if (!json_is_array(list))
         return gf_error_set(err, GF_EINVAL, "pod: spec.containers is not a list");
-    json_array_foreach(list, i, c) {
+    json_array_foreach(list, i, c)
+    {
         const json_t *name = json_is_object(c) ? json_object_get(c, "name") : NULL;
 
         if (!json_is_string(name))
@@ -198,13 +199,13 @@ static int pod_meta(const json_t *pod, gf_sched_pod *out, const json_t **ann, gf
     return get_obj(meta, "annotations", ann, "pod", err);
 }
 
-static int pod_spec_status(const json_t *pod, gf_sched_pod *out, const json_t **spec,
-                           gf_error *err)
+static int pod_spec_status(const json_t *pod, gf_sched_pod *out, const json_t **spec, gf_error *err)
 {
     const json_t *status, *prio;
     char phase[32];
 
-    if (get_obj(pod, "spec", spec, "pod", err) < 0 || get_obj(pod, "status", &status, "pod", err) < 0)
+    if (get_obj(pod, "spec", spec, "pod", err) < 0 ||
+        get_obj(pod, "status", &status, "pod", err) < 0)
         return -1;
     if (get_str(*spec, "nodeName", false, out->node, sizeof(out->node), "pod", err) < 0)
         return -1;
@@ -233,8 +234,7 @@ int gf_sched_pod_decode(const json_t *pod, const char *prefix, gf_sched_pod *out
     out->num_devices = 1;
     if (pod_meta(pod, out, &ann, err) < 0 || pod_spec_status(pod, out, &spec, err) < 0)
         goto fail;
-    if (container_names(spec, names, &n_names, err) < 0 ||
-        annotations_kv(ann, &kv, &n_kv, err) < 0)
+    if (container_names(spec, names, &n_names, err) < 0 || annotations_kv(ann, &kv, &n_kv, err) < 0)
         goto fail;
     decode_fraction(kv, n_kv, names, n_names, prefix, out);
     rc = 0;
@@ -274,11 +274,15 @@ int gf_sched_gfd_labels_parse(const char *count, const char *memory, const char 
 
     out->n_gpus = 0;
     if (whole(count, &n) < 0 || n > GF_SCHED_GPUS_MAX)
-        return gf_error_set(err, GF_EINVAL, "label " GF_SCHED_GFD_COUNT_LABEL "=\"%.64s\": "
-                            "must be a whole number 0..%d", count, GF_SCHED_GPUS_MAX);
+        return gf_error_set(err, GF_EINVAL,
+                            "label " GF_SCHED_GFD_COUNT_LABEL "=\"%.64s\": "
+                            "must be a whole number 0..%d",
+                            count, GF_SCHED_GPUS_MAX);
     if (memory != NULL && (whole(memory, &mem) < 0 || mem == 0 || mem > (1ULL << 50)))
-        return gf_error_set(err, GF_EINVAL, "label " GF_SCHED_GFD_MEMORY_LABEL "=\"%.64s\": "
-                            "must be a whole number of MiB > 0", memory);
+        return gf_error_set(err, GF_EINVAL,
+                            "label " GF_SCHED_GFD_MEMORY_LABEL "=\"%.64s\": "
+                            "must be a whole number of MiB > 0",
+                            memory);
     if (mem != 0 && mem < 1048576ULL) /* MiB; larger values are bytes (GFD bug) */
         mem *= 1048576ULL;
     out->memory_known = memory != NULL;
@@ -315,8 +319,8 @@ static void node_inventory(const json_t *ann, const json_t *labels, gf_sched_nod
     if (count == NULL)
         return;
     out->source = GF_INV_GFD;
-    if (gf_sched_gfd_labels_parse(count, str_member(labels, GF_SCHED_GFD_MEMORY_LABEL),
-                                  out->name, out, &e) < 0)
+    if (gf_sched_gfd_labels_parse(count, str_member(labels, GF_SCHED_GFD_MEMORY_LABEL), out->name,
+                                  out, &e) < 0)
         join(out->inventory_error, sizeof(out->inventory_error), "node ", e.msg);
 }
 
@@ -329,7 +333,8 @@ static bool node_ready(const json_t *status)
 
     if (!json_is_array(conds))
         return true;
-    json_array_foreach(conds, i, c) {
+    json_array_foreach(conds, i, c)
+    {
         const char *type = str_member(c, "type"), *st = str_member(c, "status");
 
         if (type != NULL && strcmp(type, "Ready") == 0)

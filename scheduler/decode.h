@@ -15,8 +15,7 @@
  * Malformed annotations do NOT fail: out->invalid/out->error say why (the
  * filter reports it per pod). Fails only when the object is not a pod
  * (not an object, no metadata.name or uid, a field of the wrong type). */
-int gf_sched_pod_decode(const json_t *pod, const char *prefix, gf_sched_pod *out,
-                        gf_error *err);
+int gf_sched_pod_decode(const json_t *pod, const char *prefix, gf_sched_pod *out, gf_error *err);
 
 /* A v1.Node: metadata.name, the gpufrac.io/gpus annotation (model.h) else
  * the GFD labels, spec.unschedulable, status.conditions Ready. A bad

@@ -23,8 +23,7 @@ static int put(json_t *ann, const gf_extender *x, const gf_sched_pod *pod, const
 }
 
 /* gpus.devices as the model chose them, as CDI names with --cdi. */
-static int devices_value(const gf_extender *x, const gf_sched_placement *p, char *buf,
-                         size_t len)
+static int devices_value(const gf_extender *x, const gf_sched_placement *p, char *buf, size_t len)
 {
     char copy[GF_DEVICES_MAX], *save = NULL, *tok;
     size_t used = 0;
@@ -61,8 +60,8 @@ static bool same_amount(const gf_amount *a, const gf_amount *b)
            (a->is_portion ? a->portion == b->portion : a->bytes == b->bytes);
 }
 
-static int put_mib(json_t *ann, const gf_extender *x, const gf_sched_pod *pod,
-                   const char *suffix, uint64_t bytes)
+static int put_mib(json_t *ann, const gf_extender *x, const gf_sched_pod *pod, const char *suffix,
+                   uint64_t bytes)
 {
     char v[32];
 
@@ -122,8 +121,7 @@ fail:
 }
 
 /* The pod's record: from the last filter, else from the API server. */
-static int find_pod(gf_extender *x, const gf_ext_bind_args *b, gf_sched_pod *pod,
-                    gf_error *err)
+static int find_pod(gf_extender *x, const gf_ext_bind_args *b, gf_sched_pod *pod, gf_error *err)
 {
     json_t *obj = NULL;
     int rc;
@@ -158,7 +156,8 @@ static int bind_fraction(gf_extender *x, const gf_ext_bind_args *b, const gf_sch
     if (gf_model_reserve(x->model, pod, b->node, x->policy, p, err) < 0)
         goto out;
     if (gf_model_node_gpus(x->model, b->node, gpus, GF_SCHED_GPUS_MAX, &n, err) < 0 ||
-        !(ann = gf_ext_bind_annotations(x, pod, p, gpus, n < GF_SCHED_GPUS_MAX ? n : GF_SCHED_GPUS_MAX, err)) ||
+        !(ann = gf_ext_bind_annotations(x, pod, p, gpus,
+                                        n < GF_SCHED_GPUS_MAX ? n : GF_SCHED_GPUS_MAX, err)) ||
         x->kube.bind(x->kube.cls, b->ns, b->name, b->uid[0] ? b->uid : pod->uid, b->node, ann,
                      err) < 0) {
         gf_model_forget(x->model, pod->uid);

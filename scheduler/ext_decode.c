@@ -14,7 +14,8 @@ static json_t *get_ci(const json_t *obj, const char *key)
 
     if ((v = json_object_get(obj, key)))
         return v;
-    json_object_foreach((json_t *)obj, k, v) {
+    json_object_foreach((json_t *)obj, k, v)
+    {
         if (strcasecmp(k, key) == 0)
             return v;
     }
@@ -27,8 +28,8 @@ static json_t *load(const char *body, size_t len, const char *what, gf_error *er
     json_t *root;
 
     if (len > GF_EXT_BODY_MAX) {
-        gf_error_set(err, GF_ERANGE, "%s: body of %zu bytes is over the %u byte limit", what,
-                     len, GF_EXT_BODY_MAX);
+        gf_error_set(err, GF_ERANGE, "%s: body of %zu bytes is over the %u byte limit", what, len,
+                     GF_EXT_BODY_MAX);
         return NULL;
     }
     root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
@@ -65,11 +66,12 @@ static int names_from_array(gf_ext_args *a, json_t *arr, gf_error *err)
 
     if (alloc_names(a, json_array_size(arr), err) < 0)
         return -1;
-    json_array_foreach(arr, i, v) {
+    json_array_foreach(arr, i, v)
+    {
         if (!json_is_string(v) || json_string_length(v) == 0 ||
             json_string_length(v) >= GF_SCHED_NAME_MAX)
-            return gf_error_set(err, GF_EINVAL,
-                                "ExtenderArgs: NodeNames[%zu] is not a node name", i);
+            return gf_error_set(err, GF_EINVAL, "ExtenderArgs: NodeNames[%zu] is not a node name",
+                                i);
         a->names[i] = json_string_value(v);
     }
     return 0;
@@ -87,7 +89,8 @@ static int names_from_list(gf_ext_args *a, json_t *list, gf_error *err)
     a->items = items;
     if (alloc_names(a, json_array_size(items), err) < 0)
         return -1;
-    json_array_foreach(items, i, v) {
+    json_array_foreach(items, i, v)
+    {
         name = json_object_get(json_object_get(v, "metadata"), "name");
         if (!json_is_string(name) || json_string_length(name) == 0 ||
             json_string_length(name) >= GF_SCHED_NAME_MAX)
@@ -140,8 +143,7 @@ void gf_ext_args_free(gf_ext_args *a)
     memset(a, 0, sizeof(*a));
 }
 
-static int field(json_t *root, const char *key, char *dst, size_t cap, bool required,
-                 gf_error *err)
+static int field(json_t *root, const char *key, char *dst, size_t cap, bool required, gf_error *err)
 {
     json_t *v = get_ci(root, key);
 

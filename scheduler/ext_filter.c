@@ -10,8 +10,8 @@
 
 /* Decodes the request and its pod; answers 400 itself when malformed
  * (returns 1 then). */
-static int prepare(gf_extender *x, const char *body, size_t len, gf_ext_args *a,
-                   gf_sched_pod *pod, gf_ext_reply *r)
+static int prepare(gf_extender *x, const char *body, size_t len, gf_ext_args *a, gf_sched_pod *pod,
+                   gf_ext_reply *r)
 {
     gf_error err = {0};
 

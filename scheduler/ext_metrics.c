@@ -37,14 +37,15 @@ static void requests(FILE *f, gf_extender *x)
     static const char *const verb[GF_EXT_VERBS] = {"filter", "prioritize", "bind", "preempt"};
 
     fputs("# HELP gpufrac_scheduler_requests_total Extender calls by verb.\n"
-          "# TYPE gpufrac_scheduler_requests_total counter\n", f);
+          "# TYPE gpufrac_scheduler_requests_total counter\n",
+          f);
     for (int i = 0; i < GF_EXT_VERBS; i++)
         fprintf(f, "gpufrac_scheduler_requests_total{verb=\"%s\"} %" PRIu64 "\n", verb[i],
                 atomic_load(&x->metrics.requests[i]));
 }
 
-static void gpu_family(FILE *f, const char *name, const char *help, const node_gpus *ng,
-                       size_t n, int which)
+static void gpu_family(FILE *f, const char *name, const char *help, const node_gpus *ng, size_t n,
+                       int which)
 {
     fprintf(f, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name);
     for (size_t i = 0; i < n; i++) {
@@ -75,8 +76,8 @@ static node_gpus *collect(gf_extender *x, size_t *count)
     if (!(ng = calloc(n, sizeof(*ng))))
         goto out;
     for (size_t i = 0; i < n; i++) {
-        if (gf_model_node_gpus(x->model, names[i], ng[kept].gpus, GF_SCHED_GPUS_MAX,
-                               &ng[kept].n, &err) < 0)
+        if (gf_model_node_gpus(x->model, names[i], ng[kept].gpus, GF_SCHED_GPUS_MAX, &ng[kept].n,
+                               &err) < 0)
             continue;
         if (ng[kept].n > GF_SCHED_GPUS_MAX)
             ng[kept].n = GF_SCHED_GPUS_MAX;
@@ -108,16 +109,18 @@ static void render(gf_extender *x, FILE *f, const node_gpus *ng, size_t n)
             "Bind calls answered with an error (no fit, API server refusal).",
             atomic_load(&x->metrics.bind_errors));
     requests(f, x);
-    counter(f, "gpufrac_scheduler_bad_requests_total",
-            "Requests refused as malformed (HTTP 400).", atomic_load(&x->metrics.bad_requests));
-    fprintf(f, "# HELP gpufrac_scheduler_synced Whether the cache holds a full list of nodes "
-               "and pods.\n# TYPE gpufrac_scheduler_synced gauge\ngpufrac_scheduler_synced %d\n",
+    counter(f, "gpufrac_scheduler_bad_requests_total", "Requests refused as malformed (HTTP 400).",
+            atomic_load(&x->metrics.bad_requests));
+    fprintf(f,
+            "# HELP gpufrac_scheduler_synced Whether the cache holds a full list of nodes "
+            "and pods.\n# TYPE gpufrac_scheduler_synced gauge\ngpufrac_scheduler_synced %d\n",
             atomic_load(&x->synced) ? 1 : 0);
-    fprintf(f, "# HELP gpufrac_scheduler_pods Fractional pods in the cache by state.\n"
-               "# TYPE gpufrac_scheduler_pods gauge\n"
-               "gpufrac_scheduler_pods{state=\"placed\"} %zu\n"
-               "gpufrac_scheduler_pods{state=\"assumed\"} %zu\n"
-               "gpufrac_scheduler_pods{state=\"pending\"} %zu\n",
+    fprintf(f,
+            "# HELP gpufrac_scheduler_pods Fractional pods in the cache by state.\n"
+            "# TYPE gpufrac_scheduler_pods gauge\n"
+            "gpufrac_scheduler_pods{state=\"placed\"} %zu\n"
+            "gpufrac_scheduler_pods{state=\"assumed\"} %zu\n"
+            "gpufrac_scheduler_pods{state=\"pending\"} %zu\n",
             st.pods - st.assumed, st.assumed, st.pending);
     gpu_family(f, "gpufrac_scheduler_gpu_requested_bytes",
                "Memory requested by the fractions placed on a GPU, in bytes.", ng, n, 0);

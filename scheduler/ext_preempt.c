@@ -31,7 +31,8 @@ static int victim_uids(const char *node, const json_t *entry, bool meta, const c
     if (!json_is_array(pods) || json_array_size(pods) > VICTIMS_MAX)
         return gf_error_set(err, GF_EINVAL, "preempt: %s.Pods is not a list of at most %d pods",
                             node, VICTIMS_MAX);
-    json_array_foreach(pods, i, p) {
+    json_array_foreach(pods, i, p)
+    {
         const json_t *uid = meta ? json_object_get(p, "UID")
                                  : json_object_get(json_object_get(p, "metadata"), "uid");
 
@@ -58,9 +59,8 @@ static json_t *meta_victims(const char *const *uids, size_t n, char **extra, siz
 
 /* One node: its entry in the result, or NULL when the pod cannot get room
  * there (*err says why; logged by nobody, kube-scheduler only drops it). */
-static int one_node(gf_extender *x, const gf_sched_pod *pod, const char *node,
-                    const json_t *entry, bool meta, const char **uids, json_t *out,
-                    gf_error *err)
+static int one_node(gf_extender *x, const gf_sched_pod *pod, const char *node, const json_t *entry,
+                    bool meta, const char **uids, json_t *out, gf_error *err)
 {
     char **extra = NULL;
     size_t n = 0, n_extra = 0;
@@ -95,8 +95,10 @@ int gf_ext_preempt(gf_extender *x, const char *body, size_t len, gf_ext_reply *r
         goto out;
     root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
     if (!json_is_object(root)) {
-        gf_error_set(&err, GF_EINVAL, "preempt: the body is not a JSON "
-                     "object (%s)", root ? "not an object" : je.text);
+        gf_error_set(&err, GF_EINVAL,
+                     "preempt: the body is not a JSON "
+                     "object (%s)",
+                     root ? "not an object" : je.text);
         goto bad;
     }
     if (gf_sched_pod_decode(json_object_get(root, "Pod"), x->prefix, pod, &err) < 0)
@@ -112,7 +114,8 @@ int gf_ext_preempt(gf_extender *x, const char *body, size_t len, gf_ext_reply *r
         goto bad;
     }
     if (!pod->invalid && map != NULL) {
-        json_object_foreach(map, node, entry) {
+        json_object_foreach(map, node, entry)
+        {
             if (one_node(x, pod, node, entry, meta, uids, out, &err) < 0)
                 goto bad;
         }

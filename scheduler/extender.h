@@ -62,11 +62,11 @@ typedef struct gf_ext_pod_cache {
 typedef struct gf_extender {
     gf_model *model;
     gf_policy policy;
-    bool cdi;               /* write CDI device names in gpus.devices */
-    bool filter_best;       /* filter passes only the node gpufrac chooses */
+    bool cdi;                      /* write CDI device names in gpus.devices */
+    bool filter_best;              /* filter passes only the node gpufrac chooses */
     char prefix[GF_SCHED_KEY_MAX]; /* NvFractions prefix */
     gf_ext_kube kube;
-    atomic_bool synced;     /* the model holds a full list of nodes and pods */
+    atomic_bool synced; /* the model holds a full list of nodes and pods */
     gf_ext_metrics metrics;
     gf_ext_pod_cache cache;
     /* node names for the per-GPU metrics (informer.c keeps them) */

@@ -139,7 +139,7 @@ static int on_item(void *cls, json_t *item, gf_error *err)
 {
     thread_arg *a = cls;
     int rc = a->kd->kind == GF_MODEL_NODES ? apply_node(a->in, item, false, err)
-                                          : apply_pod(a->in, item, false, err);
+                                           : apply_pod(a->in, item, false, err);
 
     if (rc < 0) /* one bad object never stops the list */
         gf_slog(GF_LOG_WARN, "%s: %s", a->kd->what, err->msg);
@@ -155,7 +155,7 @@ static int on_event(void *cls, const char *type, json_t *obj, gf_error *err)
     if (!deleted && strcmp(type, "ADDED") != 0 && strcmp(type, "MODIFIED") != 0)
         return 0;
     rc = a->kd->kind == GF_MODEL_NODES ? apply_node(a->in, obj, deleted, err)
-                                      : apply_pod(a->in, obj, deleted, err);
+                                       : apply_pod(a->in, obj, deleted, err);
     if (rc < 0)
         gf_slog(GF_LOG_WARN, "%s %s: %s", a->kd->what, type, err->msg);
     return 0;
@@ -216,8 +216,7 @@ static void *kind_loop(void *cls)
         }
         backoff = 1;
         do {
-            rc = gf_kube_watch(in->kube, a->kd->path, rv, sizeof(rv), on_event, a, &in->stop,
-                               &err);
+            rc = gf_kube_watch(in->kube, a->kd->path, rv, sizeof(rv), on_event, a, &in->stop, &err);
         } while (rc == 0 && !atomic_load(&in->stop));
         if (rc < 0) {
             gf_slog(GF_LOG_WARN, "watching %s: %s; listing again", a->kd->what, err.msg);

@@ -15,9 +15,9 @@
 #include "model.h"
 
 #define GF_INFORMER_ASSUME_TTL_MS (10u * 60u * 1000u)
-#define GF_INFORMER_TRIM_S 5 /* after deletions, trim the heap this often */
+#define GF_INFORMER_TRIM_S 5                  /* after deletions, trim the heap this often */
 #define GF_INFORMER_HOLD_TTL_MS (30u * 1000u) /* a filter's hold without a bind */
-#define GF_INFORMER_IDLE_CONN_S 10 /* API connections idle this long are closed */
+#define GF_INFORMER_IDLE_CONN_S 10            /* API connections idle this long are closed */
 
 typedef struct gf_informer {
     gf_kube *kube;
@@ -25,7 +25,7 @@ typedef struct gf_informer {
     gf_extender *ext; /* synced flag */
     char prefix[GF_SCHED_KEY_MAX];
     atomic_bool stop;
-    atomic_bool synced[2]; /* by gf_model_kind */
+    atomic_bool synced[2];   /* by gf_model_kind */
     atomic_size_t deletions; /* since the last heap trim */
     pthread_t threads[3];
     int started;

@@ -2,8 +2,8 @@
 /* The kube client as the extender's gf_ext_kube. */
 #include "kube_ext.h"
 
-static int bind_cb(void *cls, const char *ns, const char *name, const char *uid,
-                   const char *node, json_t *annotations, gf_error *err)
+static int bind_cb(void *cls, const char *ns, const char *name, const char *uid, const char *node,
+                   json_t *annotations, gf_error *err)
 {
     return gf_kube_bind(cls, ns, name, uid, node, annotations, err);
 }

@@ -47,8 +47,20 @@ static const char usage[] =
     "  --log-level LEVEL         off|error|warn|info|debug (default info)\n"
     "  --help                    this text\n";
 
-enum { O_LISTEN = 256, O_PREFIX_URL, O_API, O_TOKEN, O_CA, O_INSECURE, O_POLICY, O_FILTER, O_CDI,
-       O_ANN, O_LOG, O_HELP };
+enum {
+    O_LISTEN = 256,
+    O_PREFIX_URL,
+    O_API,
+    O_TOKEN,
+    O_CA,
+    O_INSECURE,
+    O_POLICY,
+    O_FILTER,
+    O_CDI,
+    O_ANN,
+    O_LOG,
+    O_HELP
+};
 
 static const struct option longopts[] = {
     {"listen", required_argument, NULL, O_LISTEN},
@@ -104,7 +116,8 @@ static int parse(int argc, char **argv, opts *o, gf_error *err)
         }
     }
     if (optind < argc)
-        return gf_error_set(err, GF_EINVAL, "unexpected argument \"%s\" (see --help)", argv[optind]);
+        return gf_error_set(err, GF_EINVAL, "unexpected argument \"%s\" (see --help)",
+                            argv[optind]);
     return 0;
 }
 
@@ -122,8 +135,7 @@ static int app_start(app *a, const opts *o, gf_error *err)
 {
     gf_ext_kube ek;
 
-    if (gf_kube_open(&a->kube, &o->kube, err) < 0 ||
-        gf_model_new(o->prefix, &a->model, err) < 0)
+    if (gf_kube_open(&a->kube, &o->kube, err) < 0 || gf_model_new(o->prefix, &a->model, err) < 0)
         return -1;
     ek = gf_kube_ext(a->kube);
     if (gf_extender_init(&a->ext, a->model, o->policy, o->cdi, o->prefix, &ek, err) < 0)

@@ -157,7 +157,6 @@ void gf_model_charge(mnode *n, const mpod *p, int sign)
     }
 }
 
-
 /* "k8s.device-plugin.nvidia.com/gpu=GPU-x" -> "GPU-x"; "3" -> index 3. */
 static int resolve_entry(const mnode *n, const char *s, size_t len)
 {
@@ -587,10 +586,10 @@ int gf_model_assume_locked(gf_model *m, const gf_sched_pod *pod, mnode *node, co
     devices[0] = '\0';
     for (i = 0; i < n; i++) {
         const mgpu *g = &node->gpus[pos[i]];
-        int w = g->has_uuid ? snprintf(devices + len, sizeof(devices) - len, "%s%s",
-                                       i ? "," : "", g->id)
-                            : snprintf(devices + len, sizeof(devices) - len, "%s%d",
-                                       i ? "," : "", g->index);
+        int w = g->has_uuid
+                    ? snprintf(devices + len, sizeof(devices) - len, "%s%s", i ? "," : "", g->id)
+                    : snprintf(devices + len, sizeof(devices) - len, "%s%d", i ? "," : "",
+                               g->index);
 
         if (w < 0 || (size_t)w >= sizeof(devices) - len)
             return gf_error_set(err, GF_ERANGE, "pod %s/%s: device list too long", pod->ns,
@@ -784,8 +783,7 @@ void gf_model_stats_get(gf_model *m, gf_model_stats *out)
 
     memset(out, 0, sizeof(*out));
     pthread_rwlock_rdlock(&m->lock);
-    out->memory_bytes = sizeof(*m) +
-                        (m->nodes.n_buckets + m->pods.n_buckets) * sizeof(mentry *);
+    out->memory_bytes = sizeof(*m) + (m->nodes.n_buckets + m->pods.n_buckets) * sizeof(mentry *);
     for (i = 0; i < m->nodes.n_buckets; i++)
         for (e = m->nodes.buckets[i]; e != NULL; e = e->hnext)
             stats_node((const mnode *)e, out);

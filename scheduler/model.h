@@ -64,7 +64,7 @@
 #define GF_SCHED_GFD_COUNT_LABEL "nvidia.com/gpu.count"
 #define GF_SCHED_GFD_MEMORY_LABEL "nvidia.com/gpu.memory"
 
-#define GF_SCHED_NAME_MAX 254   /* DNS subdomain (253) + NUL */
+#define GF_SCHED_NAME_MAX 254 /* DNS subdomain (253) + NUL */
 #define GF_SCHED_UID_MAX 64
 #define GF_SCHED_CONTAINER_MAX 64
 #define GF_SCHED_GPUS_MAX GF_NODE_GPUS_MAX
@@ -87,8 +87,8 @@ typedef struct gf_sched_pod {
     char uid[GF_SCHED_UID_MAX];
     char node[GF_SCHED_NAME_MAX]; /* spec.nodeName; "" = unassigned */
     gf_pod_phase phase;
-    bool deleting;                /* metadata.deletionTimestamp set */
-    bool fractional;              /* some container carries a fraction */
+    bool deleting;   /* metadata.deletionTimestamp set */
+    bool fractional; /* some container carries a fraction */
     /* fractional but the annotations are malformed: error names the key and
      * value (gf_annotations_decode's message); the pod fits nowhere */
     bool invalid;
@@ -118,7 +118,7 @@ typedef struct gf_sched_node {
     bool unschedulable; /* spec.unschedulable */
     bool ready;         /* Ready condition True, or no Ready condition at all */
     gf_inventory_source source;
-    bool memory_known;  /* every GPU's memory is known */
+    bool memory_known; /* every GPU's memory is known */
     size_t n_gpus;
     gf_sched_gpu gpus[GF_SCHED_GPUS_MAX];
     /* non-empty: the inventory could not be read (bad annotation or labels);
@@ -152,8 +152,8 @@ typedef struct gf_sched_verdict {
 /* Where a pod goes: the node, its GPUs and what to write at bind. */
 typedef struct gf_sched_placement {
     char node[GF_SCHED_NAME_MAX];
-    size_t n;                            /* = num_devices */
-    int gpu_index[GF_SCHED_GPUS_MAX];    /* gf_sched_gpu.index of each */
+    size_t n;                         /* = num_devices */
+    int gpu_index[GF_SCHED_GPUS_MAX]; /* gf_sched_gpu.index of each */
     char gpu_id[GF_SCHED_GPUS_MAX][GF_SCHED_GPU_ID_MAX];
     uint64_t request[GF_SCHED_GPUS_MAX]; /* bytes accounted on each */
     /* the pod annotation to write with the Binding:
@@ -265,8 +265,8 @@ uint64_t gf_model_now_ms(void);
  * of malloc'd uids, free with gf_model_uids_free) may be empty. Fails with
  * GF_ESTATE (reason in err) when no such set exists on node. */
 int gf_model_preempt(gf_model *m, const gf_sched_pod *pod, const char *node,
-                     const char *const *victims, size_t n_victims, char ***extra,
-                     size_t *n_extra, gf_error *err);
+                     const char *const *victims, size_t n_victims, char ***extra, size_t *n_extra,
+                     gf_error *err);
 void gf_model_uids_free(char **uids, size_t n);
 
 /* Gives freed heap back to the system (after many deletions). */

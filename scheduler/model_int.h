@@ -12,9 +12,9 @@ typedef struct mgpu {
     char *id;
     int index;
     bool has_uuid;
-    uint64_t total;     /* bytes; 0 = unknown */
-    uint64_t requested; /* sum of the requests placed here */
-    unsigned pods[2];   /* by gf_mode */
+    uint64_t total;       /* bytes; 0 = unknown */
+    uint64_t requested;   /* sum of the requests placed here */
+    unsigned pods[2];     /* by gf_mode */
     unsigned compute_pct; /* SM percents of the sm-sharing pods placed here */
 } mgpu;
 
@@ -27,7 +27,7 @@ typedef struct mentry {
 } mentry;
 
 typedef struct mnode {
-    mentry e; /* key: the node name */
+    mentry e;     /* key: the node name */
     bool present; /* false: only referenced by pods, no Node seen */
     bool unschedulable, ready, memory_known;
     gf_inventory_source source;
@@ -100,8 +100,8 @@ mpod *gf_model_pod_find(const gf_model *m, const char *uid);
 
 /* Chooses n GPUs of node for pod (positions into pos); on no fit fills
  * verdict's reason/status and returns -1. Scores into verdict on success. */
-int gf_sched_choose(const mnode *node, const gf_sched_pod *pod, gf_policy policy,
-                    uint8_t *pos, gf_sched_verdict *verdict);
+int gf_sched_choose(const mnode *node, const gf_sched_pod *pod, gf_policy policy, uint8_t *pos,
+                    gf_sched_verdict *verdict);
 
 /* Writes the placement of pod record p (placed, resolved). */
 void gf_sched_placement_fill(const gf_model *m, const mpod *p, gf_sched_placement *out);

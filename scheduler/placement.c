@@ -38,8 +38,7 @@ static const char *mib(uint64_t bytes, char *buf, size_t len)
     return buf;
 }
 
-__attribute__((format(printf, 3, 4))) static int fail(gf_sched_verdict *v,
-                                                      gf_verdict_status status,
+__attribute__((format(printf, 3, 4))) static int fail(gf_sched_verdict *v, gf_verdict_status status,
                                                       const char *fmt, ...)
 {
     va_list ap;
@@ -136,14 +135,17 @@ static uint64_t fit_limit(const mgpu *g, const gf_sched_pod *pod)
 static bool gpu_fits(const mgpu *g, const gf_sched_pod *pod, uint64_t *r)
 {
     gf_mode other = pod->mode == GF_MODE_SM_SHARING ? GF_MODE_TIME_SLICING : GF_MODE_SM_SHARING;
-    gf_fit_gpu state = {.total = g->total, .guaranteed = g->requested,
+    gf_fit_gpu state = {.total = g->total,
+                        .guaranteed = g->requested,
                         .has_fractions = g->pods[other] + g->pods[pod->mode] > 0,
                         .mode = g->pods[other] > 0 ? other : pod->mode,
                         .compute_pct = g->compute_pct};
     gf_fit_ask ask;
 
     *r = gf_sched_charge(&pod->request, g->total);
-    ask = (gf_fit_ask){.request = *r, .limit = fit_limit(g, pod), .mode = pod->mode,
+    ask = (gf_fit_ask){.request = *r,
+                       .limit = fit_limit(g, pod),
+                       .mode = pod->mode,
                        .compute_pct = gf_sched_pod_compute_pct(pod)};
     return gf_fit_check(&state, &ask, NULL) == GF_FIT_OK;
 }
@@ -165,8 +167,7 @@ static bool before(const mgpu *a, const mgpu *b, gf_policy policy)
     return fullness(a) > fullness(b);
 }
 
-static size_t candidates(const mnode *n, const gf_sched_pod *pod, gf_policy policy,
-                         uint8_t *pos)
+static size_t candidates(const mnode *n, const gf_sched_pod *pod, gf_policy policy, uint8_t *pos)
 {
     size_t i, k, count = 0;
     uint64_t r;
@@ -264,13 +265,14 @@ static int explain_compute(const mnode *n, const gf_sched_pod *pod, gf_sched_ver
     }
     if (least == NULL)
         return 0;
-    return fail(v, GF_FAIL, "%s has %u/100 of its SMs promised to sm-sharing pods, pod asks "
-                "%u/100 (gpu-compute.portion)", least->id, least->compute_pct, want);
+    return fail(v, GF_FAIL,
+                "%s has %u/100 of its SMs promised to sm-sharing pods, pod asks "
+                "%u/100 (gpu-compute.portion)",
+                least->id, least->compute_pct, want);
 }
 
 /* Why no GPU (or too few) of n takes pod. */
-static int explain(const mnode *n, const gf_sched_pod *pod, size_t fitting,
-                   gf_sched_verdict *v)
+static int explain(const mnode *n, const gf_sched_pod *pod, size_t fitting, gf_sched_verdict *v)
 {
     const mgpu *best = NULL, *other_mode = NULL;
     char a[48], b[48];
@@ -292,8 +294,10 @@ static int explain(const mnode *n, const gf_sched_pod *pod, size_t fitting,
     }
     r = gf_sched_charge(&pod->request, n->gpus[0].total);
     if (big == 0)
-        return fail(v, GF_FAIL_UNRESOLVABLE, "pod requests %s per GPU, more than any GPU of "
-                    "the node has (%s)", mib(r, a, sizeof(a)), mib(n->gpus[0].total, b, sizeof(b)));
+        return fail(v, GF_FAIL_UNRESOLVABLE,
+                    "pod requests %s per GPU, more than any GPU of "
+                    "the node has (%s)",
+                    mib(r, a, sizeof(a)), mib(n->gpus[0].total, b, sizeof(b)));
     if (explain_limit(n, pod, v) < 0 || explain_compute(n, pod, v) < 0)
         return -1;
     if (pod->num_devices > 1 && fitting > 0)
@@ -305,9 +309,11 @@ static int explain(const mnode *n, const gf_sched_pod *pod, size_t fitting,
                     gf_mode_name(pod->mode));
     r = gf_sched_charge(&pod->request, best->total);
     if (pod->num_devices > 1)
-        return fail(v, GF_FAIL, "needs %d GPUs that fit, node has 0: %s has %s unrequested, "
-                    "pod requests %s", pod->num_devices, best->id,
-                    mib(gpu_free(best), a, sizeof(a)), mib(r, b, sizeof(b)));
+        return fail(v, GF_FAIL,
+                    "needs %d GPUs that fit, node has 0: %s has %s unrequested, "
+                    "pod requests %s",
+                    pod->num_devices, best->id, mib(gpu_free(best), a, sizeof(a)),
+                    mib(r, b, sizeof(b)));
     return fail(v, GF_FAIL, "%s has %s unrequested, pod requests %s", best->id,
                 mib(gpu_free(best), a, sizeof(a)), mib(r, b, sizeof(b)));
 }
@@ -392,8 +398,8 @@ void gf_sched_placement_fill(const gf_model *m, const mpod *p, gf_sched_placemen
 }
 
 /* out may be NULL (a hold has no placement to report). */
-static int reserve_locked(gf_model *m, const gf_sched_pod *pod, const char *node,
-                          gf_policy policy, bool hold, gf_sched_placement *out, gf_error *err)
+static int reserve_locked(gf_model *m, const gf_sched_pod *pod, const char *node, gf_policy policy,
+                          bool hold, gf_sched_placement *out, gf_error *err)
 {
     uint8_t pos[GF_SCHED_GPUS_MAX];
     gf_sched_verdict v;

@@ -44,8 +44,7 @@ static bool eligible(const mpod *p, const gf_sched_pod *pod, const mpod *const *
                      size_t n_chosen)
 {
     /* a held pod is pending: kube-scheduler has no such victim on the node */
-    if (!p->resolved || p->held || p->priority >= pod->priority ||
-        strcmp(p->e.key, pod->uid) == 0)
+    if (!p->resolved || p->held || p->priority >= pod->priority || strcmp(p->e.key, pod->uid) == 0)
         return false;
     for (size_t i = 0; i < n_chosen; i++)
         if (chosen[i] == p)
@@ -112,8 +111,7 @@ static size_t node_pods(const mnode *n)
     return count;
 }
 
-static int copy_uids(const mpod *const *chosen, size_t n, char ***out, size_t *n_out,
-                     gf_error *err)
+static int copy_uids(const mpod *const *chosen, size_t n, char ***out, size_t *n_out, gf_error *err)
 {
     char **uids = calloc(n ? n : 1, sizeof(*uids));
 
@@ -189,8 +187,10 @@ static int preempt_locked(const gf_model *m, const gf_sched_pod *pod, const mnod
     k = n_chosen;
     for (i = 0; i < (size_t)pod->num_devices; i++) {
         if (!cost[i].possible || !free_gpu(s, n, cost[i].pos, pod, chosen, &n_chosen, max)) {
-            gf_error_set(err, GF_ESTATE, "no set of lower-priority fractional pods on node %s "
-                         "makes room: %s", n->e.key, v.reason);
+            gf_error_set(err, GF_ESTATE,
+                         "no set of lower-priority fractional pods on node %s "
+                         "makes room: %s",
+                         n->e.key, v.reason);
             goto out;
         }
     }
@@ -208,8 +208,8 @@ out:
 }
 
 int gf_model_preempt(gf_model *m, const gf_sched_pod *pod, const char *node,
-                     const char *const *victims, size_t n_victims, char ***extra,
-                     size_t *n_extra, gf_error *err)
+                     const char *const *victims, size_t n_victims, char ***extra, size_t *n_extra,
+                     gf_error *err)
 {
     const mnode *n;
     int rc;

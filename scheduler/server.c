@@ -123,12 +123,13 @@ static enum MHD_Result too_large(struct MHD_Connection *c)
 static enum MHD_Result post_begin(gf_server *s, struct MHD_Connection *c, const char *url,
                                   void **ctx)
 {
-    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+                                                 MHD_HTTP_HEADER_CONTENT_LENGTH);
     request *q;
 
     if (!route_post(s, url))
-        return send_error(c, MHD_HTTP_NOT_FOUND, "not found; the verbs are filter, prioritize, preempt, bind",
-                          NULL);
+        return send_error(c, MHD_HTTP_NOT_FOUND,
+                          "not found; the verbs are filter, prioritize, preempt, bind", NULL);
     if (cl && strtoull(cl, NULL, 10) >= GF_EXT_BODY_MAX)
         return too_large(c);
     if (!(q = calloc(1, sizeof(*q))))
@@ -196,7 +197,8 @@ static int set_prefix(gf_server *s, const char *prefix, gf_error *err)
 
 static int start(gf_server *s, const char *listen, gf_error *err)
 {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
     struct addrinfo *ai = NULL;
     const union MHD_DaemonInfo *info;
@@ -212,14 +214,14 @@ static int start(gf_server *s, const char *listen, gf_error *err)
         return gf_error_set(err, GF_EINVAL, "--listen \"%s\": %s", listen, gai_strerror(rc));
     if (ai->ai_family == AF_INET6)
         flags |= MHD_USE_IPv6;
-    s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, handle, s, MHD_OPTION_SOCK_ADDR,
-                                 ai->ai_addr, MHD_OPTION_NOTIFY_COMPLETED, completed, s,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, 30U,
-                                 MHD_OPTION_CONNECTION_LIMIT, 256U, MHD_OPTION_END);
+    s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, handle, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+                                 MHD_OPTION_NOTIFY_COMPLETED, completed, s,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, 30U, MHD_OPTION_CONNECTION_LIMIT,
+                                 256U, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!s->daemon)
-        return gf_error_set(err, GF_ESYS, "cannot listen on %s (address in use or not this host's?)",
-                            listen);
+        return gf_error_set(err, GF_ESYS,
+                            "cannot listen on %s (address in use or not this host's?)", listen);
     info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
     snprintf(s->address, sizeof(s->address), strchr(host, ':') ? "[%s]:%u" : "%s:%u", host,
              info ? (unsigned)info->port : 0U);

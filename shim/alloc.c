@@ -132,8 +132,8 @@ static CUresult call_pitch_legacy(const size_t a[3], CUdeviceptr *dptr, size_t *
     return rc;
 }
 
-GF_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width,
-                                      size_t height, unsigned int elemsize)
+GF_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
+                                      unsigned int elemsize)
 {
     size_t args[3] = {width, height, elemsize};
     CUdeviceptr d = 0;
@@ -227,15 +227,15 @@ GF_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr)
 }
 
 /* cuMemFreeAsync also frees plain allocations: those carry their own charge. */
-#define DEFINE_FREE_ASYNC(name)                                                               \
-    static CUresult call_##name(CUdeviceptr p, void *stream)                                   \
-    {                                                                                         \
-        return gf_cu.name(p, (CUstream)stream);                                               \
-    }                                                                                         \
-    GF_EXPORT CUresult name(CUdeviceptr dptr, CUstream stream)                                 \
-    {                                                                                         \
-        GF_HOOK_ENTER(cu, name);                                                              \
-        return free_tracked(dptr, call_##name, stream);                                       \
+#define DEFINE_FREE_ASYNC(name)                                \
+    static CUresult call_##name(CUdeviceptr p, void *stream)   \
+    {                                                          \
+        return gf_cu.name(p, (CUstream)stream);                \
+    }                                                          \
+    GF_EXPORT CUresult name(CUdeviceptr dptr, CUstream stream) \
+    {                                                          \
+        GF_HOOK_ENTER(cu, name);                               \
+        return free_tracked(dptr, call_##name, stream);        \
     }
 DEFINE_FREE_ASYNC(cuMemFreeAsync)
 DEFINE_FREE_ASYNC(cuMemFreeAsync_ptsz)

@@ -237,16 +237,16 @@ static CUresult call_from_pool(CUdeviceptr *d, size_t b, CUmemoryPool p, CUstrea
 #define ASYNC_HOOKS(X) X(cuMemAllocAsync) X(cuMemAllocAsync_ptsz)
 #define POOL_HOOKS(X) X(cuMemAllocFromPoolAsync) X(cuMemAllocFromPoolAsync_ptsz)
 
-#define DEFINE_ASYNC(name)                                                                    \
-    GF_EXPORT CUresult name(CUdeviceptr *dptr, size_t bytesize, CUstream stream)               \
-    {                                                                                         \
-        GF_HOOK_ENTER(cu, name);                                                              \
-        return alloc_async(dptr, bytesize, NULL, stream, call_async, (void *)gf_cu.name);     \
+#define DEFINE_ASYNC(name)                                                                \
+    GF_EXPORT CUresult name(CUdeviceptr *dptr, size_t bytesize, CUstream stream)          \
+    {                                                                                     \
+        GF_HOOK_ENTER(cu, name);                                                          \
+        return alloc_async(dptr, bytesize, NULL, stream, call_async, (void *)gf_cu.name); \
     }
 ASYNC_HOOKS(DEFINE_ASYNC)
 
 #define DEFINE_FROM_POOL(name)                                                                \
-    GF_EXPORT CUresult name(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,             \
+    GF_EXPORT CUresult name(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,            \
                             CUstream stream)                                                  \
     {                                                                                         \
         GF_HOOK_ENTER(cu, name);                                                              \
@@ -308,5 +308,6 @@ static void reconcile(int ordinal, gf_reconcile_why why)
     pools_reconcile(why == GF_RECONCILE_REFUSAL ? -1 : ordinal); /* any pool may give back */
 }
 
-GF_HIDDEN const gf_family gf_family_async = {
-    .name = "async", .after_fork = pools_after_fork, .reconcile = reconcile};
+GF_HIDDEN const gf_family gf_family_async = {.name = "async",
+                                             .after_fork = pools_after_fork,
+                                             .reconcile = reconcile};

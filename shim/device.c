@@ -11,9 +11,8 @@ static pthread_mutex_t ordinal_lock = PTHREAD_MUTEX_INITIALIZER;
 GF_HIDDEN void gf_uuid_format(const CUuuid *u, char *buf, size_t len)
 {
     const unsigned char *b = (const unsigned char *)u->bytes;
-    snprintf(buf, len,
-             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
-             b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+    snprintf(buf, len, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+             b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
              b[14], b[15]);
 }
 
@@ -34,8 +33,8 @@ static void ordinal_fill(gf_ordinal *o, CUdevice ordinal)
     snprintf(o->uuid, sizeof(o->uuid), "%s", uuid);
     cd = gf_config_find_device(&gf_state.cfg, uuid);
     if (!cd) {
-        gf_log(GF_LOG_WARN, "device %d (%s) is not part of fraction %s: it gets no memory",
-               ordinal, uuid, gf_state.cfg.name);
+        gf_log(GF_LOG_WARN, "device %d (%s) is not part of fraction %s: it gets no memory", ordinal,
+               uuid, gf_state.cfg.name);
         return;
     }
     o->dev = gf_ledger_device_index(&gf_state.ledger, uuid, cd->request, cd->limit, &err);
@@ -94,9 +93,8 @@ static bool reserve(const gf_ordinal *o, uint64_t bytes)
 {
     /* with an agent, past the request only what it lent; without one the
      * limit is the hard cap */
-    uint64_t cap = gf_state.cfg.agent[0]
-                       ? gf_ledger_burst_cap(&gf_state.ledger, o->dev, o->limit)
-                       : o->limit;
+    uint64_t cap = gf_state.cfg.agent[0] ? gf_ledger_burst_cap(&gf_state.ledger, o->dev, o->limit)
+                                         : o->limit;
     return gf_ledger_reserve(&gf_state.ledger, o->dev, bytes, cap);
 }
 

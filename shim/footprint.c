@@ -70,11 +70,11 @@ static void nvml_init(void)
 
 typedef struct sample {
     bool ok;
-    bool listed;        /* NVML lists this pid on the device */
-    bool stable;        /* the process's charge did not move while NVML was read */
-    uint64_t process;   /* NVML: this pid's used memory there */
-    uint64_t device;    /* NVML: the device's used memory */
-    uint64_t charged;   /* ledger: what this process is charged there */
+    bool listed;      /* NVML lists this pid on the device */
+    bool stable;      /* the process's charge did not move while NVML was read */
+    uint64_t process; /* NVML: this pid's used memory there */
+    uint64_t device;  /* NVML: the device's used memory */
+    uint64_t charged; /* ledger: what this process is charged there */
 } sample;
 
 static nvmlDevice_t nvml_device(const gf_ordinal *o, fp_dev *d)
@@ -229,11 +229,11 @@ static void uncharge(const gf_ordinal *o, fp_dev *d, uint64_t bytes)
 
 static void remember(void *handle, uint64_t bytes, int ord, int kind)
 {
-    gf_entry e = {.key = (uint64_t)(uintptr_t)handle, .bytes = bytes, .ordinal = ord,
-                  .kind = kind};
+    gf_entry e = {.key = (uint64_t)(uintptr_t)handle, .bytes = bytes, .ordinal = ord, .kind = kind};
     if (!gf_table_put(&owners, &e))
-        gf_log(GF_LOG_ERROR, "out of host memory tracking a context or module: its %llu bytes "
-                             "stay counted",
+        gf_log(GF_LOG_ERROR,
+               "out of host memory tracking a context or module: its %llu bytes "
+               "stay counted",
                (unsigned long long)bytes);
 }
 
@@ -265,8 +265,9 @@ static uint64_t first_context_lock(holder *h)
     uint64_t est;
     if (gf_ledger_first_ctx_lock(&gf_state.ledger, h->o->dev) < 0) {
         if (!atomic_exchange(&warned, true))
-            gf_log(GF_LOG_WARN, "cannot take the ledger's first-context lock (%s): a first "
-                                "context is uncounted while it is made",
+            gf_log(GF_LOG_WARN,
+                   "cannot take the ledger's first-context lock (%s): a first "
+                   "context is uncounted while it is made",
                    strerror(errno));
         return 0;
     }
@@ -372,13 +373,14 @@ static CUresult primary_dropped(CUresult rc, CUdevice dev)
     return rc;
 }
 
-#define PRIMARY_DROP(X) X(cuDevicePrimaryCtxRelease) X(cuDevicePrimaryCtxRelease_v2)         \
-    X(cuDevicePrimaryCtxReset) X(cuDevicePrimaryCtxReset_v2)
-#define DEFINE_DROP(name)                                                                     \
-    GF_EXPORT CUresult name(CUdevice dev)                                                      \
-    {                                                                                         \
-        GF_HOOK_ENTER(cu, name);                                                              \
-        return primary_dropped(gf_cu.name(dev), dev);                                         \
+#define PRIMARY_DROP(X)          \
+    X(cuDevicePrimaryCtxRelease) \
+    X(cuDevicePrimaryCtxRelease_v2) X(cuDevicePrimaryCtxReset) X(cuDevicePrimaryCtxReset_v2)
+#define DEFINE_DROP(name)                             \
+    GF_EXPORT CUresult name(CUdevice dev)             \
+    {                                                 \
+        GF_HOOK_ENTER(cu, name);                      \
+        return primary_dropped(gf_cu.name(dev), dev); \
     }
 PRIMARY_DROP(DEFINE_DROP)
 
@@ -463,11 +465,10 @@ GF_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice 
     return ctx_create(pctx, dev, call_create_v2, &a);
 }
 
-GF_EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray,
-                                  int numParams, unsigned int flags, CUdevice dev)
+GF_EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams,
+                                  unsigned int flags, CUdevice dev)
 {
-    create_args a = {.flags = flags, .dev = dev, .affinity = paramsArray,
-                     .n_affinity = numParams};
+    create_args a = {.flags = flags, .dev = dev, .affinity = paramsArray, .n_affinity = numParams};
     GF_HOOK_ENTER(cu, cuCtxCreate_v3);
     return ctx_create(pctx, dev, call_create_v3, &a);
 }
@@ -626,9 +627,8 @@ static CUresult call_library_data(void **h, const void *p)
 static CUresult call_library_file(void **h, const void *p)
 {
     const load_args *a = p;
-    return gf_cu.cuLibraryLoadFromFile((CUlibrary *)h, a->path, a->opts, a->opt_values,
-                                       a->n_opts, a->lib_opts, a->lib_opt_values,
-                                       a->n_lib_opts);
+    return gf_cu.cuLibraryLoadFromFile((CUlibrary *)h, a->path, a->opts, a->opt_values, a->n_opts,
+                                       a->lib_opts, a->lib_opt_values, a->n_lib_opts);
 }
 
 GF_EXPORT CUresult cuModuleLoad(CUmodule *module, const char *fname)
@@ -645,12 +645,11 @@ GF_EXPORT CUresult cuModuleLoadData(CUmodule *module, const void *image)
     return code_load((void **)module, call_module_data, &a, unload_module);
 }
 
-GF_EXPORT CUresult cuModuleLoadDataEx(CUmodule *module, const void *image,
-                                      unsigned int numOptions, CUjit_option *options,
-                                      void **optionValues)
+GF_EXPORT CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions,
+                                      CUjit_option *options, void **optionValues)
 {
-    load_args a = {.image = image, .n_opts = numOptions, .opts = options,
-                   .opt_values = optionValues};
+    load_args a = {
+        .image = image, .n_opts = numOptions, .opts = options, .opt_values = optionValues};
     GF_HOOK_ENTER(cu, cuModuleLoadDataEx);
     return code_load((void **)module, call_module_data_ex, &a, unload_module);
 }
@@ -672,14 +671,18 @@ GF_EXPORT CUresult cuModuleUnload(CUmodule hmod)
     return rc;
 }
 
-GF_EXPORT CUresult cuLibraryLoadData(CUlibrary *library, const void *code,
-                                     CUjit_option *jitOptions, void **jitOptionsValues,
-                                     unsigned int numJitOptions, CUlibraryOption *libraryOptions,
-                                     void **libraryOptionValues, unsigned int numLibraryOptions)
+GF_EXPORT CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jitOptions,
+                                     void **jitOptionsValues, unsigned int numJitOptions,
+                                     CUlibraryOption *libraryOptions, void **libraryOptionValues,
+                                     unsigned int numLibraryOptions)
 {
-    load_args a = {.image = code, .opts = jitOptions, .opt_values = jitOptionsValues,
-                   .n_opts = numJitOptions, .lib_opts = libraryOptions,
-                   .lib_opt_values = libraryOptionValues, .n_lib_opts = numLibraryOptions};
+    load_args a = {.image = code,
+                   .opts = jitOptions,
+                   .opt_values = jitOptionsValues,
+                   .n_opts = numJitOptions,
+                   .lib_opts = libraryOptions,
+                   .lib_opt_values = libraryOptionValues,
+                   .n_lib_opts = numLibraryOptions};
     GF_HOOK_ENTER(cu, cuLibraryLoadData);
     return code_load((void **)library, call_library_data, &a, unload_library);
 }
@@ -688,12 +691,15 @@ GF_EXPORT CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileNam
                                          CUjit_option *jitOptions, void **jitOptionsValues,
                                          unsigned int numJitOptions,
                                          CUlibraryOption *libraryOptions,
-                                         void **libraryOptionValues,
-                                         unsigned int numLibraryOptions)
+                                         void **libraryOptionValues, unsigned int numLibraryOptions)
 {
-    load_args a = {.path = fileName, .opts = jitOptions, .opt_values = jitOptionsValues,
-                   .n_opts = numJitOptions, .lib_opts = libraryOptions,
-                   .lib_opt_values = libraryOptionValues, .n_lib_opts = numLibraryOptions};
+    load_args a = {.path = fileName,
+                   .opts = jitOptions,
+                   .opt_values = jitOptionsValues,
+                   .n_opts = numJitOptions,
+                   .lib_opts = libraryOptions,
+                   .lib_opt_values = libraryOptionValues,
+                   .n_lib_opts = numLibraryOptions};
     GF_HOOK_ENTER(cu, cuLibraryLoadFromFile);
     return code_load((void **)library, call_library_file, &a, unload_library);
 }
@@ -758,5 +764,6 @@ static void reconcile(int ordinal, gf_reconcile_why why)
     resync(ordinal, why == GF_RECONCILE_VIEW);
 }
 
-GF_HIDDEN const gf_family gf_family_footprint = {
-    .name = "footprint", .after_fork = footprint_after_fork, .reconcile = reconcile};
+GF_HIDDEN const gf_family gf_family_footprint = {.name = "footprint",
+                                                 .after_fork = footprint_after_fork,
+                                                 .reconcile = reconcile};

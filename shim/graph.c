@@ -82,8 +82,7 @@ GF_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph
     return rc;
 }
 
-static CUresult launch(CUgraphExec exec, CUstream stream,
-                       CUresult (*call)(CUgraphExec, CUstream))
+static CUresult launch(CUgraphExec exec, CUstream stream, CUresult (*call)(CUgraphExec, CUstream))
 {
     int ord = gf_current_ordinal();
     const gf_ordinal *o = ord >= 0 && ord < GF_MAX_ORDINALS ? gf_ordinal_get(ord) : NULL;
@@ -170,5 +169,6 @@ static void reconcile(int ordinal, gf_reconcile_why why)
     graphs_reconcile(why == GF_RECONCILE_REFUSAL ? -1 : ordinal); /* every charged device */
 }
 
-GF_HIDDEN const gf_family gf_family_graph = {
-    .name = "graph", .after_fork = graphs_after_fork, .reconcile = reconcile};
+GF_HIDDEN const gf_family gf_family_graph = {.name = "graph",
+                                             .after_fork = graphs_after_fork,
+                                             .reconcile = reconcile};

@@ -72,7 +72,7 @@ static void resolve_cuda(void)
         gf_log(GF_LOG_ERROR, "cannot load libcuda.so.1: %s", dlerror());
         return;
     }
-#define CU_HOOK(name, base, since, ptsz, ret, params)                                          \
+#define CU_HOOK(name, base, since, ptsz, ret, params) \
     gf_cu.name = (ret(*) params)gf_real_dlsym(gf_state.cuda, #name);
 #include "hooks.def"
 #define X(name, ret, params) gf_cu.name = (ret(*) params)gf_real_dlsym(gf_state.cuda, #name);
@@ -135,8 +135,7 @@ static void open_fraction(void)
     }
     gf_state.active = true;
     pthread_atfork(NULL, NULL, child_after_fork);
-    gf_log(GF_LOG_INFO, "fraction %s (%s), slot %d", gf_state.cfg.name, path,
-           gf_state.ledger.slot);
+    gf_log(GF_LOG_INFO, "fraction %s (%s), slot %d", gf_state.cfg.name, path, gf_state.ledger.slot);
 }
 
 static void init_once_fn(void)

@@ -7,7 +7,6 @@
 
 #include "shim.h"
 
-
 typedef struct hook_row {
     const char *name;
     const char *base;
@@ -18,7 +17,7 @@ typedef struct hook_row {
 } hook_row;
 
 static const hook_row cu_rows[] = {
-#define CU_HOOK(name, base, since, ptsz, ret, params)                                          \
+#define CU_HOOK(name, base, since, ptsz, ret, params) \
     {#name, #base, since, ptsz, (void *)name, (void **)&gf_cu.name},
 #include "hooks.def"
 };
@@ -86,8 +85,8 @@ static void swap_in_hook(const char *symbol, void **pfn, int version, cuuint64_t
         return;
     hook = gf_hook_for_real(*pfn);
     if (!hook && (hook = gf_hook_for_version(symbol, version, flags)))
-        gf_log(GF_LOG_DEBUG, "%s v%d: driver pointer is not an export; matched by version",
-               symbol, version);
+        gf_log(GF_LOG_DEBUG, "%s v%d: driver pointer is not an export; matched by version", symbol,
+               version);
     if (hook)
         *pfn = hook;
 }

@@ -22,9 +22,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "config.h"
 #include "gpufrac/cuda_abi.h"
 #include "gpufrac/nvml_abi.h"
-#include "config.h"
 #include "ledger.h"
 #include "log.h"
 
@@ -33,26 +33,26 @@
 #define GF_MAX_ORDINALS 64
 
 /* Driver entry points the shim calls but does not hook. */
-#define GF_CU_USED(X)                                                                         \
-    X(cuCtxGetDevice, CUresult, (CUdevice * device))                                          \
-    X(cuCtxGetCurrent, CUresult, (CUcontext * pctx))                                          \
-    X(cuCtxGetLimit, CUresult, (size_t * pvalue, CUlimit limit))                              \
-    X(cuDevicePrimaryCtxGetState, CUresult, (CUdevice dev, unsigned int *flags, int *active)) \
-    X(cuDeviceGetCount, CUresult, (int *count))                                               \
-    X(cuDeviceGetUuid, CUresult, (CUuuid * uuid, CUdevice dev))                               \
-    X(cuDeviceGetMemPool, CUresult, (CUmemoryPool * pool, CUdevice dev))                      \
-    X(cuMemPoolGetAttribute, CUresult, (CUmemoryPool pool, CUmemPool_attribute attr, void *v)) \
+#define GF_CU_USED(X)                                                                             \
+    X(cuCtxGetDevice, CUresult, (CUdevice * device))                                              \
+    X(cuCtxGetCurrent, CUresult, (CUcontext * pctx))                                              \
+    X(cuCtxGetLimit, CUresult, (size_t * pvalue, CUlimit limit))                                  \
+    X(cuDevicePrimaryCtxGetState, CUresult, (CUdevice dev, unsigned int *flags, int *active))     \
+    X(cuDeviceGetCount, CUresult, (int *count))                                                   \
+    X(cuDeviceGetUuid, CUresult, (CUuuid * uuid, CUdevice dev))                                   \
+    X(cuDeviceGetMemPool, CUresult, (CUmemoryPool * pool, CUdevice dev))                          \
+    X(cuMemPoolGetAttribute, CUresult, (CUmemoryPool pool, CUmemPool_attribute attr, void *v))    \
     X(cuDeviceGetGraphMemAttribute, CUresult, (CUdevice dev, CUgraphMem_attribute attr, void *v)) \
-    X(cuArrayGetMemoryRequirements, CUresult,                                                  \
-      (CUDA_ARRAY_MEMORY_REQUIREMENTS * req, CUarray arr, CUdevice dev))                      \
-    X(cuMipmappedArrayGetMemoryRequirements, CUresult,                                         \
+    X(cuArrayGetMemoryRequirements, CUresult,                                                     \
+      (CUDA_ARRAY_MEMORY_REQUIREMENTS * req, CUarray arr, CUdevice dev))                          \
+    X(cuMipmappedArrayGetMemoryRequirements, CUresult,                                            \
       (CUDA_ARRAY_MEMORY_REQUIREMENTS * req, CUmipmappedArray arr, CUdevice dev))
 
-#define GF_NVML_USED(X)                                                                       \
-    X(nvmlDeviceGetUUID, nvmlReturn_t, (nvmlDevice_t dev, char *uuid, unsigned int len))      \
-    X(nvmlInit_v2, nvmlReturn_t, (void))                                                      \
-    X(nvmlDeviceGetHandleByUUID, nvmlReturn_t, (const char *uuid, nvmlDevice_t *dev))         \
-    X(nvmlDeviceGetComputeRunningProcesses_v3, nvmlReturn_t,                                  \
+#define GF_NVML_USED(X)                                                                  \
+    X(nvmlDeviceGetUUID, nvmlReturn_t, (nvmlDevice_t dev, char *uuid, unsigned int len)) \
+    X(nvmlInit_v2, nvmlReturn_t, (void))                                                 \
+    X(nvmlDeviceGetHandleByUUID, nvmlReturn_t, (const char *uuid, nvmlDevice_t *dev))    \
+    X(nvmlDeviceGetComputeRunningProcesses_v3, nvmlReturn_t,                             \
       (nvmlDevice_t dev, unsigned int *count, nvmlProcessInfo_t *infos))
 
 typedef struct gf_real {
@@ -111,11 +111,11 @@ GF_HIDDEN void gf_shim_init_nvml(void);
 /* Every hook's first statement: the shim is initialised (the NVML side for an
  * NVML hook), and a driver that lacks the entry point gets its own "not
  * initialised" answer. lib is cu or nvml, name the hook's hooks.def name. */
-#define GF_HOOK_ENTER(lib, name)                                                              \
-    do {                                                                                      \
-        GF_HOOK_INIT_##lib();                                                                 \
-        if (!gf_##lib.name)                                                                   \
-            return GF_HOOK_UNRESOLVED_##lib;                                                  \
+#define GF_HOOK_ENTER(lib, name)             \
+    do {                                     \
+        GF_HOOK_INIT_##lib();                \
+        if (!gf_##lib.name)                  \
+            return GF_HOOK_UNRESOLVED_##lib; \
     } while (0)
 #define GF_HOOK_INIT_cu gf_shim_init
 #define GF_HOOK_INIT_nvml gf_shim_init_nvml
@@ -124,7 +124,8 @@ GF_HIDDEN void gf_shim_init_nvml(void);
 
 GF_HIDDEN bool gf_shim_initialising(void);
 GF_HIDDEN void gf_find_real_dlsym(void);
-GF_HIDDEN void gf_log(gf_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+GF_HIDDEN void gf_log(gf_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 GF_HIDDEN const gf_ordinal *gf_ordinal_get_slow(CUdevice ordinal);
 

@@ -219,7 +219,9 @@ typedef enum CUlimit_enum {
 
 /* Opaque here: module and library load options are passed through untouched. */
 typedef enum CUjit_option_enum { CU_JIT_MAX_REGISTERS = 0 } CUjit_option;
-typedef enum CUlibraryOption_enum { CU_LIBRARY_HOST_UNIVERSAL_FUNCTION_AND_DATA_TABLE = 0 } CUlibraryOption;
+typedef enum CUlibraryOption_enum {
+    CU_LIBRARY_HOST_UNIVERSAL_FUNCTION_AND_DATA_TABLE = 0
+} CUlibraryOption;
 
 /* Opaque here (gpusim never looks inside): cuCtxCreate_v3 / _v4 parameters. */
 typedef struct CUexecAffinityParam_st CUexecAffinityParam;

@@ -4,8 +4,8 @@
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
 
-#define CU_HOOK(name, base, since, ptsz, ret, params)                                          \
-    _Static_assert(__builtin_types_compatible_p(__typeof__(&name), ret(*) params),           \
+#define CU_HOOK(name, base, since, ptsz, ret, params)                              \
+    _Static_assert(__builtin_types_compatible_p(__typeof__(&name), ret(*) params), \
                    "hooks.def prototype of " #name " differs from cuda.h");
 #include "hooks.def"
 

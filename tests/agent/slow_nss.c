@@ -42,7 +42,7 @@ static void wait_release(void)
 }
 
 __attribute__((visibility("default"))) int getpwuid_r(uid_t uid, struct passwd *pw, char *buf,
-                                                 size_t len, struct passwd **res)
+                                                      size_t len, struct passwd **res)
 {
     getpwuid_r_fn real;
 

@@ -6,9 +6,9 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "../unit/fit_cases.h"
 #include "admit.h"
 #include "agent.h"
-#include "../unit/fit_cases.h"
 
 #define UUID "GPU-0f1e2d3c-fit0-0000-0000-000000000000"
 
@@ -17,8 +17,8 @@ static gf_agent agent;
 static gf_fit_verdict run_case(const fit_case *c, gf_error *err)
 {
     gf_agent_gpu *g = &agent.gpus[0];
-    gf_fraction_config cfg = {.version = GF_CONFIG_VERSION, .mode = c->ask.mode,
-                              .compute_percent = 100, .n_devices = 1};
+    gf_fraction_config cfg = {
+        .version = GF_CONFIG_VERSION, .mode = c->ask.mode, .compute_percent = 100, .n_devices = 1};
 
     memset(g, 0, sizeof(*g));
     g->dev.total = c->gpu.total;

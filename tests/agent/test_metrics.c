@@ -13,13 +13,13 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
-#include <pwd.h>
 
 #include "agent.h"
 #include "events.h"
@@ -76,8 +76,8 @@ static void refresh_views(gf_agent *a)
         assert_int_equal(gf_fraction_view_init(a, &a->fractions[i], &err), 0);
 }
 
-static gf_afraction *add_fraction(fixture *fx, const char *name, const char *uuid,
-                                  uint64_t request, uint64_t limit)
+static gf_afraction *add_fraction(fixture *fx, const char *name, const char *uuid, uint64_t request,
+                                  uint64_t limit)
 {
     gf_agent *a = &fx->a;
     gf_afraction *f = &a->fractions[a->n_fractions++];
@@ -102,8 +102,8 @@ static gf_ledger_device *ledger_dev(gf_afraction *f, const char *uuid)
 {
     gf_error err;
     gf_ledger *lg = &ledgers[f - fx_agent->fractions];
-    int d = gf_ledger_device_index(lg, uuid, f->cfg.devices[0].request,
-                                   f->cfg.devices[0].limit, &err);
+    int d = gf_ledger_device_index(lg, uuid, f->cfg.devices[0].request, f->cfg.devices[0].limit,
+                                   &err);
     assert_true(d >= 0);
     return &lg->hdr->devices[d];
 }
@@ -163,10 +163,10 @@ static void expect(fixture *fx, const char *name, uint64_t value, ...)
 }
 
 /* dcgm-exporter's GPU labels on every per-GPU series */
-#define GLABELS(g, u) "Hostname", "node-a", "gpu", g, "UUID", u, "device", "nvidia" g, \
-                      "modelName", "gpusim"
-#define FLABELS(g, u, ns, pod, ctr, fr) GLABELS(g, u), "namespace", ns, "pod", pod, \
-                                       "container", ctr, "fraction", fr
+#define GLABELS(g, u) \
+    "Hostname", "node-a", "gpu", g, "UUID", u, "device", "nvidia" g, "modelName", "gpusim"
+#define FLABELS(g, u, ns, pod, ctr, fr) \
+    GLABELS(g, u), "namespace", ns, "pod", pod, "container", ctr, "fraction", fr
 /* a fraction outside Kubernetes: its owner instead of empty pod labels */
 #define ULABELS(g, u, fr) GLABELS(g, u), "user", me(), "fraction", fr
 
@@ -292,8 +292,7 @@ static void expect_all(fixture *fx)
     expect(fx, "gpufrac_fraction_watchdog_kills_total", 0, B1, NULL);
     expect(fx, "gpufrac_gpu_memory_total_bytes", 16 * GiB, GLABELS("0", "GPU-aaaa"), NULL);
     expect(fx, "gpufrac_gpu_memory_total_bytes", 80 * GiB, GLABELS("1", "GPU-bbbb"), NULL);
-    expect(fx, "gpufrac_gpu_memory_guaranteed_bytes", 3 * GiB, GLABELS("0", "GPU-aaaa"),
-           NULL);
+    expect(fx, "gpufrac_gpu_memory_guaranteed_bytes", 3 * GiB, GLABELS("0", "GPU-aaaa"), NULL);
     expect(fx, "gpufrac_gpu_memory_used_bytes", 5 * GiB, GLABELS("1", "GPU-bbbb"), NULL);
     expect(fx, "gpufrac_gpu_memory_lent_bytes", 256 * MiB, GLABELS("0", "GPU-aaaa"), NULL);
     expect(fx, "gpufrac_gpu_mps_server_up", 1, GLABELS("1", "GPU-bbbb"), NULL);
@@ -310,8 +309,7 @@ static void expect_all(fixture *fx)
 static int tenant_entry(gf_afraction *f, const char *uuid, uint64_t used)
 {
     gf_error err;
-    int d = gf_ledger_device_index(&ledgers[f - fx_agent->fractions], uuid, 1 * GiB, 2 * GiB,
-                                   &err);
+    int d = gf_ledger_device_index(&ledgers[f - fx_agent->fractions], uuid, 1 * GiB, 2 * GiB, &err);
     assert_true(d >= 0);
     atomic_store(&ledgers[f - fx_agent->fractions].hdr->devices[d].used, used);
     return d;
@@ -527,8 +525,8 @@ static void test_render_1000_fractions(void **state)
         free(page);
     }
     printf("# 1000 fractions on 8 GPUs: publish (the loop, under a->lock) best %.3f ms; render "
-           "(an HTTP worker, no lock) best %.2f ms, mean %.2f ms, %zu bytes\n", pub_best, best,
-           total / runs, len);
+           "(an HTTP worker, no lock) best %.2f ms, mean %.2f ms, %zu bytes\n",
+           pub_best, best, total / runs, len);
 }
 
 /* A uid with a passwd entry other than ours, else (uid_t)-1. */

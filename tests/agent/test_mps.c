@@ -463,8 +463,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_ensure_one_daemon_per_gpu, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_ensure_found_without_flag_or_pidfile, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(test_ensure_found_without_flag_or_pidfile, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ensure_via_path, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_uuid_and_long_state, setup, teardown),
         cmocka_unit_test_setup_teardown(test_command_without_daemon, setup, teardown),

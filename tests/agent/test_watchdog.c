@@ -221,7 +221,8 @@ static void test_bypass_over_limit_is_killed(void **state)
     snprintf(want, sizeof(want),
              "watchdog: killed pid %d of fraction rogue: driver reports %llu bytes on %s, "
              "bound %llu (limit %llu)",
-             (int)rogue.child, 600 * MiB + GPUSIM_CTX, agent.gpus[0].dev.uuid, 256 * MiB, 256 * MiB);
+             (int)rogue.child, 600 * MiB + GPUSIM_CTX, agent.gpus[0].dev.uuid, 256 * MiB,
+             256 * MiB);
     assert_string_equal(events_last(), want);
     /* the reason its owner sees: which bound was passed, by how much */
     {

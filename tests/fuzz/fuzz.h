@@ -12,12 +12,12 @@
 
 #define FUZZ_INPUT_MAX 4096
 
-#define FUZZ_CHECK(cond)                                                                      \
-    do {                                                                                      \
-        if (!(cond)) {                                                                        \
-            fprintf(stderr, "invariant failed at %s:%d: %s\n", __FILE__, __LINE__, #cond);    \
-            abort();                                                                          \
-        }                                                                                     \
+#define FUZZ_CHECK(cond)                                                                   \
+    do {                                                                                   \
+        if (!(cond)) {                                                                     \
+            fprintf(stderr, "invariant failed at %s:%d: %s\n", __FILE__, __LINE__, #cond); \
+            abort();                                                                       \
+        }                                                                                  \
     } while (0)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -228,22 +228,13 @@ static bool value(reader *r, int depth)
     if (depth > DEPTH_MAX || r->p >= r->end)
         return false;
     switch (*r->p) {
-    case '{':
-        r->p++;
-        return members(r, depth, '}', false);
-    case '[':
-        r->p++;
-        return members(r, depth, ']', false);
-    case '"':
-        return string(r, &s);
-    case 't':
-        return lit(r, "true");
-    case 'f':
-        return lit(r, "false");
-    case 'n':
-        return lit(r, "null");
-    default:
-        return number(r);
+    case '{': r->p++; return members(r, depth, '}', false);
+    case '[': r->p++; return members(r, depth, ']', false);
+    case '"': return string(r, &s);
+    case 't': return lit(r, "true");
+    case 'f': return lit(r, "false");
+    case 'n': return lit(r, "null");
+    default: return number(r);
     }
 }
 
@@ -359,9 +350,9 @@ static int expected(const reader *r, const setting *s, const char *c, gf_pod_fra
             kv[n++] = r->kv[i];
     }
     o.container = c;
-    o.container_is_first =
-        own || (s->nvfractions && !get(r, "gpu-fraction-container-name") && !any_nv &&
-                (get(r, "gpu-fraction") || get(r, "gpu-memory")) && s->claim == 1);
+    o.container_is_first = own ||
+                           (s->nvfractions && !get(r, "gpu-fraction-container-name") && !any_nv &&
+                            (get(r, "gpu-fraction") || get(r, "gpu-memory")) && s->claim == 1);
     return gf_annotations_decode(kv, n, &o, pf, err);
 }
 
@@ -382,8 +373,8 @@ static bool same(const gf_pod_fraction *a, const gf_pod_fraction *b)
 
 static void check(rt_bundle *b, const reader *r, const setting *s)
 {
-    rt_bundle_opts o = {.nvfractions = s->nvfractions, .fallback_name = FALLBACK,
-                        .claim = claim, .claim_ctx = s};
+    rt_bundle_opts o = {
+        .nvfractions = s->nvfractions, .fallback_name = FALLBACK, .claim = claim, .claim_ctx = s};
     const char *c = get(r, "io.kubernetes.cri.container-name");
     gf_pod_fraction want;
     gf_error err = {0}, err2 = {0};
@@ -403,7 +394,7 @@ static void check(rt_bundle *b, const reader *r, const setting *s)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static const setting settings[] = {{true, 1}, {true, 0}, {true, -1},
+    static const setting settings[] = {{true, 1},  {true, 0},  {true, -1},
                                        {false, 1}, {false, 0}, {false, -1}};
     static reader r;
     gf_error err = {0};

@@ -63,8 +63,8 @@ static void run_pod(const gf_sched_pod *p)
     FUZZ_CHECK(!p->invalid || p->error[0] != '\0');
     if (gf_model_pod_update(m, p, &err) < 0)
         FUZZ_CHECK(err.msg[0] != '\0');
-    if (v[0].status == GF_FIT && p->fractional && gf_model_reserve(m, p, "n1", GF_POLICY_SPREAD,
-                                                                    &pl, &err) == 0)
+    if (v[0].status == GF_FIT && p->fractional &&
+        gf_model_reserve(m, p, "n1", GF_POLICY_SPREAD, &pl, &err) == 0)
         FUZZ_CHECK(pl.n == (size_t)p->num_devices);
     gf_model_pod_delete(m, p->uid);
     check_empty(m);

@@ -6,8 +6,8 @@
 
 #include "fuzz.h"
 
-#include "user_policy.h"
 #include "quantity.h"
+#include "user_policy.h"
 
 static gf_user_policy policy;
 
@@ -26,8 +26,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (size_t u = 0; u < sizeof(users) / sizeof(users[0]); u++)
         for (int mode = 0; mode < 2; mode++) {
             gf_user_policy_rules r;
-            gf_user_policy_ask ask = {.mode = (gf_mode)mode, .compute_percent = 50, .n_devices = 1,
-                                 .devices = &dev, .fractions_held = u};
+            gf_user_policy_ask ask = {.mode = (gf_mode)mode,
+                                      .compute_percent = 50,
+                                      .n_devices = 1,
+                                      .devices = &dev,
+                                      .fractions_held = u};
             gf_user_policy_rules_for(&policy, users[u], groups, 3, &r);
             if (gf_user_policy_check(&policy, &r, &ask, &err) < 0)
                 FUZZ_CHECK(strstr(err.msg, "refused by policy fuzz.conf:") != NULL);

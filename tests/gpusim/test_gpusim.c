@@ -52,21 +52,21 @@ static nv_fns nv;
 static void *cuda_lib;
 static char tmpdir[256];
 
-#define CHECK(c)                                                                               \
-    do {                                                                                       \
-        if (!(c)) {                                                                            \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);              \
-            _exit(1);                                                                          \
-        }                                                                                      \
+#define CHECK(c)                                                                  \
+    do {                                                                          \
+        if (!(c)) {                                                               \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
+            _exit(1);                                                             \
+        }                                                                         \
     } while (0)
-#define CHECK_RC(call, want)                                                                   \
-    do {                                                                                       \
-        int got_ = (int)(call);                                                                \
-        if (got_ != (int)(want)) {                                                             \
-            fprintf(stderr, "%s:%d: %s returned %d, want %d\n", __FILE__, __LINE__, #call,     \
-                    got_, (int)(want));                                                        \
-            _exit(1);                                                                          \
-        }                                                                                      \
+#define CHECK_RC(call, want)                                                                     \
+    do {                                                                                         \
+        int got_ = (int)(call);                                                                  \
+        if (got_ != (int)(want)) {                                                               \
+            fprintf(stderr, "%s:%d: %s returned %d, want %d\n", __FILE__, __LINE__, #call, got_, \
+                    (int)(want));                                                                \
+            _exit(1);                                                                            \
+        }                                                                                        \
     } while (0)
 #define OK(call) CHECK_RC(call, CUDA_SUCCESS)
 
@@ -560,7 +560,9 @@ static void modules_body(void)
     OK(cu.cuLibraryUnload(l));
     CHECK_RC(cu.cuLibraryUnload(l), CUDA_ERROR_INVALID_HANDLE);
     CHECK(nv_used(0) == 4 * MiB);
-    CHECK_RC(cu.cuModuleLoadData(&m2, "\x7f" "ELF"), CUDA_ERROR_INVALID_IMAGE);
+    CHECK_RC(cu.cuModuleLoadData(&m2, "\x7f"
+                                      "ELF"),
+             CUDA_ERROR_INVALID_IMAGE);
     CHECK_RC(cu.cuModuleLoadData(&m2, "gpusim-module 2Gi"), CUDA_ERROR_INVALID_IMAGE);
     CHECK_RC(cu.cuModuleLoadData(&m2, "gpusim-module 2147483648"), CUDA_ERROR_OUT_OF_MEMORY);
     snprintf(path, sizeof path, "%s/mod-%d", tmpdir, (int)getpid());
@@ -582,8 +584,7 @@ static const char *const per_device_env[] = {"GPUSIM_CTX_OVERHEAD=64Mi,96Mi",
 
 static void test_limits_modules(void **state)
 {
-    static const char *const env64[] = {"GPUSIM_CTX_OVERHEAD=64Mi", "GPUSIM_DEVICES=2Gi",
-                                        NULL};
+    static const char *const env64[] = {"GPUSIM_CTX_OVERHEAD=64Mi", "GPUSIM_DEVICES=2Gi", NULL};
     (void)state;
     run_child(limits_body, env64);
     run_child(per_device_body, per_device_env);
@@ -795,10 +796,13 @@ static void array_body(void)
 {
     CUarray a;
     CUmipmappedArray m;
-    CUDA_ARRAY_DESCRIPTOR d2 = {.Width = 1000, .Height = 1000, .Format = CU_AD_FORMAT_FLOAT,
-                                .NumChannels = 1};
-    CUDA_ARRAY3D_DESCRIPTOR d3 = {.Width = 1024, .Height = 1024, .Depth = 0,
-                                  .Format = CU_AD_FORMAT_UNSIGNED_INT8, .NumChannels = 4};
+    CUDA_ARRAY_DESCRIPTOR d2 = {
+        .Width = 1000, .Height = 1000, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1};
+    CUDA_ARRAY3D_DESCRIPTOR d3 = {.Width = 1024,
+                                  .Height = 1024,
+                                  .Depth = 0,
+                                  .Format = CU_AD_FORMAT_UNSIGNED_INT8,
+                                  .NumChannels = 4};
     CUDA_ARRAY_MEMORY_REQUIREMENTS r;
     init_ctx();
     OK(cu.cuArrayCreate_v2(&a, &d2));
@@ -842,10 +846,9 @@ static void graph_body(void)
     CUgraph g, big;
     CUgraphNode n, fnode;
     CUgraphExec e, eb;
-    CUDA_MEM_ALLOC_NODE_PARAMS prm = {
-        .poolProps = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
-                      .location = {CU_MEM_LOCATION_TYPE_DEVICE, 0}},
-        .bytesize = 3 * MiB};
+    CUDA_MEM_ALLOC_NODE_PARAMS prm = {.poolProps = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                                    .location = {CU_MEM_LOCATION_TYPE_DEVICE, 0}},
+                                      .bytesize = 3 * MiB};
     init_ctx();
     OK(cu.cuGraphCreate(&g, 0));
     OK(cu.cuGraphAddMemAllocNode(&n, g, NULL, 0, &prm));

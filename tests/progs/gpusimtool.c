@@ -29,8 +29,8 @@ int main(int argc, char **argv)
     }
     m = mmap(NULL, sizeof *m, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
-    if (m == MAP_FAILED || atomic_load(&m->magic) != GS_SHM_MAGIC ||
-        m->version != GS_SHM_VERSION || m->ndev > GS_MAX_DEV) {
+    if (m == MAP_FAILED || atomic_load(&m->magic) != GS_SHM_MAGIC || m->version != GS_SHM_VERSION ||
+        m->ndev > GS_MAX_DEV) {
         fprintf(stderr, "gpusimtool: %s is not a gpusim state file of version %d\n", argv[2],
                 GS_SHM_VERSION);
         return 1;

@@ -2,7 +2,8 @@
 /* ledgertool create LEDGER NAME | ledgertool dump LEDGER | ledgertool reclaim LEDGER
  * dump prints a ledger's counters as key=value lines for tests:
  *   dev<i>_uuid, dev<i>_used, dev<i>_peak, dev<i>_limit, dev<i>_denied,
- *   dev<i>_reclaimed, dev<i>_overhead, live_slots, slot_bytes (sum over all slots), dead_reclaims */
+ *   dev<i>_reclaimed, dev<i>_overhead, live_slots, slot_bytes (sum over all slots), dead_reclaims
+ */
 #include <stdio.h>
 #include <string.h>
 

@@ -31,17 +31,17 @@
 #include "../../shim/hooks.def"
 
 /* Entry points the probe needs beyond the hooked ones (always via dlsym). */
-#define PROBE_USED(X)                                                                          \
-    X(cuInit, (unsigned int flags))                                                            \
-    X(cuDriverGetVersion, (int *v))                                                            \
-    X(cuDeviceGet, (CUdevice * d, int ordinal))                                                \
-    X(cuCtxSetCurrent, (CUcontext c))                                                          \
-    X(cuCtxSynchronize, (void))                                                                \
-    X(cuDeviceGetMemPool, (CUmemoryPool * p, CUdevice d))                                      \
-    X(cuMemPoolCreate, (CUmemoryPool * p, const CUmemPoolProps *props))                        \
-    X(cuGraphCreate, (CUgraph * g, unsigned int flags))                                        \
-    X(cuGetErrorName, (CUresult r, const char **s))                                            \
-    X(cuDeviceGetUuid, (CUuuid * u, CUdevice d))                                               \
+#define PROBE_USED(X)                                                   \
+    X(cuInit, (unsigned int flags))                                     \
+    X(cuDriverGetVersion, (int *v))                                     \
+    X(cuDeviceGet, (CUdevice * d, int ordinal))                         \
+    X(cuCtxSetCurrent, (CUcontext c))                                   \
+    X(cuCtxSynchronize, (void))                                         \
+    X(cuDeviceGetMemPool, (CUmemoryPool * p, CUdevice d))               \
+    X(cuMemPoolCreate, (CUmemoryPool * p, const CUmemPoolProps *props)) \
+    X(cuGraphCreate, (CUgraph * g, unsigned int flags))                 \
+    X(cuGetErrorName, (CUresult r, const char **s))                     \
+    X(cuDeviceGetUuid, (CUuuid * u, CUdevice d))                        \
     X(cuCtxGetLimit, (size_t * v, CUlimit l))
 
 typedef struct fns {
@@ -97,8 +97,8 @@ static const char *errname(CUresult r)
  * by base name then returns that one, never this. */
 static bool has_newer(const char *base, int since)
 {
-#define CU_HOOK(name, b, s, ptsz, ret, params)                                                 \
-    if (strcmp(#b, base) == 0 && (s) > since)                                                  \
+#define CU_HOOK(name, b, s, ptsz, ret, params) \
+    if (strcmp(#b, base) == 0 && (s) > since)  \
         return true;
 #include "../../shim/hooks.def"
     return false;
@@ -129,8 +129,8 @@ static void *resolve(void *lib, const char *via, const char *name, const char *b
         return p;
     }
     CUdriverProcAddressQueryResult st;
-    CUresult (*gpa2)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *) =
-        dlsym(lib, "cuGetProcAddress_v2");
+    CUresult (*gpa2)(const char *, void **, int, cuuint64_t,
+                     CUdriverProcAddressQueryResult *) = dlsym(lib, "cuGetProcAddress_v2");
     /* the exact variant: ask with the version that introduced it */
     int ask = since < 12000 ? 12000 : since;
     if (gpa2(base, &p, ask, ptsz ? 2 : 0, &st) != CUDA_SUCCESS || st != 0)
@@ -148,7 +148,7 @@ static void load(const char *via)
 #define X(name, params) f.name = (CUresult(*) params)dlsym(lib, #name);
     PROBE_USED(X)
 #undef X
-#define CU_HOOK(name, base, since, ptsz, ret, params)                                          \
+#define CU_HOOK(name, base, since, ptsz, ret, params) \
     f.name = (ret(*) params)resolve(lib, via, #name, #base, since, ptsz, (void *)name);
 #include "../../shim/hooks.def"
 }
@@ -220,7 +220,11 @@ static void race(int threads, int iters, uint64_t size, int hold)
     if (threads > 64)
         threads = 64;
     for (int i = 0; i < threads; i++) {
-        a[i] = (race_arg){.iters = iters, .size = size, .hold = hold < 1 ? 1 : hold > 16 ? 16 : hold};
+        a[i] = (race_arg){.iters = iters,
+                          .size = size,
+                          .hold = hold < 1    ? 1
+                                  : hold > 16 ? 16
+                                              : hold};
         pthread_create(&t[i], NULL, race_thread, &a[i]);
     }
     for (int i = 0; i < threads; i++) {
@@ -347,12 +351,16 @@ static int step(char **argv, int i, int argc)
     } else if (strcmp(s, "array") == 0 || strcmp(s, "array3d") == 0) {
         CUarray a = NULL;
         if (s[5] == 0) {
-            CUDA_ARRAY_DESCRIPTOR d = {parse_size(ARG(1)), parse_size(ARG(2)),
-                                       CU_AD_FORMAT_FLOAT, 4};
+            CUDA_ARRAY_DESCRIPTOR d = {parse_size(ARG(1)), parse_size(ARG(2)), CU_AD_FORMAT_FLOAT,
+                                       4};
             rc = f.cuArrayCreate_v2(&a, &d);
         } else {
-            CUDA_ARRAY3D_DESCRIPTOR d = {parse_size(ARG(1)), parse_size(ARG(2)),
-                                         parse_size(ARG(3)), CU_AD_FORMAT_FLOAT, 4, 0};
+            CUDA_ARRAY3D_DESCRIPTOR d = {parse_size(ARG(1)),
+                                         parse_size(ARG(2)),
+                                         parse_size(ARG(3)),
+                                         CU_AD_FORMAT_FLOAT,
+                                         4,
+                                         0};
             rc = f.cuArray3DCreate_v2(&a, &d);
         }
         if (rc == CUDA_SUCCESS)
@@ -361,8 +369,8 @@ static int step(char **argv, int i, int argc)
         return s[5] == 0 ? 2 : 3;
     } else if (strcmp(s, "mipmap") == 0) {
         CUmipmappedArray m = NULL;
-        CUDA_ARRAY3D_DESCRIPTOR d = {parse_size(ARG(1)), parse_size(ARG(2)), 0,
-                                     CU_AD_FORMAT_FLOAT, 4, 0};
+        CUDA_ARRAY3D_DESCRIPTOR d = {
+            parse_size(ARG(1)), parse_size(ARG(2)), 0, CU_AD_FORMAT_FLOAT, 4, 0};
         rc = f.cuMipmappedArrayCreate(&m, &d, (unsigned)parse_size(ARG(3)));
         if (rc == CUDA_SUCCESS)
             push(6, (uint64_t)(uintptr_t)m);
@@ -409,7 +417,8 @@ static int step(char **argv, int i, int argc)
         return 1;
     } else if (strcmp(s, "race") == 0) {
         /* race THREADS ITERS SIZE [HOLD]: HOLD is optional (a number) */
-        int hold = i + 4 < argc && argv[i + 4][0] >= '0' && argv[i + 4][0] <= '9' ? atoi(argv[i + 4]) : 1;
+        int hold =
+            i + 4 < argc && argv[i + 4][0] >= '0' && argv[i + 4][0] <= '9' ? atoi(argv[i + 4]) : 1;
         race(atoi(ARG(1)), atoi(ARG(2)), parse_size(ARG(3)), hold);
         return i + 4 < argc && argv[i + 4][0] >= '0' && argv[i + 4][0] <= '9' ? 4 : 3;
     } else if (strcmp(s, "retain") == 0) {
@@ -421,12 +430,13 @@ static int step(char **argv, int i, int argc)
         return 1;
     } else if (strcmp(s, "primary-release") == 0 || strcmp(s, "primary-reset") == 0) {
         rc = s[8] == 'r' && s[10] == 'l' ? f.cuDevicePrimaryCtxRelease_v2(atoi(ARG(1)))
-                                          : f.cuDevicePrimaryCtxReset_v2(atoi(ARG(1)));
+                                         : f.cuDevicePrimaryCtxReset_v2(atoi(ARG(1)));
         report(s, rc);
         return 1;
     } else if (strcmp(s, "ctx-create") == 0 || strcmp(s, "ctx-legacy") == 0) {
         CUcontext c = NULL;
-        rc = s[4] == 'c' ? f.cuCtxCreate_v2(&c, 0, atoi(ARG(1))) : f.cuCtxCreate(&c, 0, atoi(ARG(1)));
+        rc = s[4] == 'c' ? f.cuCtxCreate_v2(&c, 0, atoi(ARG(1)))
+                         : f.cuCtxCreate(&c, 0, atoi(ARG(1)));
         if (rc == CUDA_SUCCESS)
             push(9, (uint64_t)(uintptr_t)c);
         report(s, rc);
@@ -445,10 +455,10 @@ static int step(char **argv, int i, int argc)
     } else if (strcmp(s, "module") == 0 || strcmp(s, "library") == 0) {
         char image[64];
         void *h = NULL;
-        snprintf(image, sizeof image, "gpusim-module %llu",
-                 (unsigned long long)parse_size(ARG(1)));
-        rc = s[0] == 'm' ? f.cuModuleLoadData((CUmodule *)&h, image)
-                         : f.cuLibraryLoadData((CUlibrary *)&h, image, NULL, NULL, 0, NULL, NULL, 0);
+        snprintf(image, sizeof image, "gpusim-module %llu", (unsigned long long)parse_size(ARG(1)));
+        rc = s[0] == 'm'
+                 ? f.cuModuleLoadData((CUmodule *)&h, image)
+                 : f.cuLibraryLoadData((CUlibrary *)&h, image, NULL, NULL, 0, NULL, NULL, 0);
         if (rc == CUDA_SUCCESS)
             push(s[0] == 'm' ? 7 : 8, (uint64_t)(uintptr_t)h);
         report(s, rc);
@@ -487,10 +497,10 @@ static int step(char **argv, int i, int argc)
         printf("pools_destroyed=%d\n", ok);
     } else if (strcmp(s, "pa2000") == 0) {
         /* the legacy entry points by lookup at version 2000: the shim's hooks? */
-        static const char *const names[] = {"cuMemAlloc", "cuMemFree", "cuMemAllocPitch",
-                                            "cuMemGetInfo", "cuDeviceTotalMem", "cuArrayCreate",
-                                            "cuArray3DCreate", "cuCtxCreate", "cuCtxDestroy",
-                                            "cuModuleLoadData", "cuDevicePrimaryCtxRetain"};
+        static const char *const names[] = {
+            "cuMemAlloc",       "cuMemFree",        "cuMemAllocPitch",         "cuMemGetInfo",
+            "cuDeviceTotalMem", "cuArrayCreate",    "cuArray3DCreate",         "cuCtxCreate",
+            "cuCtxDestroy",     "cuModuleLoadData", "cuDevicePrimaryCtxRetain"};
         CUresult (*gpa2)(const char *, void **, int, cuuint64_t,
                          CUdriverProcAddressQueryResult *) = f.cuGetProcAddress_v2;
         CUresult (*gpa)(const char *, void **, int, cuuint64_t) = f.cuGetProcAddress;
@@ -501,7 +511,7 @@ static int step(char **argv, int i, int argc)
                 CUdriverProcAddressQueryResult st;
                 rc = four ? gpa(names[k], &p, 2000, 0) : gpa2(names[k], &p, 2000, 0, &st);
                 printf("pa2000%s_%s=%s\n", four ? "v1" : "", names[k],
-                       rc != CUDA_SUCCESS || !p                           ? "none"
+                       rc != CUDA_SUCCESS || !p ? "none"
                        : dladdr(p, &di) && di.dli_fname && strstr(di.dli_fname, "libgpufrac")
                            ? "hook"
                            : "driver");

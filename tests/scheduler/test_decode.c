@@ -45,12 +45,11 @@ static gf_sched_pod *pod_json(const char *annotations, const char *node, const c
 
 static void test_pod_nvfractions(void **state)
 {
-    gf_sched_pod *p = pod_json(
-        "{\"nvidia.com/container.trainer-2.gpu-memory.request\":\"4Gi\","
-        "\"nvidia.com/container.trainer-2.gpu-memory.limit\":\"8Gi\","
-        "\"nvidia.com/container.trainer-2.gpu-compute.mode\":\"sm-sharing\","
-        "\"nvidia.com/container.trainer-2.gpus.devices\":\"GPU-a\"}",
-        "node-1", "");
+    gf_sched_pod *p = pod_json("{\"nvidia.com/container.trainer-2.gpu-memory.request\":\"4Gi\","
+                               "\"nvidia.com/container.trainer-2.gpu-memory.limit\":\"8Gi\","
+                               "\"nvidia.com/container.trainer-2.gpu-compute.mode\":\"sm-sharing\","
+                               "\"nvidia.com/container.trainer-2.gpus.devices\":\"GPU-a\"}",
+                               "node-1", "");
 
     (void)state;
     assert_string_equal(p->ns, "ml");
@@ -73,8 +72,8 @@ static void test_pod_nvfractions(void **state)
 
 static void test_pod_legacy_forms(void **state)
 {
-    gf_sched_pod *p = pod_json("{\"gpu-fraction\":\"0.5\",\"gpu-fraction-num-devices\":\"2\"}",
-                               "", ",\"deletionTimestamp\":\"2024-01-01T00:00:00Z\"");
+    gf_sched_pod *p = pod_json("{\"gpu-fraction\":\"0.5\",\"gpu-fraction-num-devices\":\"2\"}", "",
+                               ",\"deletionTimestamp\":\"2024-01-01T00:00:00Z\"");
 
     (void)state;
     assert_true(p->fractional);
@@ -103,8 +102,8 @@ static void test_pod_not_fractional(void **state)
 
 static void test_pod_malformed_annotation(void **state)
 {
-    gf_sched_pod *p = pod_json("{\"nvidia.com/container.trainer.gpu-memory.request\":\"lots\"}",
-                               "", "");
+    gf_sched_pod *p = pod_json("{\"nvidia.com/container.trainer.gpu-memory.request\":\"lots\"}", "",
+                               "");
     gf_model *m = NULL;
     const char *names[1] = {"n1"};
     gf_sched_verdict v;
@@ -113,8 +112,7 @@ static void test_pod_malformed_annotation(void **state)
     (void)state;
     assert_true(p->fractional);
     assert_true(p->invalid);
-    assert_msg_has(p->error, "ml/web", "nvidia.com/container.trainer.gpu-memory.request",
-                   "lots");
+    assert_msg_has(p->error, "ml/web", "nvidia.com/container.trainer.gpu-memory.request", "lots");
     assert_int_equal(gf_model_new(NULL, &m, &err), 0);
     assert_int_equal(gf_model_evaluate(m, p, names, 1, GF_POLICY_BINPACK, &v, &err), 0);
     assert_int_equal(v.status, GF_FAIL_UNRESOLVABLE);
@@ -127,7 +125,8 @@ static void test_pod_malformed_annotation(void **state)
     assert_msg_has(p->error, "trainer-3");
     free(p);
     p = pod_json("{\"nvidia.com/container.trainer.gpu-compute.mode\":\"fast\","
-                 "\"nvidia.com/container.trainer.gpu-memory.request\":\"1Gi\"}", "", "");
+                 "\"nvidia.com/container.trainer.gpu-memory.request\":\"1Gi\"}",
+                 "", "");
     assert_true(p->invalid);
     assert_msg_has(p->error, "gpu-compute.mode", "fast");
     free(p);
@@ -255,8 +254,9 @@ static void test_node_annotation_errors(void **state)
     }
     free(n);
     /* through the node decoder: the node keeps a reason, the filter reports it */
-    n = node_json("{\"metadata\":{\"name\":\"n2\",\"annotations\":{\"gpufrac.io/gpus\":\"oops\"},"
-                  "\"labels\":{\"nvidia.com/gpu.count\":\"1\",\"nvidia.com/gpu.memory\":\"1024\"}}}");
+    n = node_json(
+        "{\"metadata\":{\"name\":\"n2\",\"annotations\":{\"gpufrac.io/gpus\":\"oops\"},"
+        "\"labels\":{\"nvidia.com/gpu.count\":\"1\",\"nvidia.com/gpu.memory\":\"1024\"}}}");
     assert_int_equal(n->source, GF_INV_AGENT);
     assert_msg_has(n->inventory_error, "node annotation gpufrac.io/gpus", "not JSON");
     assert_int_equal(n->n_gpus, 0);
@@ -312,7 +312,8 @@ static void test_node_gfd_labels(void **state)
 
 static void test_node_not_a_node(void **state)
 {
-    const char *bad[] = {"3", "{}", "{\"metadata\":{}}", "{\"metadata\":{\"name\":\"a\"},\"spec\":[]}",
+    const char *bad[] = {"3", "{}", "{\"metadata\":{}}",
+                         "{\"metadata\":{\"name\":\"a\"},\"spec\":[]}",
                          "{\"metadata\":{\"name\":\"a\",\"labels\":\"x\"}}"};
     gf_sched_node *n = calloc(1, sizeof(*n));
     gf_error err;
@@ -335,9 +336,9 @@ static void test_decoded_into_model(void **state)
     gf_sched_node *n = node_json(
         "{\"metadata\":{\"name\":\"n1\",\"annotations\":{\"gpufrac.io/gpus\":"
         "\"[{\\\"uuid\\\":\\\"GPU-a\\\",\\\"index\\\":0,\\\"memory\\\":8589934592}]\"}}}");
-    gf_sched_pod *bound = pod_json(
-        "{\"nvidia.com/container.trainer.gpu-memory.request\":\"5Gi\","
-        "\"nvidia.com/container.trainer.gpus.devices\":\"GPU-a\"}", "n1", "");
+    gf_sched_pod *bound = pod_json("{\"nvidia.com/container.trainer.gpu-memory.request\":\"5Gi\","
+                                   "\"nvidia.com/container.trainer.gpus.devices\":\"GPU-a\"}",
+                                   "n1", "");
     gf_sched_pod *next = pod_json("{\"gpu-memory\":\"4096\"}", "", "");
     const char *names[1] = {"n1"};
     gf_sched_verdict v;

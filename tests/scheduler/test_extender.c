@@ -28,8 +28,8 @@ typedef struct fake_kube {
     json_t *annotations; /* of the last bind */
 } fake_kube;
 
-static int fake_bind(void *cls, const char *ns, const char *name, const char *uid,
-                     const char *node, json_t *annotations, gf_error *err)
+static int fake_bind(void *cls, const char *ns, const char *name, const char *uid, const char *node,
+                     json_t *annotations, gf_error *err)
 {
     fake_kube *f = cls;
     int rc = 0;
@@ -53,8 +53,7 @@ out:
     return rc;
 }
 
-static int fake_get_pod(void *cls, const char *ns, const char *name, json_t **pod,
-                        gf_error *err)
+static int fake_get_pod(void *cls, const char *ns, const char *name, json_t **pod, gf_error *err)
 {
     (void)cls;
     (void)pod;
@@ -193,8 +192,8 @@ static char *args_json(const char *pod, const char *node_names)
 #define NODES "[\"gpu-node-1\",\"cpu-node-1\",\"ghost-node\"]"
 
 /* Calls a verb and returns the parsed JSON answer (status checked). */
-static json_t *call(int (*verb)(gf_extender *, const char *, size_t, gf_ext_reply *),
-                    fixture *f, const char *body, unsigned want_status)
+static json_t *call(int (*verb)(gf_extender *, const char *, size_t, gf_ext_reply *), fixture *f,
+                    const char *body, unsigned want_status)
 {
     gf_ext_reply r = {0};
     json_t *j;
@@ -260,8 +259,8 @@ static void test_filter_fractional(void **state)
     json_decref(res);
 
     /* bigger than any GPU: fits nowhere, counted */
-    res = filter(f, "huge", "u-2",
-                 "{\"nvidia.com/container.main.gpu-memory.request\":\"100Gi\"}", NODES);
+    res = filter(f, "huge", "u-2", "{\"nvidia.com/container.main.gpu-memory.request\":\"100Gi\"}",
+                 NODES);
     assert_names(res, NULL, 0);
     assert_non_null(reason(res, "FailedNodes", "gpu-node-1"));
     assert_int_equal(atomic_load(&f->x.metrics.filter_failures), 1);
@@ -373,7 +372,10 @@ static void test_filter_node_list_form(void **state)
 static void test_malformed_requests(void **state)
 {
     fixture *f = *state;
-    const char *bodies[] = {"", "{", "[]", "{\"NodeNames\":[\"a\"]}",
+    const char *bodies[] = {"",
+                            "{",
+                            "[]",
+                            "{\"NodeNames\":[\"a\"]}",
                             ("{\"Pod\":{\"metadata\":{\"name\":\"x\",\"uid\":\"u\"}},"
                              "\"NodeNames\":[1]}"),
                             "{\"Pod\":{\"metadata\":{\"name\":\"x\",\"uid\":\"u\"}}}",
@@ -406,7 +408,8 @@ static void test_prioritize(void **state)
 
     assert_true(json_is_array(res));
     assert_int_equal(json_array_size(res), 3);
-    json_array_foreach(res, i, e) {
+    json_array_foreach(res, i, e)
+    {
         json_int_t s = json_integer_value(json_object_get(e, "Score"));
         assert_true(json_is_string(json_object_get(e, "Host")));
         assert_true(s >= 0 && s <= 10);
@@ -427,8 +430,10 @@ static json_t *do_bind(fixture *f, const char *name, const char *uid, const char
     char *body;
     json_t *res;
 
-    if (asprintf(&body, "{\"PodName\":\"%s\",\"PodNamespace\":\"ml\",\"PodUID\":\"%s\",\"Node\":"
-                        "\"%s\"}", name, uid, node) < 0)
+    if (asprintf(&body,
+                 "{\"PodName\":\"%s\",\"PodNamespace\":\"ml\",\"PodUID\":\"%s\",\"Node\":"
+                 "\"%s\"}",
+                 name, uid, node) < 0)
         fail();
     res = call(gf_ext_bind, f, body, 200);
     free(body);
@@ -501,8 +506,9 @@ static void test_bind_cdi(void **state)
     json_decref(res);
     res = do_bind(f, "train", "u-1", "gpu-node-1");
     json_decref(res);
-    assert_string_equal(ann(f, "nvidia.com/container.main.gpus.devices"),
-                        "k8s.device-plugin.nvidia.com/gpu=GPU-aaaaaaaa-0000-0000-0000-000000000001");
+    assert_string_equal(
+        ann(f, "nvidia.com/container.main.gpus.devices"),
+        "k8s.device-plugin.nvidia.com/gpu=GPU-aaaaaaaa-0000-0000-0000-000000000001");
 }
 
 static void test_bind_non_fractional(void **state)
@@ -563,10 +569,13 @@ static void *race(void *cls)
 
     snprintf(name, sizeof(name), "burst-%d", r->i);
     snprintf(uid, sizeof(uid), "u-burst-%d", r->i);
-    if (asprintf(&body, "{\"PodName\":\"%s\",\"PodNamespace\":\"ml\",\"PodUID\":\"%s\","
-                        "\"Node\":\"gpu-node-1\"}", name, uid) < 0)
+    if (asprintf(&body,
+                 "{\"PodName\":\"%s\",\"PodNamespace\":\"ml\",\"PodUID\":\"%s\","
+                 "\"Node\":\"gpu-node-1\"}",
+                 name, uid) < 0)
         return NULL;
-    if (gf_ext_bind(&r->f->x, body, strlen(body), &rep) == 0 && (res = json_loads(rep.body, 0, NULL))) {
+    if (gf_ext_bind(&r->f->x, body, strlen(body), &rep) == 0 &&
+        (res = json_loads(rep.body, 0, NULL))) {
         r->ok = strcmp(json_string_value(json_object_get(res, "Error")), "") == 0;
         json_decref(res);
     }
@@ -714,7 +723,7 @@ static void test_http_server(void **state)
     gf_server *s;
     gf_error err;
     char url[256], *out, *pod = pod_json("train", "u-1", FRACTION_40G),
-                        *body = args_json(pod, NODES);
+                         *body = args_json(pod, NODES);
 
     if (gf_server_start(&s, &f->x, "127.0.0.1:0", "/gpufrac", &err) < 0)
         fail_msg("%s", err.msg);
@@ -723,8 +732,11 @@ static void test_http_server(void **state)
     assert_msg_has(out, "\"NodeNames\":[\"gpu-node-1\"]", "\"Error\":\"\"");
     free(out);
     snprintf(url, sizeof(url), "http://%s/gpufrac/bind", gf_server_address(s));
-    assert_int_equal(http(url, "{\"PodName\":\"train\",\"PodNamespace\":\"ml\",\"PodUID\":"
-                               "\"u-1\",\"Node\":\"gpu-node-1\"}", &out), 200);
+    assert_int_equal(http(url,
+                          "{\"PodName\":\"train\",\"PodNamespace\":\"ml\",\"PodUID\":"
+                          "\"u-1\",\"Node\":\"gpu-node-1\"}",
+                          &out),
+                     200);
     assert_string_equal(out, "{\"Error\":\"\"}");
     free(out);
     assert_int_equal(http(url, "{oops", &out), 400);
@@ -783,15 +795,19 @@ static void test_watch_framing(void **state)
     for (size_t chunk = 1; chunk <= 7; chunk++) {
         memset(&l, 0, sizeof(l));
         for (size_t off = 0; off < len; off += chunk)
-            assert_int_equal(gf_linebuf_feed(&lb, stream + off, off + chunk > len ? len - off : chunk,
-                                             on_line, &l, &err), 0);
+            assert_int_equal(gf_linebuf_feed(&lb, stream + off,
+                                             off + chunk > len ? len - off : chunk, on_line, &l,
+                                             &err),
+                             0);
         assert_int_equal(l.n, 3);
     }
     gf_linebuf_free(&lb);
-    assert_int_equal(gf_kube_event_parse(l.got[0], strlen(l.got[0]), &root, &type, &obj, &code, &err), 0);
+    assert_int_equal(
+        gf_kube_event_parse(l.got[0], strlen(l.got[0]), &root, &type, &obj, &code, &err), 0);
     assert_string_equal(type, "ADDED");
     json_decref(root);
-    assert_int_equal(gf_kube_event_parse(l.got[2], strlen(l.got[2]), &root, &type, &obj, &code, &err), 0);
+    assert_int_equal(
+        gf_kube_event_parse(l.got[2], strlen(l.got[2]), &root, &type, &obj, &code, &err), 0);
     assert_string_equal(type, "ERROR");
     assert_int_equal(code, 410);
     json_decref(root);
@@ -856,8 +872,8 @@ static json_t *preempt(fixture *f, const char *pod, const char *victims)
     char *body;
     json_t *res;
 
-    if (asprintf(&body, "{\"Pod\":%s,\"NodeNameToVictims\":null,\"NodeNameToMetaVictims\":%s}",
-                 pod, victims) < 0)
+    if (asprintf(&body, "{\"Pod\":%s,\"NodeNameToVictims\":null,\"NodeNameToMetaVictims\":%s}", pod,
+                 victims) < 0)
         fail();
     res = call(gf_ext_preempt, f, body, 200);
     free(body);
@@ -868,8 +884,7 @@ static const char *victim(json_t *res, const char *node, size_t i)
 {
     json_t *v = json_object_get(json_object_get(res, "NodeNameToMetaVictims"), node);
 
-    return json_string_value(json_object_get(json_array_get(json_object_get(v, "Pods"), i),
-                                             "UID"));
+    return json_string_value(json_object_get(json_array_get(json_object_get(v, "Pods"), i), "UID"));
 }
 
 /* preemptVerb: a higher-priority fractional pod gets the fewest lower-priority
@@ -894,15 +909,17 @@ static void test_preempt_verb(void **state)
     hi = strdup(pod);
     assert_non_null(p = strstr(hi, "\"priority\":0"));
     memcpy(p, "\"priority\":9", strlen("\"priority\":9"));
-    res = preempt(f, hi, "{\"gpu-node-1\":{\"Pods\":[{\"UID\":\"other\"}],\"NumPDBViolations\":1},"
-                         "\"cpu-node-1\":{\"Pods\":[],\"NumPDBViolations\":0}}");
+    res = preempt(f, hi,
+                  "{\"gpu-node-1\":{\"Pods\":[{\"UID\":\"other\"}],\"NumPDBViolations\":1},"
+                  "\"cpu-node-1\":{\"Pods\":[],\"NumPDBViolations\":0}}");
     map = json_object_get(res, "NodeNameToMetaVictims");
     assert_int_equal(json_object_size(map), 1);
     assert_string_equal(victim(res, "gpu-node-1", 0), "other");
     assert_string_equal(victim(res, "gpu-node-1", 1), "lo-c"); /* one victim beats two */
     assert_null(victim(res, "gpu-node-1", 2));
-    assert_int_equal(json_integer_value(json_object_get(json_object_get(map, "gpu-node-1"),
-                                                        "NumPDBViolations")), 1);
+    assert_int_equal(json_integer_value(
+                         json_object_get(json_object_get(map, "gpu-node-1"), "NumPDBViolations")),
+                     1);
     json_decref(res);
     /* same priority as the pods there: no room anywhere */
     res = preempt(f, pod, "{\"gpu-node-1\":{\"Pods\":[],\"NumPDBViolations\":0}}");

@@ -14,7 +14,8 @@ static void test_table(void **state)
     (void)state;
     for (size_t i = 0; i < FIT_CASES; i++) {
         const fit_case *c = &fit_cases[i];
-        mgpu g = {.total = c->gpu.total, .requested = c->gpu.guaranteed,
+        mgpu g = {.total = c->gpu.total,
+                  .requested = c->gpu.guaranteed,
                   .compute_pct = c->gpu.compute_pct};
         gf_sched_pod pod = {.fractional = true, .num_devices = 1, .mode = c->ask.mode};
 
@@ -25,8 +26,7 @@ static void test_table(void **state)
         pod.compute = c->ask.compute_pct / 100.0;
         assert_int_equal(gf_sched_pod_compute_pct(&pod), c->ask.compute_pct);
         if (gf_sched_gpu_fits(&g, &pod) != (c->want == GF_FIT_OK))
-            fail_msg("%s: %s, expected %s", c->what,
-                     c->want == GF_FIT_OK ? "does not fit" : "fits",
+            fail_msg("%s: %s, expected %s", c->what, c->want == GF_FIT_OK ? "does not fit" : "fits",
                      gf_fit_verdict_name(c->want));
     }
 }

@@ -730,7 +730,6 @@ static void test_compute_portions_summed(void **state)
     gf_model_free(m);
 }
 
-
 /* Preemption: the fewest lower-priority pods that make room. */
 static void test_preempt_victims(void **state)
 {

@@ -20,7 +20,8 @@
 static int usage(void)
 {
     fputs("usage: ledger_forge LEDGER slot PID SEQ BYTES SECONDS | state DEV VALUE | "
-          "lent DEV BYTES | truncate\n", stderr);
+          "lent DEV BYTES | truncate\n",
+          stderr);
     return 2;
 }
 

@@ -65,9 +65,9 @@ static void test_quantities(void **state)
     assert_bytes("8Gi", 8ULL << 30);
     assert_bytes("1G", 1000000000);
     assert_bytes("7680Mi", 7680ULL << 20);
-    assert_bytes("2", 2);              /* a bare number above 1 is bytes */
+    assert_bytes("2", 2); /* a bare number above 1 is bytes */
     assert_bytes("2.0", 2);
-    assert_bytes("1e0", 1);            /* an exponent makes it a quantity */
+    assert_bytes("1e0", 1); /* an exponent makes it a quantity */
     assert_bytes("1000m", 1);
     assert_bytes("1Ki", 1024);
 }
@@ -75,9 +75,9 @@ static void test_quantities(void **state)
 static void test_refused(void **state)
 {
     static const char *const bad[] = {
-        "",    "0",    "0.0",  "0%",   "0.0%", "-0",  "-0.5", "-1Gi", "150%", "100.01%",
-        "-5%", "+5%",  "5 %",  "%",    "NaN",  "Inf", "nan%", "1.5",  "5e-1", "500m",
-        "1gb", "0Gi",  "1e2%", "50%%", "0x1",  "8Ei", " 0.5", "0.5 ",
+        "",    "0",   "0.0",  "0%",   "0.0%", "-0",  "-0.5", "-1Gi", "150%", "100.01%",
+        "-5%", "+5%", "5 %",  "%",    "NaN",  "Inf", "nan%", "1.5",  "5e-1", "500m",
+        "1gb", "0Gi", "1e2%", "50%%", "0x1",  "8Ei", " 0.5", "0.5 ",
     };
     gf_error err;
     size_t i;
@@ -160,9 +160,10 @@ static double cp_ok(const char *s)
 static void test_compute_portion(void **state)
 {
     static const char *const bad[] = {
-        "0",   "-0",  "0.0", "1.01", "2",    "50",   "100", "50%", "500m", "NaN",
-        "nan", "Inf", "inf", "",     " 0.5", "0.5 ", "-0.5", "1e1", "0x1p-1", "0.5Gi",
-        ".",   "e-1", "1e",  "93279205e-154775807", "1e-400",
+        "0",      "-0",  "0.0",    "1.01",  "2",   "50",  "100",  "50%",
+        "500m",   "NaN", "nan",    "Inf",   "inf", "",    " 0.5", "0.5 ",
+        "-0.5",   "1e1", "0x1p-1", "0.5Gi", ".",   "e-1", "1e",   "93279205e-154775807",
+        "1e-400",
     };
     gf_error err;
     double p;
@@ -225,9 +226,12 @@ static void test_percent_never_oversubscribes(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_portions),       cmocka_unit_test(test_quantities),
-        cmocka_unit_test(test_refused),        cmocka_unit_test(test_resolve),
-        cmocka_unit_test(test_compute_portion), cmocka_unit_test(test_compute_percent),
+        cmocka_unit_test(test_portions),
+        cmocka_unit_test(test_quantities),
+        cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_resolve),
+        cmocka_unit_test(test_compute_portion),
+        cmocka_unit_test(test_compute_percent),
         cmocka_unit_test(test_percent_never_oversubscribes),
     };
 

@@ -9,7 +9,8 @@
 #define P "nvidia.com/container."
 #define KAI "kai.scheduler/container."
 
-#define KV(...) ((const gf_kv[]){__VA_ARGS__}), (sizeof((const gf_kv[]){__VA_ARGS__}) / sizeof(gf_kv))
+#define KV(...) \
+    ((const gf_kv[]){__VA_ARGS__}), (sizeof((const gf_kv[]){__VA_ARGS__}) / sizeof(gf_kv))
 
 static const char *const pod_containers[] = {"trainer", "trainer-2", "sidecar"};
 
@@ -122,8 +123,8 @@ static void test_mode_alone(void **state)
 static void test_bad_keys(void **state)
 {
     static const char *const keys[] = {
-        P "trainer.gpu-memory.requests", P ".gpu-memory.request", P "trainer",
-        P "trainer.gpu-memory", P "trainer.gpu-memory.request.x", P "trainer.foo",
+        P "trainer.gpu-memory.requests", P ".gpu-memory.request",          P "trainer",
+        P "trainer.gpu-memory",          P "trainer.gpu-memory.request.x", P "trainer.foo",
     };
     gf_annotation_opts o = opts_for("trainer");
     gf_error err;
@@ -286,30 +287,28 @@ static void test_combination_errors(void **state)
                    "cannot request both gpu-fraction and GPU memory request", "0.5", "4096");
     /* a person's pod-level portion beside a container-level request: refused, both named
      * (a binder writes the request only together with gpus.devices) */
-    assert_msg_has(dec_bad(KV({"gpu-fraction", "0.5"}, {P "trainer.gpu-memory.request", "8Gi"}),
-                           &o, &err),
-                   "cannot combine gpu-fraction", "\"0.5\"", P "trainer.gpu-memory.request",
-                   "\"8Gi\"");
+    assert_msg_has(
+        dec_bad(KV({"gpu-fraction", "0.5"}, {P "trainer.gpu-memory.request", "8Gi"}), &o, &err),
+        "cannot combine gpu-fraction", "\"0.5\"", P "trainer.gpu-memory.request", "\"8Gi\"");
     assert_msg_has(dec_bad(KV({"gpu-fraction-num-devices", "2"}), &o, &err),
-                   "gpu-fraction-num-devices", "\"2\"",
-                   "without specifying fraction details", "gpu-fraction or gpu-memory");
+                   "gpu-fraction-num-devices", "\"2\"", "without specifying fraction details",
+                   "gpu-fraction or gpu-memory");
     assert_msg_has(dec_bad(KV({"gpu-fraction.limit", "0.8"}, {"gpu-memory", "100"}), &o, &err),
                    "gpu-fraction.limit", "\"0.8\"", "only be used together with the gpu-fraction");
     assert_msg_has(dec_bad(KV({"gpu-fraction.limit", "0.5"}, {"gpu-fraction", "0.5"}), &o, &err),
                    "gpu-fraction.limit", "\"0.5\"", "must be greater than gpu-fraction");
-    assert_msg_has(dec_bad(KV({"gpu-fraction.limit", "0.123456"}, {"gpu-fraction", "0.1"}), &o,
-                           &err),
-                   "gpu-fraction.limit", "\"0.123456\"", "at most 5 digits after the decimal point");
+    assert_msg_has(
+        dec_bad(KV({"gpu-fraction.limit", "0.123456"}, {"gpu-fraction", "0.1"}), &o, &err),
+        "gpu-fraction.limit", "\"0.123456\"", "at most 5 digits after the decimal point");
     assert_msg_has(dec_bad(KV({"gpu-memory.limit", "8Gi"}), &o, &err), "gpu-memory.limit",
                    "\"8Gi\"", "only be used together with the gpu-memory");
     assert_msg_has(dec_bad(KV({"gpu-memory", "4096"}, {"gpu-memory.limit", "8192"}), &o, &err),
                    "gpu-memory.limit", "\"8192\"", "with a unit");
     assert_msg_has(dec_bad(KV({"gpu-memory", "4096"}, {"gpu-memory.limit", "2Gi"}), &o, &err),
                    "gpu-memory.limit", "\"2Gi\"", "must not be smaller than gpu-memory");
-    assert_msg_has(dec_bad(KV({"gpu-memory", "4096"}, {P "trainer.gpu-memory.request", "8Gi"}),
-                           &o, &err),
-                   "NvFractions memory request", P "trainer.gpu-memory.request", "\"8Gi\"",
-                   "4096 MiB");
+    assert_msg_has(
+        dec_bad(KV({"gpu-memory", "4096"}, {P "trainer.gpu-memory.request", "8Gi"}), &o, &err),
+        "NvFractions memory request", P "trainer.gpu-memory.request", "\"8Gi\"", "4096 MiB");
     assert_msg_has(dec_bad(KV({"gpu-fraction", "0.5"}, {P "trainer.gpu-memory.limit", "8Gi"}), &o,
                            &err),
                    "cannot combine", P "trainer.gpu-memory.limit", "gpu-fraction");
@@ -325,15 +324,14 @@ static void test_combination_errors(void **state)
                            &o, &err),
                    "gpu-fraction.limit annotation", "conflicts with",
                    KAI "trainer.gpu-memory.portion.limit");
-    assert_msg_has(dec_bad(KV({"gpu-fraction", "0.5"}, {KAI "trainer.gpu-memory.portion.limit",
-                                                        "0.5"}),
+    assert_msg_has(dec_bad(KV({"gpu-fraction", "0.5"},
+                              {KAI "trainer.gpu-memory.portion.limit", "0.5"}),
                            &o, &err),
                    KAI "trainer.gpu-memory.portion.limit", "\"0.5\"", "greater than gpu-fraction");
-    assert_msg_has(dec_bad(KV({"gpu-fraction", "0.5"}, {KAI "sidecar.gpu-memory.portion.limit",
-                                                        "0.8"}),
-                           &o, &err),
-                   KAI "sidecar.gpu-memory.portion.limit", "sidecar",
-                   "not the pod's fractional container");
+    assert_msg_has(
+        dec_bad(KV({"gpu-fraction", "0.5"}, {KAI "sidecar.gpu-memory.portion.limit", "0.8"}), &o,
+                &err),
+        KAI "sidecar.gpu-memory.portion.limit", "sidecar", "not the pod's fractional container");
     assert_msg_has(dec_bad(KV({P "trainer.gpu-memory.request", "8Gi"},
                               {P "trainer.gpu-memory.limit", "4Gi"}),
                            &o, &err),
@@ -377,8 +375,8 @@ static void test_container_agreement(void **state)
                    "gpu-fraction-container-name annotation value trainer does not match "
                    "container name sidecar");
     o = opts_for("sidecar");
-    assert_msg_has(dec_bad(KV({P "sidecar.gpu-memory.request", "1Gi"}, {"gpu-memory", "1024"}),
-                           &o, &err),
+    assert_msg_has(dec_bad(KV({P "sidecar.gpu-memory.request", "1Gi"}, {"gpu-memory", "1024"}), &o,
+                           &err),
                    "first container", "sidecar", "gpu-fraction-container-name");
     f = dec_ok(KV({P "sidecar.gpu-memory.request", "1Gi"}, {"gpu-memory", "1024"},
                   {"gpu-fraction-container-name", "sidecar"}),
@@ -449,8 +447,7 @@ static void test_long_container_name(void **state)
     o.container = name35;
     o.container_is_first = true;
     snprintf(key, sizeof(key), P "%s.gpu-memory.request", name35);
-    assert_msg_has(dec_bad(KV({key, "1Gi"}), &o, &err), key, name35, "35 characters",
-                   "at most 34");
+    assert_msg_has(dec_bad(KV({key, "1Gi"}), &o, &err), key, name35, "35 characters", "at most 34");
     assert_msg_has(dec_bad(KV({"gpu-memory", "1024"}), &o, &err), name35, "at most 34");
 
     o.container = name34;
@@ -475,13 +472,20 @@ static void test_bad_opts(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_per_container_keys), cmocka_unit_test(test_defaulting),
-        cmocka_unit_test(test_prefix_trap),        cmocka_unit_test(test_mode_alone),
-        cmocka_unit_test(test_bad_keys),           cmocka_unit_test(test_unknown_container),
-        cmocka_unit_test(test_value_errors),       cmocka_unit_test(test_pod_level),
-        cmocka_unit_test(test_precedence),         cmocka_unit_test(test_combination_errors),
-        cmocka_unit_test(test_container_agreement), cmocka_unit_test(test_extensions),
-        cmocka_unit_test(test_custom_prefix),      cmocka_unit_test(test_long_container_name),
+        cmocka_unit_test(test_per_container_keys),
+        cmocka_unit_test(test_defaulting),
+        cmocka_unit_test(test_prefix_trap),
+        cmocka_unit_test(test_mode_alone),
+        cmocka_unit_test(test_bad_keys),
+        cmocka_unit_test(test_unknown_container),
+        cmocka_unit_test(test_value_errors),
+        cmocka_unit_test(test_pod_level),
+        cmocka_unit_test(test_precedence),
+        cmocka_unit_test(test_combination_errors),
+        cmocka_unit_test(test_container_agreement),
+        cmocka_unit_test(test_extensions),
+        cmocka_unit_test(test_custom_prefix),
+        cmocka_unit_test(test_long_container_name),
         cmocka_unit_test(test_bad_opts),
     };
 

@@ -128,10 +128,8 @@ static void test_errno_kept(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_close),
-        cmocka_unit_test(test_steal_fd),
-        cmocka_unit_test(test_free_and_steal),
-        cmocka_unit_test(test_dir_and_file),
+        cmocka_unit_test(test_close),          cmocka_unit_test(test_steal_fd),
+        cmocka_unit_test(test_free_and_steal), cmocka_unit_test(test_dir_and_file),
         cmocka_unit_test(test_errno_kept),
     };
 

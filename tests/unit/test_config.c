@@ -128,7 +128,8 @@ static void test_errors(void **state)
         const char *text;
         const char *frags[3];
     } cases[] = {
-        {"version=1\nname=x\nledger=/l\ndevice=*,1,1\ncolour=red\n", {"line 5", "colour", "expected"}},
+        {"version=1\nname=x\nledger=/l\ndevice=*,1,1\ncolour=red\n",
+         {"line 5", "colour", "expected"}},
         {"version=1\nname=x\nname=y\nledger=/l\ndevice=*,1,1\n", {"line 3", "duplicate", "name"}},
         {"name=x\nledger=/l\ndevice=*,1,1\n", {"missing", "version", ""}},
         {"version=1\nledger=/l\ndevice=*,1,1\n", {"missing", "name", ""}},
@@ -149,10 +150,12 @@ static void test_errors(void **state)
         {"version=1\nname=x\nledger=/l\ndevice=*,1\n", {"line 4", "device", "<uuid"}},
         {"version=1\nname=x\nledger=/l\ndevice=*,1,x\n", {"line 4", "device", "*,1,x"}},
         {"version=1\nname=x\nledger=/l\ndevice=*,-1,1\n", {"line 4", "device", "-1"}},
-        {"version=1\nname=x\nledger=/l\ndevice=*,1,9223372036854775808\n", {"line 4", "device", ""}},
+        {"version=1\nname=x\nledger=/l\ndevice=*,1,9223372036854775808\n",
+         {"line 4", "device", ""}},
         {"version=1\nname=x\nledger=/l\ndevice=,1,1\n", {"line 4", "device", ""}},
         {"version=1\nname=x\nledger=/l\ndevice=G 1,1,1\n", {"line 4", "device", ""}},
-        {"version=1\nname=x\nledger=/l\ndevice=G,1,1\ndevice=G,1,1\n", {"line 5", "duplicate", "G"}},
+        {"version=1\nname=x\nledger=/l\ndevice=G,1,1\ndevice=G,1,1\n",
+         {"line 5", "duplicate", "G"}},
         {"version=1\nname=x\nledger=/l\ndevice=*,1,1\nnot a pair\n", {"line 5", "key=value", ""}},
         {"version=1\r\nname=x\nledger=/l\ndevice=*,1,1\n", {"line 1", "control", ""}},
         {"version= 1\nname=x\nledger=/l\ndevice=*,1,1\n", {"line 1", "version", ""}},
@@ -263,11 +266,11 @@ static void test_load(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse),           cmocka_unit_test(test_defaults_and_blank_lines),
-        cmocka_unit_test(test_round_trip),      cmocka_unit_test(test_not_nul_terminated),
-        cmocka_unit_test(test_errors),          cmocka_unit_test(test_too_many_devices),
-        cmocka_unit_test(test_nul_byte),        cmocka_unit_test(test_find_device),
-        cmocka_unit_test(test_name_valid),      cmocka_unit_test(test_load),
+        cmocka_unit_test(test_parse),      cmocka_unit_test(test_defaults_and_blank_lines),
+        cmocka_unit_test(test_round_trip), cmocka_unit_test(test_not_nul_terminated),
+        cmocka_unit_test(test_errors),     cmocka_unit_test(test_too_many_devices),
+        cmocka_unit_test(test_nul_byte),   cmocka_unit_test(test_find_device),
+        cmocka_unit_test(test_name_valid), cmocka_unit_test(test_load),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -14,9 +14,9 @@ static void test_table(void **state)
         uint64_t free_bytes = 1;
         gf_fit_verdict v = gf_fit_check(&c->gpu, &c->ask, &free_bytes);
         if (v != c->want || free_bytes != c->want_free)
-            fail_msg("%s: %s (free %llu), expected %s (free %llu)", c->what,
-                     gf_fit_verdict_name(v), (unsigned long long)free_bytes,
-                     gf_fit_verdict_name(c->want), (unsigned long long)c->want_free);
+            fail_msg("%s: %s (free %llu), expected %s (free %llu)", c->what, gf_fit_verdict_name(v),
+                     (unsigned long long)free_bytes, gf_fit_verdict_name(c->want),
+                     (unsigned long long)c->want_free);
         assert_int_equal(gf_fit_check(&c->gpu, &c->ask, NULL), c->want);
     }
 }

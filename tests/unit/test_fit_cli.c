@@ -17,8 +17,8 @@
 
 static void write_other(const char *state, const fit_case *c)
 {
-    gf_fraction_config o = {.version = GF_CONFIG_VERSION, .mode = c->gpu.mode,
-                            .compute_percent = 100, .n_devices = 1};
+    gf_fraction_config o = {
+        .version = GF_CONFIG_VERSION, .mode = c->gpu.mode, .compute_percent = 100, .n_devices = 1};
     char dir[GF_PATH_MAX], path[GF_PATH_MAX + 16], text[GF_CONFIG_TEXT_MAX];
     FILE *fp;
 

@@ -20,8 +20,8 @@ static const char *split_bad(const char *listen, size_t hlen, size_t plen, gf_er
     char host[64] = "untouched", port[16] = "untouched";
 
     assert_true(hlen <= sizeof(host) && plen <= sizeof(port));
-    if (gf_listen_split(listen, "metrics address", "127.0.0.1:9464", host, hlen, port, plen,
-                        err) == 0)
+    if (gf_listen_split(listen, "metrics address", "127.0.0.1:9464", host, hlen, port, plen, err) ==
+        0)
         fail_msg("\"%s\" accepted as %s / %s", listen, host, port);
     assert_int_equal(err->code, GF_EINVAL);
     assert_string_equal(host, "untouched");
@@ -47,8 +47,8 @@ static void test_forms(void **state)
 static void test_refused(void **state)
 {
     gf_error err;
-    const char *const bad[] = {"", "8888", "host", "host:", ":", "host:88a", "host:-1",
-                               "host:+80", "host: 80", "[::1]", "[::1]:"};
+    const char *const bad[] = {"",        "8888",     "host",     "host:", ":",     "host:88a",
+                               "host:-1", "host:+80", "host: 80", "[::1]", "[::1]:"};
 
     (void)state;
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)

@@ -37,8 +37,7 @@ static void test_refuses(void **state)
     assert_int_equal(gf_parse_udec("18446744073709551616", UINT64_MAX, &v), GF_NUMBER_RANGE);
     assert_int_equal(gf_parse_udec("99999999999999999999999", UINT64_MAX, &v), GF_NUMBER_RANGE);
     /* a non-digit past the overflow still makes it invalid */
-    assert_int_equal(gf_parse_udec("99999999999999999999999x", UINT64_MAX, &v),
-                     GF_NUMBER_INVALID);
+    assert_int_equal(gf_parse_udec("99999999999999999999999x", UINT64_MAX, &v), GF_NUMBER_INVALID);
     assert_int_equal(v, 42);
 }
 

@@ -411,7 +411,8 @@ static void test_get_u64(void **state)
 
     v = 42;
     assert_int_equal(gf_msg_get_u64(m, "d", &v, &err), -1);
-    assert_msg_has(err.msg, "key \"d\"", "\"18446744073709551616\"", "larger than 18446744073709551615");
+    assert_msg_has(err.msg, "key \"d\"", "\"18446744073709551616\"",
+                   "larger than 18446744073709551615");
     assert_int_equal(err.code, GF_ERANGE);
     assert_int_equal(v, 42);
     const char *const nan[] = {"e", "f", "g", "h", "i", "j", "k"};

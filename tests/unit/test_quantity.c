@@ -89,9 +89,9 @@ static void test_exponents(void **state)
 static void test_refused_syntax(void **state)
 {
     static const char *const bad[] = {
-        "",     " 1Gi", "1Gi ", "1 Gi", "K",   "1K",  "1gb",  "1Kb", "0x10", "1e",   "1e+",
-        "1e3.5", "1Gi1", "1.2.3", ".",  "+",   "-",   "Gi",   "1iG", "1ki",  "1KI",  "NaN",
-        "Inf",  "1_000", "1,5",  "1e3Ki", "e3", "1b",  "1GiB", "--1", "+-1", "1Mi\n",
+        "",      " 1Gi",  "1Gi ",  "1 Gi",  "K",  "1K", "1gb",  "1Kb", "0x10", "1e",    "1e+",
+        "1e3.5", "1Gi1",  "1.2.3", ".",     "+",  "-",  "Gi",   "1iG", "1ki",  "1KI",   "NaN",
+        "Inf",   "1_000", "1,5",   "1e3Ki", "e3", "1b", "1GiB", "--1", "+-1",  "1Mi\n",
     };
     size_t i;
     gf_error err;
@@ -118,11 +118,11 @@ static void test_refused_syntax(void **state)
 static void test_refused_values(void **state)
 {
     static const char *const negative[] = {"-1", "-0", "-1Gi", "-0.5Ki", "-1e3"};
-    static const char *const fraction[] = {"500m", "1.5", "0.1Ki", "1m", "1n", "1e-1",
-                                           "1.0000001k", "0.3Ei"};
-    static const char *const overflow[] = {"8Ei", "9223372036854775808", "10E", "1e19",
-                                           "99999999999999999999", "16Ei", "1e999999999",
-                                           "8589934592Gi"};
+    static const char *const fraction[] = {"500m", "1.5",  "0.1Ki",      "1m",
+                                           "1n",   "1e-1", "1.0000001k", "0.3Ei"};
+    static const char *const overflow[] = {"8Ei",         "9223372036854775808",  "10E",
+                                           "1e19",        "99999999999999999999", "16Ei",
+                                           "1e999999999", "8589934592Gi"};
     gf_error err;
     size_t i;
 
@@ -290,11 +290,16 @@ static void test_decimal_helpers(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_plain_and_suffixes), cmocka_unit_test(test_decimals),
-        cmocka_unit_test(test_exponents),          cmocka_unit_test(test_refused_syntax),
-        cmocka_unit_test(test_refused_values),     cmocka_unit_test(test_long_inputs),
-        cmocka_unit_test(test_format),             cmocka_unit_test(test_format_round_trip),
-        cmocka_unit_test(test_human),              cmocka_unit_test(test_mib_ceil),
+        cmocka_unit_test(test_plain_and_suffixes),
+        cmocka_unit_test(test_decimals),
+        cmocka_unit_test(test_exponents),
+        cmocka_unit_test(test_refused_syntax),
+        cmocka_unit_test(test_refused_values),
+        cmocka_unit_test(test_long_inputs),
+        cmocka_unit_test(test_format),
+        cmocka_unit_test(test_format_round_trip),
+        cmocka_unit_test(test_human),
+        cmocka_unit_test(test_mib_ceil),
         cmocka_unit_test(test_decimal_helpers),
     };
 

@@ -18,7 +18,7 @@ static void test_mode(void **state)
 {
     gf_mode m = GF_MODE_SM_SHARING;
     gf_error err;
-    static const char *const bad[] = {"", "Time-Slicing", "time_slicing", "sm", " sm-sharing",
+    static const char *const bad[] = {"",    "Time-Slicing", "time_slicing", "sm", " sm-sharing",
                                       "mps", "time-slicing "};
     size_t i;
 
@@ -163,7 +163,7 @@ static void test_devices_count(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_mode),         cmocka_unit_test(test_finish_defaults),
+        cmocka_unit_test(test_mode),          cmocka_unit_test(test_finish_defaults),
         cmocka_unit_test(test_finish_checks), cmocka_unit_test(test_resolve),
         cmocka_unit_test(test_devices_count),
     };
