@@ -26,8 +26,8 @@
 #define GF_USER_POLICY_DEFAULT "/etc/gpufrac/policy.conf"
 
 /* Opens <state>/users.sock (in the state directory's fd, never through a
- * link) and returns its listening descriptor; the loop accepts on it with
- * fid GF_FID_USERS, through which only ping, run and end are served. */
+ * link) and returns its listening descriptor; the loop accepts on it as
+ * GF_SOCKET_USERS, on which only ping, run and end are served (verbs.c). */
 int gf_user_listen(gf_agent *a, const char *policy, gf_error *err);
 
 /* A fraction users.sock made: no container identity, a ledger the agent
