@@ -13,10 +13,10 @@
  * gpufrac's when it may write there or an agent serves it). */
 #define GF_STATE_DIR_DEFAULT "/run/gpufrac"
 
-/* <state>/fractions/: one directory per live fraction. Made by gpufrac run or
- * gpufracd (0755); listed by gpufrac status/stop/run and the agent's registry.
- * Who may make entries in it is the directory's owner's choice: on a node it
- * is root's. */
+/* <state>/fractions/: one directory per live fraction. Made by gpufrac run
+ * (0755 as root, else 0700) or gpufracd (0755); listed by gpufrac status/run
+ * and the agent's registry. Whoever may write it may make fractions: on a node
+ * it is root's. */
 #define GF_STATE_FRACTIONS "fractions"
 /* <state>/fractions/.lock: the state lock (flock), taken by gpufrac run while
  * it checks that fractions fit and creates one; opened never through a link.

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cleanup.h"
 #include "runtime.h"
 
 #define CRI "io.kubernetes.cri."
@@ -138,10 +139,9 @@ static int unasked(const rt_bundle *b, const rt_bundle_opts *o, const gf_kv *nam
 int rt_bundle_decode(rt_bundle *b, const rt_bundle_opts *o, gf_error *err)
 {
     gf_annotation_opts ao = {.prefix = GF_NVFRACTIONS_PREFIX, .allow_extensions = true};
-    gf_kv *kv = calloc(b->n_kv + 1, sizeof(*kv));
+    gf_cleanup_free gf_kv *kv = calloc(b->n_kv + 1, sizeof(*kv));
     const gf_kv *named;
     size_t n = b->n_kv;
-    int rc = -1;
 
     memset(&b->pf, 0, sizeof(b->pf));
     identity(b, o);
@@ -154,10 +154,7 @@ int rt_bundle_decode(rt_bundle *b, const rt_bundle_opts *o, gf_error *err)
     ao.container = b->id.container;
     if (container_is_first(b, o, &ao.container_is_first, err) < 0 ||
         gf_annotations_decode(kv, n, &ao, &b->pf, err) < 0)
-        goto out;
+        return -1;
     named = rt_bundle_naming_key(b->kv, b->n_kv, b->id.container);
-    rc = !b->pf.fractional && named ? unasked(b, o, named, err) : 0;
-out:
-    free(kv);
-    return rc;
+    return !b->pf.fractional && named ? unasked(b, o, named, err) : 0;
 }
