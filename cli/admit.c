@@ -15,13 +15,14 @@
 
 #include "fit.h"
 #include "quantity.h"
+#include "statedir.h"
 
 int gf_state_lock(const char *state, gf_error *err)
 {
     char path[GF_PATH_MAX + 32];
     int fd;
 
-    snprintf(path, sizeof(path), "%s/fractions/.lock", state);
+    snprintf(path, sizeof(path), "%s/" GF_STATE_FRACTIONS "/" GF_STATE_LOCK, state);
     /* never through a link: root's run may use a state directory a user can write */
     fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
     if (fd < 0)
@@ -105,7 +106,7 @@ int gf_admit_check(const run_plan *p, gf_error *err)
     memset(&o, 0, sizeof(o));
     for (size_t i = 0; i < p->gpus.n; i++)
         o.gpu[i].total = p->gpus.gpus[i].total;
-    snprintf(dir, sizeof(dir), "%s/fractions", p->state);
+    snprintf(dir, sizeof(dir), "%s/" GF_STATE_FRACTIONS, p->state);
     if (!(d = opendir(dir)))
         return errno == ENOENT ? 0 : gf_error_sys(err, "reading %s", dir);
     while (!o.conflict && (de = readdir(d))) {
@@ -113,7 +114,7 @@ int gf_admit_check(const run_plan *p, gf_error *err)
         gf_error ignored;
         if (de->d_name[0] == '.' || strcmp(de->d_name, p->cfg.name) == 0)
             continue;
-        snprintf(path, sizeof(path), "%s/%s/config", dir, de->d_name);
+        snprintf(path, sizeof(path), "%s/%s/" GF_FRAC_CONFIG, dir, de->d_name);
         if (gf_config_load(path, &other, &ignored) == 0)
             add_one(p, &other, &o);
     }
@@ -132,7 +133,7 @@ bool gf_agent_present(const char *state)
     char path[GF_PATH_MAX + 16];
     struct stat st;
 
-    snprintf(path, sizeof(path), "%s/agent.sock", state);
+    snprintf(path, sizeof(path), "%s/" GF_STATE_AGENT_SOCK, state);
     return stat(path, &st) == 0 && S_ISSOCK(st.st_mode);
 }
 

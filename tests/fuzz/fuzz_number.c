@@ -9,8 +9,8 @@
 
 #include "number.h"
 
-static const uint64_t maxes[] = {100, 1000, UINT32_MAX, INT64_MAX, INT64_MAX / (1 << 20),
-                                 UINT64_MAX, 0, 9};
+static const uint64_t maxes[] = {100,        1000, UINT32_MAX, INT64_MAX, INT64_MAX / (1 << 20),
+                                 UINT64_MAX, 0,    9};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
