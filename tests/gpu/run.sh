@@ -90,10 +90,12 @@ usage() {
     sed -n '2,45p' "$0" | sed 's/^# \{0,1\}//'
 }
 
-# selected NAME: is NAME in GPU_STEPS (or is GPU_STEPS unset)?
+# selected NAME: is NAME in GPU_STEPS (or is GPU_STEPS unset)? build and env
+# run every time.
 selected() {
     local want
     [ -z "${GPU_STEPS:-}" ] && return 0
+    case $1 in build | env) return 0 ;; esac
     for want in ${GPU_STEPS//,/ }; do
         [ "$1" = "$want" ] || [ "${1#"$want".}" != "$1" ] && return 0
     done
