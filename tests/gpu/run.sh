@@ -24,7 +24,8 @@
 # smaller of its cap and what is left. A step not started, or stopped, for
 # lack of budget is "SKIP budget: ...".
 # Resume: with OUT_DIR/summary.txt present, steps it already records (other
-# than budget skips) are not run again; GPU_SUITE_FRESH=1 starts over.
+# than budget skips) are not run again; GPU_SUITE_FRESH=1 starts over. (On a
+# fresh machine, copy the last run's summary.txt into OUT_DIR first.)
 # GPU_STEPS=name,name runs only those steps (a name, or a prefix such as
 # "torch" for torch.*), again even if recorded; an unknown name is exit 2.
 #
@@ -36,7 +37,7 @@
 # Non-root: when run as root, step "nonroot" repeats the limit check as user
 # nobody (runuser); run as another user, the whole run is the non-root run
 # and "nonroot" says so. Nothing needs strace, gdb or perf, or writes under
-# /usr/local/nvidia; fractions live in OUT_DIR/state, not /run/gpufrac.
+# /usr/local/nvidia; fractions live in a /tmp directory, not /run/gpufrac.
 #
 # Exit 0 when no step failed, 1 otherwise, 2 for a usage error.
 # Environment: PYTHON (python3), GPU_TEST_LIMIT (8Gi), GPU_TEST_DEVICE (0),
@@ -180,11 +181,16 @@ BENCH="$BUILD/bin/gpufrac-bench"
 SUMMARY="$OUT_DIR/summary.txt"
 START=$(date +%s)
 DEADLINE=$((START + BUDGET))
-# fractions made by this run live here, not in /run/gpufrac
-export GPUFRAC_STATE_DIR="$OUT_DIR/state"
+# fractions made by this run live here, not in /run/gpufrac, nor in OUT_DIR
+# (ledgers are large files nobody needs back)
+if ! GPUFRAC_STATE_DIR=$(mktemp -d /tmp/gfstate.XXXXXX); then
+    echo "run.sh: mktemp -d /tmp/gfstate.XXXXXX failed" >&2
+    exit 2
+fi
+export GPUFRAC_STATE_DIR
+trap 'rm -rf "$GPUFRAC_STATE_DIR"' EXIT
 export PYTHONDONTWRITEBYTECODE=1
 export PYTHONPATH="$HERE${PYTHONPATH:+:$PYTHONPATH}"
-mkdir -p "$GPUFRAC_STATE_DIR"
 
 RACE_S=${GPU_RACE_SECONDS:-15}
 TRAIN_STEPS=${GPU_TRAIN_STEPS:-100}
@@ -434,7 +440,7 @@ PYEOF
 
 step_torch_limits() { frac torch.limits "$LIMIT" "$PY" "$HERE/torch_probe.py" limits; }
 step_torch_share() { frac torch.share "$LIMIT" "$PY" "$HERE/torch_probe.py" share; }
-step_torch_footprint() { frac torch.footprint 4Gi "$PY" "$HERE/torch_probe.py" footprint; }
+step_torch_footprint() { frac torch.footprint "$LIMIT" "$PY" "$HERE/torch_probe.py" footprint; }
 
 step_torch_portion() {
     if [ -z "${DEVICE_MIB:-}" ]; then
@@ -453,7 +459,7 @@ step_footprint_race() {
 # The limit check as user nobody: torch where importable, else the ctypes
 # driver probe. Its state directory and output are nobody's own.
 step_nonroot() {
-    local dir probe
+    local dir probe py mem
     if [ "$(id -u)" != 0 ]; then
         record nonroot SKIP "running as uid $(id -u) already: this whole run is the non-root run"
         return
@@ -462,21 +468,30 @@ step_nonroot() {
         record nonroot SKIP "runuser not found (util-linux): cannot become nobody"
         return
     fi
+    py=$(command -v "$PY") || py=$PY
     if ! runuser -u nobody -- test -r "$HERE/gpuprobe.py" -a -x "$GPUFRAC"; then
         record nonroot SKIP "user nobody cannot read $HERE or run $GPUFRAC (a parent directory is private)"
         return
+    fi
+    # this run's interpreter, else the one nobody's PATH names
+    if ! runuser -u nobody -- "$py" -c pass 2>/dev/null; then
+        if ! runuser -u nobody -- "$PY" -c pass 2>/dev/null; then
+            record nonroot SKIP "user nobody cannot run $py, nor $PY on its PATH (a parent directory is private)"
+            return
+        fi
+        py=$PY
     fi
     if ! dir=$(mktemp -d /tmp/gfnr.XXXXXX) || ! chmod 0777 "$dir"; then
         record nonroot FAIL "mktemp -d /tmp/gfnr.XXXXXX failed"
         return
     fi
     if have torch && [ $SIM = 0 ]; then
-        probe=("$PY" "$HERE/torch_probe.py" limits)
+        mem=$LIMIT probe=("$py" "$HERE/torch_probe.py" limits)
     else # within the limit, then past it: ok, then refused
-        probe=("$PY" "$HERE/cuprobe.py" expect-limit 2Gi alloc 1Gi alloc 2Gi info)
+        mem=2Gi probe=("$py" "$HERE/cuprobe.py" expect-limit 2Gi alloc 1Gi alloc 2Gi info)
     fi
     cmd_step nonroot runuser -u nobody -- env HOME="$dir" GPUFRAC_STATE_DIR="$dir/state" \
-        GPUSIM_STATE="$dir/gpusim.state" "$GPUFRAC" run --memory 2Gi --devices "$DEV" -- \
+        GPUSIM_STATE="$dir/gpusim.state" "$GPUFRAC" run --memory "$mem" --devices "$DEV" -- \
         "${probe[@]}"
     rm -rf "$dir"
     if [ "${probe[1]}" = "$HERE/cuprobe.py" ] && [ "${LINE[nonroot]:0:4}" = PASS ] &&
