@@ -67,9 +67,10 @@ def fraction():
     raise ProbeFailure("%s has no device= line" % path)
 
 
-def fill(alloc, limit, oom_types, chunk=None):
+def fill(alloc, limit, oom_types, chunk=None, least=0.9):
     """Allocates chunks with alloc(nbytes) until one raises an out-of-memory
-    error. Returns (held objects, bytes reached). Stops after a bound well past
+    error. Returns (held objects, bytes reached), which must be at least LEAST
+    of the limit. Stops after a bound well past
     the limit, so a shim that enforces nothing cannot run the GPU dry. (The
     exception itself is not kept: its traceback would keep the chunks alive.)"""
     chunk = chunk or max(MiB, (limit // 64) // MiB * MiB)
@@ -90,8 +91,8 @@ def fill(alloc, limit, oom_types, chunk=None):
     check(oom is not None, "allocated %d bytes in %d-byte chunks, past the limit %d, without an "
           "out-of-memory error", reached, chunk, limit)
     check(reached <= limit, "reached %d bytes, more than the limit %d", reached, limit)
-    check(reached >= 0.9 * limit, "reached only %d of %d bytes (%.1f%%, want >= 90%%)",
-          reached, limit, 100.0 * reached / limit)
+    check(reached >= least * limit, "reached only %d of %d bytes (%.1f%%, want >= %d%%)",
+          reached, limit, 100.0 * reached / limit, round(100 * least))
     kv("oom_type", oom)
     return held, reached
 
