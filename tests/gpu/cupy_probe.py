@@ -1,13 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """CuPy inside a fraction: memGetInfo total = limit, filling past it raises
 cupy.cuda.memory.OutOfMemoryError."""
-import cupy
-
-from gpuprobe import check, fill, fraction, kv, main
+from gpuprobe import check, fill, fraction, kv, main, need
 
 
 def run():
     _uuid, limit = fraction()
+    cupy = need("cupy")
     free, total = cupy.cuda.runtime.memGetInfo()
     kv("limit_bytes", limit)
     kv("mem_get_info_total", total)

@@ -4,10 +4,12 @@ the real driver through ctypes (also runs over gpusim for dry runs).
 
   footprint_probe.py ctx           context overhead of this process (NVML), what
                                    the shim charged for it, and a raised stack limit
-  footprint_probe.py race P T SIZE P processes x T threads racing SIZE-MiB
+  footprint_probe.py race P T SIZE [SECONDS]
+                                   P processes x T threads racing SIZE-MiB
                                    allocations (4 held per thread) in the fraction;
                                    the NVML-measured footprint of the fraction's
                                    processes is sampled and must stay <= the limit
+                                   for SECONDS (default 20)
   footprint_probe.py race-worker T SIZE SECONDS   (helper)
 """
 import ctypes
@@ -136,12 +138,12 @@ def race_worker(threads, size_mib, seconds):
     print("ok=%d refused=%d" % (counts["ok"], counts["refused"]), flush=True)
 
 
-def race(nproc, threads, size_mib):
+def race(nproc, threads, size_mib, seconds):
     uuid, limit = fraction()
     _cu, nv = libs()
     h = nvml_device(nv, uuid)
     procs = [subprocess.Popen([sys.executable, __file__, "race-worker", str(threads),
-                               str(size_mib), "20"], stdin=subprocess.PIPE,
+                               str(size_mib), str(seconds)], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True) for _ in range(nproc)]
     for p in procs:
         check(p.stdout.readline().strip() == "ready", "a race worker did not start")
@@ -182,7 +184,8 @@ def run():
     if mode == "ctx":
         ctx()
     elif mode == "race":
-        race(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
+        race(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]),
+             float(sys.argv[5]) if len(sys.argv) > 5 else 20.0)
     else:
         raise SystemExit(__doc__)
 

@@ -1,14 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
-"""JAX inside a fraction (XLA_PYTHON_CLIENT_PREALLOCATE=false): the device's
-bytes_limit is within the limit, and an allocation past the limit fails."""
+"""JAX inside a fraction, with XLA_PYTHON_CLIENT_PREALLOCATE as given (false
+when unset; the suite runs it both ways): the device's bytes_limit is within the
+limit, and an allocation past the limit fails as out of memory."""
 import os
 
+from gpuprobe import MiB, check, fraction, kv, main, need
+
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-
-from gpuprobe import MiB, check, fraction, kv, main  # noqa: E402
 
 
 def oom_like(e):
@@ -18,6 +16,9 @@ def oom_like(e):
 
 def run():
     _uuid, limit = fraction()
+    jax = need("jax")
+    jnp = need("jax.numpy")
+    kv("preallocate", os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"])
     dev = jax.devices()[0]
     kv("limit_bytes", limit)
     kv("platform", dev.platform)

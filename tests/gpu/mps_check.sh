@@ -50,6 +50,7 @@ CLIENT=""
 
 ctl() { echo "$1" | CUDA_MPS_PIPE_DIRECTORY=$PIPE timeout 10 "$CTL"; }
 record() { printf '%-5s %-13s %s\n' "$2" "$1" "$3" | tee -a "$OUT_DIR/summary.txt"; [ "$2" = FAIL ] && FAILED=$((FAILED + 1)); return 0; }
+# shellcheck disable=SC2317 # run by the EXIT trap
 cleanup() {
     [ -n "$CLIENT" ] && kill -9 "$CLIENT" 2>/dev/null
     ctl quit >/dev/null 2>&1
@@ -93,7 +94,7 @@ try:
 except torch.OutOfMemoryError:
     print("alloc_plus_4g=oom")
 PYEOF
-cat "$OUT_DIR/pinned.log" | grep '='
+grep '=' "$OUT_DIR/pinned.log"
 FREE=$(sed -n 's/^free=\([0-9]*\).*/\1/p' "$OUT_DIR/pinned.log")
 if [ -n "$FREE" ] && [ "$FREE" -le 8500000000 ] && grep -q '^alloc_6g=ok' "$OUT_DIR/pinned.log" &&
     grep -q '^alloc_plus_4g=oom' "$OUT_DIR/pinned.log"; then

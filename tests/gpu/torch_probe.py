@@ -6,16 +6,20 @@
   torch_probe.py share         two processes of one fraction share the limit
   torch_probe.py hold FRAC     (helper) holds FRAC of the limit until stdin closes
   torch_probe.py portion MIB   (--memory 0.5) limit = half of a MIB-MiB device
+  torch_probe.py footprint     after cuBLAS work, fill to the limit: the process's
+                               whole footprint as NVML attributes it (context,
+                               cuBLAS workspace, allocations) is <= the limit
 """
+import ctypes
 import gc
+import os
 import subprocess
 import sys
 
-import torch
+from gpuprobe import MiB, ProbeFailure, ProbeSkip, check, fill, fraction, kv, main, need
 
-from gpuprobe import MiB, ProbeFailure, check, fill, fraction, kv, main
-
-OOM = getattr(torch, "OutOfMemoryError", None) or torch.cuda.OutOfMemoryError
+torch = None  # imported by run(), after the fraction is checked
+OOM = None
 
 
 def alloc(nbytes):
@@ -111,8 +115,60 @@ def portion(device_total_mib):
     sees_limit(limit)
 
 
+def nvml_used(pid):
+    """NVML's used memory of PID on the fraction's device, or None when not listed."""
+    class Info(ctypes.Structure):
+        _fields_ = [("pid", ctypes.c_uint), ("used", ctypes.c_ulonglong),
+                    ("gi", ctypes.c_uint), ("ci", ctypes.c_uint)]
+    uuid, _limit = fraction()
+    nv = ctypes.CDLL("libnvidia-ml.so.1")
+    check(nv.nvmlInit_v2() == 0, "nvmlInit_v2 failed")
+    h = ctypes.c_void_p()
+    if uuid.startswith("GPU-"):
+        rc = nv.nvmlDeviceGetHandleByUUID(uuid.encode(), ctypes.byref(h))
+    else:
+        rc = nv.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(h))
+    check(rc == 0, "no NVML handle for %s (%d)", uuid, rc)
+    n = ctypes.c_uint(256)
+    infos = (Info * 256)()
+    rc = nv.nvmlDeviceGetComputeRunningProcesses_v3(h, ctypes.byref(n), infos)
+    check(rc == 0, "nvmlDeviceGetComputeRunningProcesses_v3 failed (%d)", rc)
+    for i in range(n.value):
+        if infos[i].pid == pid:
+            return infos[i].used
+    return None
+
+
+def footprint():
+    _uuid, limit = fraction()
+    a = torch.randn(4096, 4096, device="cuda")
+    b = (a @ a).sum().item()  # a cuBLAS handle and its workspace
+    kv("matmul_sum_finite", int(b == b))
+    # what the context and cuBLAS take is the point here, not how much is left
+    held, reached = fill(alloc, limit, (OOM,), least=0.5)
+    torch.cuda.synchronize()
+    used = nvml_used(os.getpid())
+    free, total = torch.cuda.mem_get_info()
+    kv("charged_at_oom_mib", "%.1f" % ((total - free) / MiB))
+    kv("allocated_at_oom_mib", "%.1f" % (reached / MiB))
+    if used is None:
+        raise ProbeSkip("NVML does not list pid %d (a PID namespace without host pids): the "
+                        "footprint cannot be attributed" % os.getpid())
+    kv("nvml_used_at_oom_mib", "%.1f" % (used / MiB))
+    kv("limit_mib", "%.1f" % (limit / MiB))
+    kv("footprint_headroom_mib", "%.1f" % ((limit - used) / MiB))
+    check(used <= limit, "NVML attributes %d bytes to the process at its OOM, past the limit %d",
+          used, limit)
+    del held
+
+
 def run():
+    global torch, OOM
     cmd = sys.argv[1] if len(sys.argv) > 1 else ""
+    if cmd != "hold":
+        fraction()  # inside a fraction with the shim, before any framework
+    torch = need("torch")
+    OOM = getattr(torch, "OutOfMemoryError", None) or torch.cuda.OutOfMemoryError
     check(torch.cuda.is_available(), "torch.cuda.is_available() is False inside the fraction")
     if cmd == "limits":
         limits()
@@ -122,8 +178,10 @@ def run():
         hold(float(sys.argv[2]))
     elif cmd == "portion":
         portion(int(sys.argv[2]))
+    elif cmd == "footprint":
+        footprint()
     else:
-        raise ProbeFailure("usage: torch_probe.py limits|share|hold FRAC|portion MIB")
+        raise ProbeFailure("usage: torch_probe.py limits|share|hold FRAC|portion MIB|footprint")
 
 
 if __name__ == "__main__":

@@ -11,9 +11,7 @@ import os
 import sys
 import time
 
-import torch
-
-from gpuprobe import MiB, check, kv, main
+from gpuprobe import MiB, check, kv, main, need
 
 WARMUP = 10
 
@@ -40,6 +38,7 @@ def nvml_process_used():
 
 def run():
     steps = int(sys.argv[1]) if len(sys.argv) > 1 else 200
+    torch = need("torch")
     torch.manual_seed(0)
     dev = torch.device("cuda")
     layer = torch.nn.TransformerEncoderLayer(d_model=512, nhead=8, dim_feedforward=2048,
