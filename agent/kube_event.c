@@ -95,6 +95,7 @@ static void post_event(gf_agent *a, const pending_event *f)
 {
     gf_kube_opts o = {.api_server = a->api_server[0] ? a->api_server : NULL,
                       .token_file = a->token_file[0] ? a->token_file : NULL,
+                      .ca_file = a->api_ca_file[0] ? a->api_ca_file : NULL,
                       .insecure = a->api_insecure};
     char name[253], path[512], stamp[32], field[128];
     char *body = NULL, *resp = NULL;

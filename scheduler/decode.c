@@ -91,29 +91,40 @@ static int annotations_kv(const json_t *ann, gf_kv **out, size_t *n, gf_error *e
     return 0;
 }
 
-/* spec.containers[].name (into names, borrowed from the JSON). */
-static int container_names(const json_t *spec, const char **names, size_t *n, gf_error *err)
+/* spec[key][].name appended to names (borrowed from the JSON). */
+static int names_of(const json_t *spec, const char *key, const char **names, size_t *n,
+                    gf_error *err)
 {
-    const json_t *list = spec != NULL ? json_object_get(spec, "containers") : NULL;
+    const json_t *list = spec != NULL ? json_object_get(spec, key) : NULL;
     const json_t *c;
     size_t i;
 
-    *n = 0;
     if (list == NULL || json_is_null(list))
         return 0;
     if (!json_is_array(list))
-        return gf_error_set(err, GF_EINVAL, "pod: spec.containers is not a list");
+        return gf_error_set(err, GF_EINVAL, "pod: spec.%s is not a list", key);
     json_array_foreach(list, i, c)
     {
         const json_t *name = json_is_object(c) ? json_object_get(c, "name") : NULL;
 
         if (!json_is_string(name))
-            return gf_error_set(err, GF_EINVAL, "pod: spec.containers[%zu].name is missing", i);
+            return gf_error_set(err, GF_EINVAL, "pod: spec.%s[%zu].name is missing", key, i);
         if (*n == CONTAINERS_MAX)
             return gf_error_set(err, GF_ERANGE, "pod: more than %d containers", CONTAINERS_MAX);
         names[(*n)++] = json_string_value(name);
     }
     return 0;
+}
+
+/* spec.containers[].name, then spec.initContainers[].name from *n_regular on. */
+static int container_names(const json_t *spec, const char **names, size_t *n, size_t *n_regular,
+                           gf_error *err)
+{
+    *n = 0;
+    if (names_of(spec, "containers", names, n, err) < 0)
+        return -1;
+    *n_regular = *n;
+    return names_of(spec, "initContainers", names, n, err);
 }
 
 /* "<a><b>" into dst, cut to fit. */
@@ -134,10 +145,12 @@ static void set_invalid(gf_sched_pod *out, const char *msg)
     join(out->error, sizeof(out->error), who, msg);
 }
 
-static void take_fraction(gf_sched_pod *out, const char *container, const gf_pod_fraction *f)
+static void take_fraction(gf_sched_pod *out, const char *container, bool init,
+                          const gf_pod_fraction *f)
 {
     out->fractional = true;
     snprintf(out->container, sizeof(out->container), "%s", container);
+    out->init = init;
     out->request = f->spec.request;
     out->limit = f->spec.limit;
     out->num_devices = f->num_devices;
@@ -147,9 +160,45 @@ static void take_fraction(gf_sched_pod *out, const char *container, const gf_pod
     snprintf(out->devices, sizeof(out->devices), "%s", f->spec.devices);
 }
 
-/* The fraction over all containers; malformed values mark out invalid. */
+/* A further fractional container: on the same GPUs as the first, so in its
+ * mode and on as many devices. */
+static void take_more(gf_sched_pod *out, const char *container, bool init, const gf_pod_fraction *f)
+{
+    char msg[GF_ERROR_MSG_MAX];
+    gf_sched_part *p;
+
+    if (f->spec.mode != out->mode || f->num_devices != out->num_devices) {
+        snprintf(msg, sizeof(msg),
+                 "containers %s and %s ask %s on %d GPU(s) and %s on %d: a pod's fractional "
+                 "containers share their GPUs (expected the same gpu-compute.mode and "
+                 "number of devices)",
+                 out->container, container, gf_mode_name(out->mode), out->num_devices,
+                 gf_mode_name(f->spec.mode), f->num_devices);
+        set_invalid(out, msg);
+        return;
+    }
+    if (out->n_more == GF_SCHED_PARTS_MAX - 1) {
+        snprintf(msg, sizeof(msg),
+                 "more than %d containers ask GPU fractions (container %s); gpufrac-scheduler "
+                 "places at most %d per pod",
+                 GF_SCHED_PARTS_MAX, container, GF_SCHED_PARTS_MAX);
+        set_invalid(out, msg);
+        return;
+    }
+    p = &out->more[out->n_more++];
+    memset(p, 0, sizeof(*p));
+    snprintf(p->container, sizeof(p->container), "%s", container);
+    p->init = init;
+    p->request = f->spec.request;
+    p->limit = f->spec.limit;
+    p->has_compute = f->spec.has_compute;
+    p->compute = f->spec.compute;
+}
+
+/* The fractions of every container (regular ones first, init containers
+ * from index n_regular); malformed values mark out invalid. */
 static void decode_fraction(const gf_kv *kv, size_t n_kv, const char **names, size_t n_names,
-                            const char *prefix, gf_sched_pod *out)
+                            size_t n_regular, const char *prefix, gf_sched_pod *out)
 {
     gf_annotation_opts o;
     gf_pod_fraction f;
@@ -161,20 +210,24 @@ static void decode_fraction(const gf_kv *kv, size_t n_kv, const char **names, si
     o.containers = names;
     o.n_containers = n_names;
     o.allow_extensions = true;
-    for (i = 0; i < n_names && !out->fractional; i++) {
+    for (i = 0; i < n_names && !out->invalid; i++) {
         o.container = names[i];
-        o.container_is_first = i == 0;
+        o.container_is_first = i == 0 && n_regular > 0;
         memset(&f, 0, sizeof(f));
         if (gf_annotations_decode(kv, n_kv, &o, &f, &e) < 0) {
             set_invalid(out, e.msg);
             return;
         }
-        if (f.fractional && strlen(names[i]) >= sizeof(out->container)) {
+        if (!f.fractional)
+            continue;
+        if (strlen(names[i]) >= sizeof(out->container)) {
             set_invalid(out, "container name too long");
             return;
         }
-        if (f.fractional)
-            take_fraction(out, names[i], &f);
+        if (out->fractional)
+            take_more(out, names[i], i >= n_regular, &f);
+        else
+            take_fraction(out, names[i], i >= n_regular, &f);
     }
 }
 
@@ -227,16 +280,17 @@ int gf_sched_pod_decode(const json_t *pod, const char *prefix, gf_sched_pod *out
     const char *names[CONTAINERS_MAX];
     const json_t *ann = NULL, *spec = NULL;
     gf_kv *kv = NULL;
-    size_t n_kv = 0, n_names = 0;
+    size_t n_kv = 0, n_names = 0, n_regular = 0;
     int rc = -1;
 
     memset(out, 0, sizeof(*out));
     out->num_devices = 1;
     if (pod_meta(pod, out, &ann, err) < 0 || pod_spec_status(pod, out, &spec, err) < 0)
         goto fail;
-    if (container_names(spec, names, &n_names, err) < 0 || annotations_kv(ann, &kv, &n_kv, err) < 0)
+    if (container_names(spec, names, &n_names, &n_regular, err) < 0 ||
+        annotations_kv(ann, &kv, &n_kv, err) < 0)
         goto fail;
-    decode_fraction(kv, n_kv, names, n_names, prefix, out);
+    decode_fraction(kv, n_kv, names, n_names, n_regular, prefix, out);
     rc = 0;
 fail:
     free(kv);

@@ -13,12 +13,30 @@
 
 #define KEY_MAX (GF_SCHED_KEY_MAX + GF_SCHED_CONTAINER_MAX + 32)
 
-static int put(json_t *ann, const gf_extender *x, const gf_sched_pod *pod, const char *suffix,
+/* One fractional container's fields, as written at bind. */
+typedef struct part_view {
+    const char *container;
+    const gf_amount *request, *limit;
+    bool has_compute;
+    double compute;
+} part_view;
+
+static part_view part_of(const gf_sched_pod *pod, size_t i)
+{
+    const gf_sched_part *m = i > 0 ? &pod->more[i - 1] : NULL;
+
+    if (m == NULL)
+        return (part_view){pod->container, &pod->request, &pod->limit, pod->has_compute,
+                           pod->compute};
+    return (part_view){m->container, &m->request, &m->limit, m->has_compute, m->compute};
+}
+
+static int put(json_t *ann, const gf_extender *x, const part_view *c, const char *suffix,
                const char *value)
 {
     char key[KEY_MAX];
 
-    snprintf(key, sizeof(key), "%s%s.%s", x->prefix, pod->container, suffix);
+    snprintf(key, sizeof(key), "%s%s.%s", x->prefix, c->container, suffix);
     return json_object_set_new(ann, key, json_string(value));
 }
 
@@ -60,33 +78,55 @@ static bool same_amount(const gf_amount *a, const gf_amount *b)
            (a->is_portion ? a->portion == b->portion : a->bytes == b->bytes);
 }
 
-static int put_mib(json_t *ann, const gf_extender *x, const gf_sched_pod *pod, const char *suffix,
+static int put_mib(json_t *ann, const gf_extender *x, const part_view *c, const char *suffix,
                    uint64_t bytes)
 {
     char v[32];
 
     snprintf(v, sizeof(v), "%" PRIu64 "Mi", gf_bytes_to_mib_ceil(bytes));
-    return put(ann, x, pod, suffix, v);
+    return put(ann, x, c, suffix, v);
 }
 
-static int put_memory(json_t *ann, const gf_extender *x, const gf_sched_pod *pod,
+/* The container's own request and limit resolved on the chosen GPU. */
+static int put_memory(json_t *ann, const gf_extender *x, const part_view *c,
                       const gf_sched_placement *p, const gf_model_gpu_state *gpus, size_t n,
                       gf_error *err)
 {
-    uint64_t request = p->request[0], limit, total;
+    uint64_t total = gpu_total(p, gpus, n), request, limit;
 
-    if (put_mib(ann, x, pod, "gpu-memory.request", request) < 0)
+    if (!c->request->is_portion)
+        request = c->request->bytes;
+    else if (gf_amount_resolve(c->request, total, "gpu-memory.request", &request, err) < 0)
+        return -1;
+    if (put_mib(ann, x, c, "gpu-memory.request", request) < 0)
         return gf_error_set(err, GF_ENOSPACE, "out of memory");
     /* a limit equal to the request is the default: not written, so pod-level
      * forms without a limit stay valid on the node */
-    if (same_amount(&pod->limit, &pod->request))
+    if (same_amount(c->limit, c->request))
         return 0;
-    total = gpu_total(p, gpus, n);
-    if (gf_amount_resolve(&pod->limit, total, "gpu-memory.limit", &limit, err) < 0)
+    if (gf_amount_resolve(c->limit, total, "gpu-memory.limit", &limit, err) < 0)
         return -1;
     if (limit < request)
         limit = request;
-    if (put_mib(ann, x, pod, "gpu-memory.limit", limit) < 0)
+    if (put_mib(ann, x, c, "gpu-memory.limit", limit) < 0)
+        return gf_error_set(err, GF_ENOSPACE, "out of memory");
+    return 0;
+}
+
+static int put_part(json_t *ann, const gf_extender *x, const gf_sched_pod *pod, size_t i,
+                    const char *devices, const gf_sched_placement *p,
+                    const gf_model_gpu_state *gpus, size_t n_gpus, gf_error *err)
+{
+    part_view c = part_of(pod, i);
+    char v[32];
+
+    if (put(ann, x, &c, "gpus.devices", devices) < 0)
+        return gf_error_set(err, GF_ENOSPACE, "out of memory");
+    if (put_memory(ann, x, &c, p, gpus, n_gpus, err) < 0)
+        return -1;
+    snprintf(v, sizeof(v), "%.15g", c.compute);
+    if (pod->mode == GF_MODE_SM_SHARING && c.has_compute &&
+        put(ann, x, &c, "gpu-compute.portion", v) < 0)
         return gf_error_set(err, GF_ENOSPACE, "out of memory");
     return 0;
 }
@@ -96,7 +136,7 @@ json_t *gf_ext_bind_annotations(const gf_extender *x, const gf_sched_pod *pod,
                                 size_t n_gpus, gf_error *err)
 {
     json_t *ann = json_object();
-    char devices[GF_DEVICES_MAX * 2], v[32];
+    char devices[GF_DEVICES_MAX * 2];
 
     if (!ann) {
         gf_error_set(err, GF_ENOSPACE, "out of memory");
@@ -106,14 +146,10 @@ json_t *gf_ext_bind_annotations(const gf_extender *x, const gf_sched_pod *pod,
         gf_error_set(err, GF_EINVAL, "placement on %s lists no usable devices", p->node);
         goto fail;
     }
-    if (put(ann, x, pod, "gpus.devices", devices) < 0 ||
-        put_memory(ann, x, pod, p, gpus, n_gpus, err) < 0)
-        goto fail;
-    if (pod->mode == GF_MODE_SM_SHARING && pod->has_compute) {
-        snprintf(v, sizeof(v), "%.15g", pod->compute);
-        if (put(ann, x, pod, "gpu-compute.portion", v) < 0)
+    /* every fractional container on the same GPUs, each with its own request */
+    for (size_t i = 0; i <= pod->n_more; i++)
+        if (put_part(ann, x, pod, i, devices, p, gpus, n_gpus, err) < 0)
             goto fail;
-    }
     return ann;
 fail:
     json_decref(ann);
@@ -205,7 +241,9 @@ int gf_ext_bind(gf_extender *x, const char *body, size_t len, gf_ext_reply *r)
         atomic_fetch_add(&x->metrics.bad_requests, 1);
         return gf_ext_reply_error(r, 400, err.msg);
     }
-    if (do_bind(x, &b, &err) < 0) {
+    if (!gf_ext_await_synced(x)) /* ExtenderBindingResult.Error: the pod is tried again */
+        gf_error_set(&err, GF_ESTATE, GF_EXT_NOT_SYNCED);
+    if (err.msg[0] != '\0' || do_bind(x, &b, &err) < 0) {
         atomic_fetch_add(&x->metrics.bind_errors, 1);
         snprintf(msg, sizeof(msg), "binding %s/%s to %s: %s", b.ns, b.name, b.node, err.msg);
         return gf_ext_reply_error(r, 200, msg);

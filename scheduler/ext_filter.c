@@ -134,6 +134,10 @@ int gf_ext_filter(gf_extender *x, const char *body, size_t len, gf_ext_reply *r)
     int rc;
 
     atomic_fetch_add(&x->metrics.requests[GF_EXT_FILTER], 1);
+    if (!gf_ext_await_synced(x)) { /* ExtenderFilterResult.Error: the pod is tried again */
+        free(pod);
+        return gf_ext_reply_error(r, 200, GF_EXT_NOT_SYNCED) < 0 ? -1 : 0;
+    }
     if (!pod)
         return -1;
     if ((rc = prepare(x, body, len, &a, pod, r)) != 0)
@@ -186,6 +190,10 @@ int gf_ext_prioritize(gf_extender *x, const char *body, size_t len, gf_ext_reply
     int rc;
 
     atomic_fetch_add(&x->metrics.requests[GF_EXT_PRIORITIZE], 1);
+    if (!gf_ext_await_synced(x)) { /* a HostPriorityList has no Error: non-200 is one */
+        free(pod);
+        return gf_ext_reply_error(r, 503, GF_EXT_NOT_SYNCED) < 0 ? -1 : 0;
+    }
     if (!pod)
         return -1;
     if ((rc = prepare(x, body, len, &a, pod, r)) != 0)

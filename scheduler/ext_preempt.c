@@ -91,6 +91,10 @@ int gf_ext_preempt(gf_extender *x, const char *body, size_t len, gf_ext_reply *r
     int rc = -1;
 
     atomic_fetch_add(&x->metrics.requests[GF_EXT_PREEMPT], 1);
+    if (!gf_ext_await_synced(x)) { /* no Error field in the result: non-200 is one */
+        rc = gf_ext_reply_error(r, 503, GF_EXT_NOT_SYNCED);
+        goto out;
+    }
     if (!out || !uids || !pod)
         goto out;
     root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);

@@ -2,6 +2,7 @@
 /* The extender's state. */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "annotations.h"
 #include "extender.h"
@@ -21,10 +22,23 @@ int gf_extender_init(gf_extender *x, gf_model *model, gf_policy policy, bool cdi
     x->filter_best = true;
     x->kube = *kube;
     atomic_init(&x->synced, false);
+    x->sync_wait_ms = GF_EXT_SYNC_WAIT_MS;
     return gf_ext_cache_init(&x->cache, err);
 }
 
 void gf_extender_fini(gf_extender *x)
 {
     gf_ext_cache_fini(&x->cache);
+}
+
+bool gf_ext_await_synced(gf_extender *x)
+{
+    struct timespec ts = {0, 10 * 1000 * 1000};
+
+    for (unsigned waited = 0; !atomic_load(&x->synced); waited += 10) {
+        if (waited >= x->sync_wait_ms)
+            return false;
+        nanosleep(&ts, NULL);
+    }
+    return true;
 }

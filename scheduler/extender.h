@@ -66,7 +66,12 @@ typedef struct gf_extender {
     bool filter_best;              /* filter passes only the node gpufrac chooses */
     char prefix[GF_SCHED_KEY_MAX]; /* NvFractions prefix */
     gf_ext_kube kube;
-    atomic_bool synced; /* the model holds a full list of nodes and pods */
+    /* the model holds a full list of nodes and pods; until then no verb
+     * judges capacity (an empty model would over-pack the GPUs the pods
+     * already bound hold): each waits up to sync_wait_ms, then refuses with
+     * an error kube-scheduler retries */
+    atomic_bool synced;
+    unsigned sync_wait_ms;
     gf_ext_metrics metrics;
     gf_ext_pod_cache cache;
     /* node names for the per-GPU metrics (informer.c keeps them) */
@@ -77,6 +82,14 @@ typedef struct gf_extender {
 int gf_extender_init(gf_extender *x, gf_model *model, gf_policy policy, bool cdi,
                      const char *prefix, const gf_ext_kube *kube, gf_error *err);
 void gf_extender_fini(gf_extender *x);
+
+#define GF_EXT_SYNC_WAIT_MS 2000 /* well inside kube-scheduler's httpTimeout */
+#define GF_EXT_NOT_SYNCED                                                                        \
+    "gpufrac-scheduler is not synced yet: the node and pod lists are still loading (retried by " \
+    "kube-scheduler)"
+
+/* Whether x is synced, waiting up to x->sync_wait_ms for it. */
+bool gf_ext_await_synced(gf_extender *x);
 
 /* An answer: HTTP status, body (malloc'd) and its content type. */
 typedef struct gf_ext_reply {

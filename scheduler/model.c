@@ -136,13 +136,34 @@ uint64_t gf_sched_charge_portion(const gf_amount *request, uint64_t total)
     return b;
 }
 
+uint64_t gf_sched_charge_parts(const gf_amount *first, bool first_init, const gf_sched_part *more,
+                               size_t n, uint64_t total)
+{
+    uint64_t c = gf_sched_charge(first, total);
+    uint64_t run = first_init ? 0 : c, init = first_init ? c : 0;
+
+    for (size_t i = 0; i < n; i++) {
+        c = gf_sched_charge(&more[i].request, total);
+        if (more[i].init)
+            init = c > init ? c : init;
+        else
+            run += c;
+    }
+    return run > init ? run : init;
+}
+
+uint64_t gf_sched_pod_charge(const gf_sched_pod *pod, uint64_t total)
+{
+    return gf_sched_charge_parts(&pod->request, pod->init, pod->more, pod->n_more, total);
+}
+
 void gf_model_charge(mnode *n, const mpod *p, int sign)
 {
     size_t i;
 
     for (i = 0; i < p->n_gpus; i++) {
         mgpu *g = &n->gpus[p->gpu[i]];
-        uint64_t c = gf_sched_charge(&p->request, g->total);
+        uint64_t c = gf_sched_mpod_charge(p, g->total);
 
         if (sign > 0) {
             g->requested += c;
@@ -308,6 +329,7 @@ static void pod_free(mpod *p)
 {
     free(p->container);
     free(p->devices);
+    free(p->more);
     free(p);
 }
 
@@ -491,9 +513,28 @@ static int set_str(char **dst, const char *src)
     return 0;
 }
 
+static int parts_set(mpod *p, const gf_sched_pod *src)
+{
+    gf_sched_part *more = NULL;
+
+    if (src->n_more > 0) {
+        more = malloc(src->n_more * sizeof(*more));
+        if (more == NULL)
+            return -1;
+        memcpy(more, src->more, src->n_more * sizeof(*more));
+    }
+    free(p->more);
+    p->more = more;
+    p->n_more = (uint8_t)src->n_more;
+    return 0;
+}
+
 /* Copies the request fields (p unplaced). */
 static int pod_set(mpod *p, const gf_sched_pod *src)
 {
+    if (parts_set(p, src) < 0)
+        return -1;
+    p->init = src->init;
     p->request = src->request;
     p->limit = src->limit;
     p->mode = src->mode == GF_MODE_SM_SHARING ? GF_MODE_SM_SHARING : GF_MODE_TIME_SLICING;
@@ -764,7 +805,7 @@ static void stats_node(const mnode *n, gf_model_stats *out)
 static void stats_pod(const mpod *p, gf_model_stats *out)
 {
     out->memory_bytes += sizeof(*p) + str_size(p->e.key) + str_size(p->container) +
-                         str_size(p->devices);
+                         str_size(p->devices) + p->n_more * sizeof(*p->more);
     if (p->node == NULL) {
         out->pending++;
         return;

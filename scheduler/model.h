@@ -80,7 +80,23 @@ typedef enum gf_pod_phase {
     GF_PHASE_UNKNOWN,
 } gf_pod_phase;
 
-/* A pod as decoded from a v1.Pod (decode.h). */
+#define GF_SCHED_PARTS_MAX 8 /* fractional containers of one pod */
+
+/* A further fractional container of a pod (the first one is the pod's own
+ * container/request/limit/compute fields). */
+typedef struct gf_sched_part {
+    char container[GF_SCHED_CONTAINER_MAX];
+    bool init; /* an init container */
+    gf_amount request, limit;
+    bool has_compute;
+    double compute;
+} gf_sched_part;
+
+/* A pod as decoded from a v1.Pod (decode.h). All its fractional containers
+ * go to the same GPU(s), in one mode, on the same number of devices; each
+ * GPU is charged as Kubernetes sums a pod's requests: the largest init
+ * container's request or the sum of the regular containers', whichever is
+ * more (init containers run alone, before the others). */
 typedef struct gf_sched_pod {
     char ns[GF_SCHED_NAME_MAX];
     char name[GF_SCHED_NAME_MAX];
@@ -94,15 +110,22 @@ typedef struct gf_sched_pod {
     bool invalid;
     char error[GF_ERROR_MSG_MAX];
     /* when fractional && !invalid: */
-    char container[GF_SCHED_CONTAINER_MAX]; /* the container with the fraction */
-    gf_amount request, limit;               /* per device */
+    char container[GF_SCHED_CONTAINER_MAX]; /* the first container with a fraction */
+    bool init;                              /* container is an init container */
+    gf_amount request, limit;               /* container's, per device */
     int num_devices;                        /* >= 1 */
     gf_mode mode;
     bool has_compute;
     double compute;
     char devices[GF_DEVICES_MAX]; /* gpus.devices as written; "" = not bound */
     int32_t priority;             /* spec.priority (0 when unset) */
+    size_t n_more;                /* further fractional containers */
+    gf_sched_part more[GF_SCHED_PARTS_MAX - 1];
 } gf_sched_pod;
+
+/* The bytes pod's fractional containers are charged on a GPU of total bytes
+ * (0 when a portion does not resolve there). */
+uint64_t gf_sched_pod_charge(const gf_sched_pod *pod, uint64_t total);
 
 typedef gf_node_gpu gf_sched_gpu; /* the annotation's GPU, or one from GFD labels */
 

@@ -50,9 +50,12 @@ typedef struct mpod {
     unsigned compute_pct; /* sm-sharing with a portion: floor(portion x 100); else 0 */
     int32_t priority;
     gf_amount limit;
-    bool assumed;  /* placed by us, not yet confirmed by the watch */
-    bool held;     /* assumed by filter's one-node answer; no bind yet */
-    bool resolved; /* devices matched GPUs of node and are charged */
+    bool init;           /* container is an init container */
+    uint8_t n_more;      /* further fractional containers (gf_sched_pod.more) */
+    gf_sched_part *more; /* malloc'd; NULL when n_more == 0 */
+    bool assumed;        /* placed by us, not yet confirmed by the watch */
+    bool held;           /* assumed by filter's one-node answer; no bind yet */
+    bool resolved;       /* devices matched GPUs of node and are charged */
     uint8_t n_gpus;
     uint8_t gpu[GF_SCHED_GPUS_MAX]; /* positions in node->gpus */
     uint64_t assumed_at;
@@ -77,6 +80,16 @@ uint64_t gf_sched_charge_portion(const gf_amount *request, uint64_t total);
 static inline uint64_t gf_sched_charge(const gf_amount *request, uint64_t total)
 {
     return request->is_portion ? gf_sched_charge_portion(request, total) : request->bytes;
+}
+
+/* The charge of first (init or not) and more[0..n) together: the largest
+ * init request or the sum of the others, whichever is more. */
+uint64_t gf_sched_charge_parts(const gf_amount *first, bool first_init, const gf_sched_part *more,
+                               size_t n, uint64_t total);
+
+static inline uint64_t gf_sched_mpod_charge(const mpod *p, uint64_t total)
+{
+    return gf_sched_charge_parts(&p->request, p->init, p->more, p->n_more, total);
 }
 
 /* No fraction of the other mode on g. */

@@ -94,17 +94,37 @@ static int precheck(const mnode *n, const gf_sched_pod *pod, gf_sched_verdict *v
     return 0;
 }
 
-unsigned gf_sched_pod_compute_pct(const gf_sched_pod *pod)
+static unsigned part_pct(const gf_sched_pod *pod, bool has_compute, double compute)
 {
-    if (pod->mode != GF_MODE_SM_SHARING || !pod->has_compute)
-        return 0;
-    return (unsigned)gf_compute_percent(pod->compute);
+    return pod->mode == GF_MODE_SM_SHARING && has_compute ? (unsigned)gf_compute_percent(compute)
+                                                          : 0;
 }
 
-/* Does g's memory hold the pod's limit (bind resolves and writes it)? */
-static bool limit_fits(const mgpu *g, const gf_sched_pod *pod, gf_error *why)
+/* As the memory: the largest init container's share or the sum of the others'. */
+unsigned gf_sched_pod_compute_pct(const gf_sched_pod *pod)
 {
-    const gf_amount *l = &pod->limit;
+    unsigned c = part_pct(pod, pod->has_compute, pod->compute);
+    unsigned run = pod->init ? 0 : c, init = pod->init ? c : 0;
+
+    for (size_t i = 0; i < pod->n_more; i++) {
+        c = part_pct(pod, pod->more[i].has_compute, pod->more[i].compute);
+        if (pod->more[i].init)
+            init = c > init ? c : init;
+        else
+            run += c;
+    }
+    return run > init ? run : init;
+}
+
+/* The limit of the pod's container i (0: the first, then pod->more). */
+static const gf_amount *part_limit(const gf_sched_pod *pod, size_t i)
+{
+    return i == 0 ? &pod->limit : &pod->more[i - 1].limit;
+}
+
+/* Does g's memory hold container i's limit (bind resolves and writes it)? */
+static bool limit_fits_one(const mgpu *g, const gf_amount *l, gf_error *why)
+{
     uint64_t b;
 
     /* gf_amount_resolve's answer without its messages (filter asks for every
@@ -115,6 +135,15 @@ static bool limit_fits(const mgpu *g, const gf_sched_pod *pod, gf_error *why)
     return gf_amount_resolve(l, g->total, "gpu-memory.limit", &b, why) == 0;
 }
 
+/* Every container's limit (why: the first that does not fit). */
+static bool limit_fits(const mgpu *g, const gf_sched_pod *pod, gf_error *why)
+{
+    for (size_t i = 0; i <= pod->n_more; i++)
+        if (!limit_fits_one(g, part_limit(pod, i), why))
+            return false;
+    return true;
+}
+
 static bool compute_fits(const mgpu *g, const gf_sched_pod *pod)
 {
     return g->compute_pct + gf_sched_pod_compute_pct(pod) <= 100;
@@ -122,13 +151,22 @@ static bool compute_fits(const mgpu *g, const gf_sched_pod *pod)
 
 /* The pod's limit for the fit rule: its bytes, or (a portion, which never
  * resolves to more than the GPU) 0 when it resolves, else unresolved. */
+static uint64_t fit_limit_one(const mgpu *g, const gf_amount *l)
+{
+    if (l->is_portion)
+        return limit_fits_one(g, l, NULL) ? 0 : GF_FIT_UNRESOLVED;
+    return l->bytes > 0 ? l->bytes : GF_FIT_UNRESOLVED;
+}
+
+/* The largest of the containers' limits (each runs alone within its own). */
 static uint64_t fit_limit(const mgpu *g, const gf_sched_pod *pod)
 {
-    const gf_amount *l = &pod->limit;
+    uint64_t max = 0, l;
 
-    if (l->is_portion)
-        return limit_fits(g, pod, NULL) ? 0 : GF_FIT_UNRESOLVED;
-    return l->bytes > 0 ? l->bytes : GF_FIT_UNRESOLVED;
+    for (size_t i = 0; i <= pod->n_more; i++)
+        if ((l = fit_limit_one(g, part_limit(pod, i))) > max)
+            max = l;
+    return max;
 }
 
 /* Would g take the pod now? *r = the request in g's bytes. */
@@ -142,7 +180,7 @@ static bool gpu_fits(const mgpu *g, const gf_sched_pod *pod, uint64_t *r)
                         .compute_pct = g->compute_pct};
     gf_fit_ask ask;
 
-    *r = gf_sched_charge(&pod->request, g->total);
+    *r = gf_sched_pod_charge(pod, g->total);
     ask = (gf_fit_ask){.request = *r,
                        .limit = fit_limit(g, pod),
                        .mode = pod->mode,
@@ -200,7 +238,7 @@ static double node_free_after(const mnode *n, const gf_sched_pod *pod)
         total += n->gpus[i].total;
         requested += n->gpus[i].requested;
     }
-    requested += (uint64_t)pod->num_devices * gf_sched_charge(&pod->request, n->gpus[0].total);
+    requested += (uint64_t)pod->num_devices * gf_sched_pod_charge(pod, n->gpus[0].total);
     return total > requested ? (double)(total - requested) / (double)total : 0.0;
 }
 
@@ -212,7 +250,7 @@ static double score(const mnode *n, const gf_sched_pod *pod, gf_policy policy, c
 
     for (i = 0; i < (size_t)pod->num_devices; i++) {
         const mgpu *g = &n->gpus[pos[i]];
-        double after = (double)(g->requested + gf_sched_charge(&pod->request, g->total)) /
+        double after = (double)(g->requested + gf_sched_pod_charge(pod, g->total)) /
                        (double)g->total;
 
         if (!idle(g) && after > best)
@@ -282,7 +320,7 @@ static int explain(const mnode *n, const gf_sched_pod *pod, size_t fitting, gf_s
     for (i = 0; i < n->n_gpus; i++) {
         const mgpu *g = &n->gpus[i];
 
-        r = gf_sched_charge(&pod->request, g->total);
+        r = gf_sched_pod_charge(pod, g->total);
         if (r > 0 && r <= g->total && g->total > big)
             big = g->total;
         if (!gf_sched_gpu_mode_ok(g, pod->mode)) {
@@ -292,7 +330,7 @@ static int explain(const mnode *n, const gf_sched_pod *pod, size_t fitting, gf_s
             best = g;
         }
     }
-    r = gf_sched_charge(&pod->request, n->gpus[0].total);
+    r = gf_sched_pod_charge(pod, n->gpus[0].total);
     if (big == 0)
         return fail(v, GF_FAIL_UNRESOLVABLE,
                     "pod requests %s per GPU, more than any GPU of "
@@ -307,15 +345,20 @@ static int explain(const mnode *n, const gf_sched_pod *pod, size_t fitting, gf_s
                     gf_mode_name(pod->mode == GF_MODE_SM_SHARING ? GF_MODE_TIME_SLICING
                                                                  : GF_MODE_SM_SHARING),
                     gf_mode_name(pod->mode));
-    r = gf_sched_charge(&pod->request, best->total);
+    r = gf_sched_pod_charge(pod, best->total);
     if (pod->num_devices > 1)
         return fail(v, GF_FAIL,
                     "needs %d GPUs that fit, node has 0: %s has %s unrequested, "
                     "pod requests %s",
                     pod->num_devices, best->id, mib(gpu_free(best), a, sizeof(a)),
                     mib(r, b, sizeof(b)));
-    return fail(v, GF_FAIL, "%s has %s unrequested, pod requests %s", best->id,
-                mib(gpu_free(best), a, sizeof(a)), mib(r, b, sizeof(b)));
+    if (n->n_gpus == 1)
+        return fail(v, GF_FAIL, "%s has %s unrequested, pod requests %s (the node's only GPU)",
+                    best->id, mib(gpu_free(best), a, sizeof(a)), mib(r, b, sizeof(b)));
+    return fail(v, GF_FAIL,
+                "%s has %s unrequested, pod requests %s (the most unrequested of the "
+                "node's %zu GPUs)",
+                best->id, mib(gpu_free(best), a, sizeof(a)), mib(r, b, sizeof(b)), n->n_gpus);
 }
 
 int gf_sched_choose(const mnode *node, const gf_sched_pod *pod, gf_policy policy, uint8_t *pos,
@@ -390,7 +433,7 @@ void gf_sched_placement_fill(const gf_model *m, const mpod *p, gf_sched_placemen
 
         out->gpu_index[i] = g->index;
         snprintf(out->gpu_id[i], sizeof(out->gpu_id[i]), "%s", g->id);
-        out->request[i] = gf_sched_charge(&p->request, g->total);
+        out->request[i] = gf_sched_mpod_charge(p, g->total);
     }
     snprintf(out->devices_key, sizeof(out->devices_key), "%s%s.gpus.devices", m->prefix,
              p->container != NULL ? p->container : "");
@@ -486,6 +529,13 @@ static void pod_from_record(const mpod *p, gf_sched_pod *out)
     /* floor((pct + 0.5) / 100 x 100) = pct, whatever the double rounding */
     out->has_compute = p->compute_pct > 0;
     out->compute = ((double)p->compute_pct + 0.5) / 100.0;
+    /* compute_pct is the pod's whole share: the others carry none */
+    out->init = p->init;
+    out->n_more = p->n_more;
+    for (size_t i = 0; i < p->n_more; i++) {
+        out->more[i] = p->more[i];
+        out->more[i].has_compute = false;
+    }
 }
 
 int gf_model_reserve_uid(gf_model *m, const char *uid, const char *node, gf_policy policy,

@@ -67,7 +67,7 @@ static bool free_gpu(scratch *s, const mnode *n, size_t pos, const gf_sched_pod 
 
             if (!on_gpu(p, pos) || !eligible(p, pod, chosen, *n_chosen))
                 continue;
-            c = gf_sched_charge(&p->request, s->gpus[pos].total);
+            c = gf_sched_mpod_charge(p, s->gpus[pos].total);
             if (best == NULL || p->priority < best->priority ||
                 (p->priority == best->priority && c > best_c)) {
                 best = p;

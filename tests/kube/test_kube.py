@@ -17,9 +17,12 @@ Exits 77 (skipped) when the components are not built (scripts/kube-build.sh)."""
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -95,11 +98,12 @@ class Layout:
 
     # --- helpers ---
 
-    def node(self, name=None, gpus=8, memory=80 * Gi, uuids=True, gfd=None):
+    def node(self, name=None, gpus=8, memory=80 * Gi, uuids=True, gfd=None, labels=None):
         name = "%s-n%d" % (self.tag, len(self.nodes)) if name is None else name
         inv = None if gfd else [("GPU-%s-%d" % (name, i) if uuids else None, i, memory)
                                 for i in range(gpus)]
-        CLUSTER.add_node(name, gpus=inv, gfd=gfd, labels={"gpufrac-test": self.tag})
+        CLUSTER.add_node(name, gpus=inv, gfd=gfd, labels=dict(labels or {}, **{
+            "gpufrac-test": self.tag}))
         self.nodes.append(name)
         C.wait_for(lambda: self.gf.metric("gpufrac_scheduler_gpu_total_bytes",
                                           'node="%s"' % name) > 0,
@@ -376,6 +380,49 @@ class LayoutA(Layout, unittest.TestCase):
         p = self.wait_bound(pod["metadata"]["name"])
         self.assertEqual(p["spec"]["runtimeClassName"], "gpufrac")
         self.assertEqual(p["metadata"]["annotations"][P + "trainer.gpu-memory.limit"], "12288Mi")
+
+    def test_sigkill_mid_burst_never_overpacks(self):
+        """gpufrac-scheduler SIGKILLed while a burst is being scheduled and
+        restarted at once (not waiting for its /healthz), three times in a
+        row: no GPU over-packed, every pod that fits bound within seconds.
+        Padding pods nobody schedules make the restarted extender's pod list
+        slow, so kube-scheduler's retries reach it before it has listed the
+        pods already bound (the real cluster's 200-pod burst did the same)."""
+        pad = "x" * (200 * 1024)
+        C.parallel(CLUSTER.create, ({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "%s-pad%d" % (self.tag, i), "namespace": "default",
+                         "labels": {"gpufrac-test": self.tag},
+                         "annotations": {"gpufrac-test/padding": pad}},
+            "spec": {"schedulerName": "gpufrac-test-nobody",
+                     "containers": [{"name": "c", "image": "none"}]}} for i in range(150)),
+            threads=8)
+        for rnd in range(3):
+            node = self.node(gpus=4, labels={"gpufrac-round": str(rnd)})
+            names = ["%s-k%d-%d" % (self.tag, rnd, i) for i in range(16)]
+            objs = [self.pod_obj(n, {"gpu-fraction": "0.5"},
+                                 extra_spec={"nodeSelector": {"gpufrac-test": self.tag,
+                                                              "gpufrac-round": str(rnd)}})
+                    for n in names]
+            t = threading.Thread(target=self.submit_all, args=(objs,))
+            t.start()
+            C.wait_for(lambda: sum(1 for n in names if self.bound(n)) >= 2,
+                       "the burst under way", proc=self.ks)
+            self.gf.stop(signal.SIGKILL)
+            C.Proc.start(self.gf)  # at once: kube-scheduler's retries meet it unsynced
+            t.join()
+            C.wait_for(lambda: sum(1 for n in names if self.bound(n)) >= 8,
+                       "8 of 16 bound on %s after the restart" % node, timeout=30,
+                       proc=self.ks)
+            time.sleep(1)
+            use = self.per_gpu()
+            self.assertTrue(all(v <= 80 * Gi for v in use.values()),
+                            "round %d over-packed: %s" % (rnd, use))
+            mine = {d: v for d, v in use.items() if d.startswith("GPU-%s-" % node)}
+            self.assertEqual(sorted(mine.values()), [80 * Gi] * 4, mine)
+            self.assertEqual(sum(1 for n in names if self.bound(n)), 8)
+        C.wait_for(lambda: self.gf.get("/healthz")[0] == 200, "gpufrac-scheduler synced",
+                   proc=self.gf)
 
 
 class LayoutB(Layout, unittest.TestCase):

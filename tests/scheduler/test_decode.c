@@ -352,9 +352,131 @@ static void test_decoded_into_model(void **state)
     assert_int_equal(gf_model_pod_update(m, bound, &err), 0);
     assert_int_equal(gf_model_evaluate(m, next, names, 1, GF_POLICY_BINPACK, &v, &err), 0);
     assert_int_equal(v.status, GF_FAIL);
-    assert_string_equal(v.reason, "GPU-a has 3072 MiB unrequested, pod requests 4096 MiB");
+    assert_string_equal(
+        v.reason, "GPU-a has 3072 MiB unrequested, pod requests 4096 MiB (the node's only GPU)");
     gf_model_free(m);
     free(n), free(bound), free(next);
+}
+
+/* A pod of the given spec (its containers, initContainers) and annotations. */
+static gf_sched_pod *pod_spec(const char *annotations, const char *spec)
+{
+    char text[4096];
+    gf_sched_pod *p = calloc(1, sizeof(*p));
+    gf_error err;
+    json_t *j;
+
+    assert_non_null(p);
+    snprintf(text, sizeof(text),
+             "{\"metadata\":{\"name\":\"multi\",\"namespace\":\"ml\",\"uid\":\"u-9\","
+             "\"annotations\":%s},\"spec\":{%s},\"status\":{\"phase\":\"Pending\"}}",
+             annotations, spec);
+    j = load(text);
+    if (gf_sched_pod_decode(j, NULL, p, &err) < 0)
+        fail_msg("%s", err.msg);
+    json_decref(j);
+    return p;
+}
+
+#define TWO "\"containers\":[{\"name\":\"trainer\"},{\"name\":\"trainer-2\"}]"
+
+static uint64_t requested_on(gf_model *m, const char *node)
+{
+    gf_model_gpu_state g;
+    gf_error err;
+    size_t n;
+
+    assert_int_equal(gf_model_node_gpus(m, node, &g, 1, &n, &err), 0);
+    return g.requested;
+}
+
+/* Every fractional container is charged, on the GPU all of them get, as the
+ * node charges each (was: only the first; 5 GiB counted where 6 were held). */
+static void test_pod_two_fractional_containers(void **state)
+{
+    gf_sched_node *n = node_json(
+        "{\"metadata\":{\"name\":\"n1\",\"annotations\":{\"gpufrac.io/gpus\":"
+        "\"[{\\\"uuid\\\":\\\"GPU-a\\\",\\\"index\\\":0,\\\"memory\\\":8589934592}]\"}}}");
+    gf_sched_pod *p = pod_spec("{\"nvidia.com/container.trainer.gpu-memory.request\":\"5Gi\","
+                               "\"nvidia.com/container.trainer-2.gpu-memory.request\":\"1Gi\","
+                               "\"nvidia.com/container.trainer-2.gpu-memory.limit\":\"2Gi\"}",
+                               TWO);
+    gf_sched_pod *q = pod_spec("{\"nvidia.com/container.trainer.gpu-memory.request\":\"3Gi\"}",
+                               TWO);
+    const char *names[1] = {"n1"};
+    gf_sched_placement pl;
+    gf_sched_verdict v;
+    gf_model *m = NULL;
+    gf_error err;
+
+    (void)state;
+    assert_true(p->fractional);
+    assert_false(p->invalid);
+    assert_string_equal(p->container, "trainer");
+    assert_int_equal(p->n_more, 1);
+    assert_string_equal(p->more[0].container, "trainer-2");
+    assert_false(p->more[0].init);
+    assert_int_equal(p->more[0].request.bytes, 1 * GF_GIB);
+    assert_int_equal(p->more[0].limit.bytes, 2 * GF_GIB);
+    assert_int_equal(gf_sched_pod_charge(p, 8 * GF_GIB), 6 * GF_GIB);
+    assert_int_equal(gf_model_new(NULL, &m, &err), 0);
+    assert_int_equal(gf_model_node_update(m, n, &err), 0);
+    assert_int_equal(gf_model_reserve(m, p, "n1", GF_POLICY_BINPACK, &pl, &err), 0);
+    assert_int_equal(requested_on(m, "n1"), 6 * GF_GIB);
+    snprintf(q->uid, sizeof(q->uid), "u-10");
+    assert_int_equal(gf_model_evaluate(m, q, names, 1, GF_POLICY_BINPACK, &v, &err), 0);
+    assert_int_equal(v.status, GF_FAIL);
+    assert_string_equal(v.reason, "GPU-a has 2048 MiB unrequested, pod requests 3072 MiB "
+                                  "(the node's only GPU)");
+    gf_model_free(m);
+    free(n), free(p), free(q);
+}
+
+/* Kubernetes' rule: the largest init container or the sum of the regular
+ * ones, whichever is more (init containers run alone, first). */
+static void test_pod_init_container_rule(void **state)
+{
+    gf_sched_pod *small =
+        pod_spec("{\"nvidia.com/container.setup.gpu-memory.request\":\"2Gi\","
+                 "\"nvidia.com/container.warm.gpu-memory.request\":\"1Gi\","
+                 "\"nvidia.com/container.trainer.gpu-memory.request\":\"3Gi\","
+                 "\"nvidia.com/container.trainer-2.gpu-memory.request\":\"1Gi\"}",
+                 TWO ",\"initContainers\":[{\"name\":\"setup\"},{\"name\":\"warm\"}]");
+    gf_sched_pod *big = pod_spec("{\"nvidia.com/container.setup.gpu-memory.request\":\"6Gi\","
+                                 "\"nvidia.com/container.trainer.gpu-memory.request\":\"3Gi\"}",
+                                 TWO ",\"initContainers\":[{\"name\":\"setup\"}]");
+    gf_sched_pod *only = pod_spec("{\"nvidia.com/container.setup.gpu-memory.request\":\"25%\"}",
+                                  TWO ",\"initContainers\":[{\"name\":\"setup\"}]");
+
+    (void)state;
+    assert_int_equal(small->n_more, 3);
+    assert_false(small->init);
+    assert_true(small->more[1].init && small->more[2].init);
+    assert_int_equal(gf_sched_pod_charge(small, 8 * GF_GIB), 4 * GF_GIB); /* 3 + 1 > 2 */
+    assert_int_equal(gf_sched_pod_charge(big, 8 * GF_GIB), 6 * GF_GIB);   /* 6 > 3 */
+    assert_true(only->fractional);
+    assert_false(only->invalid);
+    assert_true(only->init);
+    assert_string_equal(only->container, "setup");
+    assert_int_equal(gf_sched_pod_charge(only, 8 * GF_GIB), 2 * GF_GIB);
+    free(small), free(big), free(only);
+}
+
+/* What cannot share the pod's GPUs is refused, naming the containers. */
+static void test_pod_containers_that_cannot_share(void **state)
+{
+    gf_sched_pod *p =
+        pod_spec("{\"nvidia.com/container.trainer.gpu-memory.request\":\"1Gi\","
+                 "\"nvidia.com/container.trainer-2.gpu-memory.request\":\"1Gi\","
+                 "\"nvidia.com/container.trainer-2.gpu-compute.mode\":\"sm-sharing\"}",
+                 TWO);
+
+    (void)state;
+    assert_true(p->fractional);
+    assert_true(p->invalid);
+    assert_msg_has(p->error, "containers trainer and trainer-2", "time-slicing", "sm-sharing",
+                   "gpu-compute.mode");
+    free(p);
 }
 
 int main(void)
@@ -371,6 +493,9 @@ int main(void)
         cmocka_unit_test(test_node_gfd_labels),
         cmocka_unit_test(test_node_not_a_node),
         cmocka_unit_test(test_decoded_into_model),
+        cmocka_unit_test(test_pod_two_fractional_containers),
+        cmocka_unit_test(test_pod_init_container_rule),
+        cmocka_unit_test(test_pod_containers_that_cannot_share),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -446,7 +446,8 @@ class Filtering(E2E):
         self.assertEqual(self.schedule("a", ["n1"])[::2], ("n1", ""))
         q = self.pod(frac_pod("b", request="6Gi"))
         f = self.failed_nodes(self.filter(q, ["n1", "down", "ghost"]))
-        self.assertEqual(f["n1"], "GPU-aaaa has 4096 MiB unrequested, pod requests 6144 MiB")
+        self.assertEqual(f["n1"], "GPU-aaaa has 4096 MiB unrequested, pod requests 6144 MiB "
+                         "(the node's only GPU)")
         self.assertIn("not Ready", f["down"])
         self.assertIn("ghost", f["ghost"])
         huge = self.pod(frac_pod("huge", request="40Gi"))
@@ -508,7 +509,8 @@ class Recovery(E2E):
             r = f.get("n1", "")
             return r if "not in gpufrac's cache" not in r else None
         r = self.eventually(reason, "the restarted scheduler to see n1")
-        self.assertEqual(r, "GPU-aaaa has 1024 MiB unrequested, pod requests 5120 MiB",
+        self.assertEqual(r, "GPU-aaaa has 1024 MiB unrequested, pod requests 5120 MiB "
+                         "(the node's only GPU)",
                          "the bound pods still count after a restart")
         small = self.pod(frac_pod("small", request="1Gi"))
         self.assertEqual(self.filter(small, ["n1"]).get("NodeNames"), ["n1"])

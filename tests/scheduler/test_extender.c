@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "decode.h"
 #include "extender.h"
@@ -118,6 +119,7 @@ static int setup_with(void **state, bool cdi)
     k = (gf_ext_kube){.bind = fake_bind, .get_pod = fake_get_pod, .cls = &f->kube};
     if (gf_extender_init(&f->x, f->model, GF_POLICY_BINPACK, cdi, NULL, &k, &err) < 0)
         fail_msg("%s", err.msg);
+    atomic_store(&f->x.synced, true); /* the informer's first lists (not run here) */
     add_node(f->model, "gpu-node-1",
              "[{\"uuid\":\"GPU-aaaaaaaa-0000-0000-0000-000000000001\",\"index\":0,"
              "\"memory\":85899345920},{\"uuid\":\"GPU-aaaaaaaa-0000-0000-0000-000000000002\","
@@ -658,6 +660,7 @@ static void test_metrics_and_health(void **state)
     f->x.node_names = names;
     json_decref(filter(f, "train", "u-1", FRACTION_40G, NODES));
     json_decref(do_bind(f, "train", "u-1", "gpu-node-1"));
+    atomic_store(&f->x.synced, false);
     assert_int_equal(gf_ext_healthz(&f->x, &r), 0);
     assert_int_equal(r.status, 503);
     gf_ext_reply_free(&r);
@@ -744,6 +747,7 @@ static void test_http_server(void **state)
     snprintf(url, sizeof(url), "http://%s/filter", gf_server_address(s));
     assert_int_equal(http(url, body, &out), 404);
     free(out);
+    atomic_store(&f->x.synced, false);
     snprintf(url, sizeof(url), "http://%s/healthz", gf_server_address(s));
     assert_int_equal(http(url, NULL, &out), 503);
     free(out);
@@ -935,6 +939,94 @@ static void test_preempt_verb(void **state)
     free(pod);
 }
 
+/* Both fractional containers (main, main-sidecar) on one GPU: each gets the
+ * devices and its own request; the GPU is charged their sum. */
+static void test_bind_two_fractional_containers(void **state)
+{
+    fixture *f = *state;
+    const char *two = "{\"nvidia.com/container.main.gpu-memory.request\":\"30Gi\","
+                      "\"nvidia.com/container.main-sidecar.gpu-memory.request\":\"25%\","
+                      "\"nvidia.com/container.main-sidecar.gpu-memory.limit\":\"50%\"}";
+    json_t *res = filter(f, "duo", "u-duo", two, NODES);
+
+    assert_names(res, "gpu-node-1", 1);
+    json_decref(res);
+    res = do_bind(f, "duo", "u-duo", "gpu-node-1");
+    assert_string_equal(json_string_value(json_object_get(res, "Error")), "");
+    json_decref(res);
+    assert_string_equal(ann(f, "nvidia.com/container.main.gpus.devices"),
+                        "GPU-aaaaaaaa-0000-0000-0000-000000000001");
+    assert_string_equal(ann(f, "nvidia.com/container.main-sidecar.gpus.devices"),
+                        "GPU-aaaaaaaa-0000-0000-0000-000000000001");
+    assert_string_equal(ann(f, "nvidia.com/container.main.gpu-memory.request"), "30720Mi");
+    assert_string_equal(ann(f, "nvidia.com/container.main-sidecar.gpu-memory.request"), "20480Mi");
+    assert_string_equal(ann(f, "nvidia.com/container.main-sidecar.gpu-memory.limit"), "40960Mi");
+    assert_null(ann(f, "nvidia.com/container.main.gpu-memory.limit"));
+    assert_int_equal(requested(f, 0), 50 * GIB);
+    /* 30 GiB left on GPU 0: a third pod of 40 GiB goes to GPU 1 */
+    json_decref(filter(f, "third", "u-3", FRACTION_40G, NODES));
+    json_decref(do_bind(f, "third", "u-3", "gpu-node-1"));
+    assert_int_equal(requested(f, 0), 50 * GIB);
+    assert_int_equal(requested(f, 1), 40 * GIB);
+}
+
+static void *set_synced_later(void *arg)
+{
+    struct timespec ts = {0, 50 * 1000 * 1000};
+
+    nanosleep(&ts, NULL);
+    atomic_store((atomic_bool *)arg, true);
+    return NULL;
+}
+
+/* Until the informer's first lists, no verb judges capacity: the model
+ * does not hold the pods already bound (was: a restarted extender filtered
+ * and bound against empty GPUs and over-packed them). */
+static void test_verbs_refused_before_synced(void **state)
+{
+    fixture *f = *state;
+    char *pod = pod_json("train", "u-1", FRACTION_40G), *body = args_json(pod, NODES);
+    const char *bind = "{\"PodName\":\"train\",\"PodNamespace\":\"ml\",\"PodUID\":\"u-1\","
+                       "\"Node\":\"gpu-node-1\"}";
+    char *pre;
+    pthread_t t;
+    json_t *res;
+
+    atomic_store(&f->x.synced, false);
+    f->x.sync_wait_ms = 30;
+    res = call(gf_ext_filter, f, body, 200);
+    assert_msg_has(json_string_value(json_object_get(res, "Error")), "not synced");
+    assert_null(json_object_get(res, "NodeNames"));
+    json_decref(res);
+    assert_int_equal(requested(f, 0), 0); /* nothing held */
+    json_decref(call(gf_ext_prioritize, f, body, 503));
+    res = call(gf_ext_bind, f, bind, 200);
+    assert_msg_has(json_string_value(json_object_get(res, "Error")), "binding ml/train",
+                   "not synced");
+    json_decref(res);
+    assert_int_equal(f->kube.binds, 0);
+    assert_int_equal(requested(f, 0), 0);
+    if (asprintf(&pre, "{\"Pod\":%s,\"NodeNameToMetaVictims\":{\"gpu-node-1\":{\"Pods\":[]}}}",
+                 pod) < 0)
+        fail();
+    json_decref(call(gf_ext_preempt, f, pre, 503));
+    free(pre);
+    /* synced while a verb waits: it answers as usual */
+    f->x.sync_wait_ms = 5000;
+    assert_int_equal(pthread_create(&t, NULL, set_synced_later, &f->x.synced), 0);
+    res = call(gf_ext_filter, f, body, 200);
+    pthread_join(t, NULL);
+    assert_names(res, "gpu-node-1", 1);
+    assert_string_equal(json_string_value(json_object_get(res, "Error")), "");
+    json_decref(res);
+    res = call(gf_ext_bind, f, bind, 200);
+    assert_string_equal(json_string_value(json_object_get(res, "Error")), "");
+    json_decref(res);
+    assert_int_equal(f->kube.binds, 1);
+    free(body);
+    free(pod);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
@@ -959,6 +1051,8 @@ int main(void)
         T(test_http_server),
         T(test_reasons_without_percent),
         T(test_preempt_verb),
+        T(test_bind_two_fractional_containers),
+        T(test_verbs_refused_before_synced),
         cmocka_unit_test(test_bind_args_parse),
         cmocka_unit_test(test_watch_framing),
         cmocka_unit_test(test_binding_body),

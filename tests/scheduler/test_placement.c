@@ -283,7 +283,8 @@ static void test_full_gpu_reason(void **state)
     place1(m, a, "n1", GF_POLICY_BINPACK);
     v = verdict(m, q, "n1", GF_POLICY_BINPACK);
     assert_int_equal(v.status, GF_FAIL);
-    assert_string_equal(v.reason, "GPU-n1-0 has 3072 MiB unrequested, pod requests 4096 MiB");
+    assert_string_equal(
+        v.reason, "GPU-n1-0 has 3072 MiB unrequested, pod requests 4096 MiB (the node's only GPU)");
     assert_int_equal(gf_model_reserve(m, q, "n1", GF_POLICY_BINPACK, &pl, &err), -1);
     assert_int_equal(err.code, GF_ESTATE);
     assert_msg_has(err.msg, "no longer fits", "3072 MiB unrequested");
@@ -291,6 +292,30 @@ static void test_full_gpu_reason(void **state)
     assert_int_equal(v.status, GF_FAIL_UNRESOLVABLE);
     assert_msg_has(v.reason, "102400 MiB", "more than any GPU");
     free(a), free(q), free(huge);
+    gf_model_free(m);
+}
+
+/* The reason names the node's best GPU (most unrequested) and how many it
+ * has, not the first one. */
+static void test_reason_names_the_best_gpu(void **state)
+{
+    gf_model *m = model_new();
+    gf_sched_pod *a = pod_new("a", 80 * GIB, 1, GF_MODE_TIME_SLICING);
+    gf_sched_pod *b = pod_new("b", 79 * GIB, 1, GF_MODE_TIME_SLICING);
+    gf_sched_pod *c = pod_new("c", 78 * GIB, 1, GF_MODE_TIME_SLICING);
+    gf_sched_pod *q = pod_new("q", 4096 * MIB, 1, GF_MODE_TIME_SLICING);
+    gf_sched_verdict v;
+
+    (void)state;
+    add_node(m, "n1", 3, 80 * GIB);
+    place1(m, a, "n1", GF_POLICY_BINPACK);
+    place1(m, b, "n1", GF_POLICY_BINPACK);
+    place1(m, c, "n1", GF_POLICY_BINPACK);
+    v = verdict(m, q, "n1", GF_POLICY_BINPACK);
+    assert_int_equal(v.status, GF_FAIL);
+    assert_string_equal(v.reason, "GPU-n1-2 has 2048 MiB unrequested, pod requests 4096 MiB "
+                                  "(the most unrequested of the node's 3 GPUs)");
+    free(a), free(b), free(c), free(q);
     gf_model_free(m);
 }
 
@@ -826,6 +851,7 @@ int main(void)
         cmocka_unit_test(test_modes_never_mixed),
         cmocka_unit_test(test_portions),
         cmocka_unit_test(test_full_gpu_reason),
+        cmocka_unit_test(test_reason_names_the_best_gpu),
         cmocka_unit_test(test_unknown_memory_and_nodes),
         cmocka_unit_test(test_not_fractional_and_invalid),
         cmocka_unit_test(test_assume_then_confirm),
