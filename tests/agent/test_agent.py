@@ -427,8 +427,11 @@ class PublishTest(AgentTestCase):
             self.assertIn(code, (200, 201))
             self.env.update(NODE_NAME="node-a")
         self.extra_args = ["--api-server", self.api.url, "--token-file",
-                           os.path.join(self.tmp, "token"), "--insecure-skip-tls-verify"]
+                           os.path.join(self.tmp, "token"), *self.tls_args()]
         super().start_agent()
+
+    def tls_args(self):
+        return ["--insecure-skip-tls-verify"]
 
     def test_inventory_annotation(self):
         def annotation():
@@ -605,6 +608,16 @@ class PodEventTest(PublishTest):
         self.assertIn("limit of 512.00 MiB", ev["message"])
         self.assertEqual(ev["source"]["host"], "node-a")
         init.kill()
+
+
+class PodEventCaFileTest(PodEventTest):
+    """The node's publication and the pod's Event with the API server's
+    certificate verified against --ca-file, as in a cluster (the Event was
+    not posted there: its request lacked the CA file)."""
+
+    def tls_args(self):
+        # the test API server's certificate is self-signed: its own CA
+        return ["--ca-file", os.path.join(self.tmp, "apiserver-tls", "cert.pem")]
 
 
 class SocketTest(AgentTestCase):
