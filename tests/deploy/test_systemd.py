@@ -65,9 +65,18 @@ class Unit(unittest.TestCase):
         exe = os.path.join(os.path.abspath(BUILD), "bin", "gpufracd")
         if not os.access(exe, os.X_OK):
             self.skipTest("%s is not built" % exe)
-        path = self.write(configured(os.path.dirname(exe), os.path.join(SRC, "docs")))
+        text = configured(os.path.dirname(exe), SRC)  # README.md is there
+        env = dict(os.environ)
+        page = os.path.join(os.path.abspath(BUILD), "man", "gpufracd.8")
+        if os.path.exists(page):  # verify runs man for Documentation=man:gpufracd(8)
+            os.makedirs(os.path.join(self.tmp, "man", "man8"))
+            shutil.copy(page, os.path.join(self.tmp, "man", "man8"))
+            env["MANPATH"] = os.path.join(self.tmp, "man")
+        else:
+            text = text.replace("man:gpufracd(8) ", "")
+        path = self.write(text)
         p = subprocess.run(["systemd-analyze", "verify", path], capture_output=True, text=True,
-                           timeout=120)
+                           timeout=120, env=env)
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(p.stderr.strip(), "", p.stderr)
 
