@@ -46,11 +46,16 @@
 #include "verbs.h"
 #include "watchdog.h"
 
+#ifndef GPUFRAC_VERSION
+#define GPUFRAC_VERSION "0.0.0"
+#endif
+
 static const char usage[] =
     "Usage: gpufracd [--state-dir DIR] [--socket PATH] [--metrics-listen HOST:PORT]\n"
     "                [--watchdog-period-ms N] [--watchdog-tolerance BYTES]\n"
     "                [--client-idle-s N] [--mps-control PATH] [--policy FILE]\n"
     "                [--events-max-bytes N] [--attach-timeout-s N]\n"
+    "       gpufracd --check-config [flags]    gpufracd --version\n"
     "\n"
     "The gpufrac node agent: lends burst memory between a fraction's request and\n"
     "its limit and takes it back when a guaranteed owner needs it, runs one MPS\n"
@@ -76,6 +81,10 @@ static const char usage[] =
     "                           missing: at most 32 fractions a user); users reach the agent "
     "through\n"
     "                           <state-dir>/users.sock\n"
+    "  --check-config           read the flags and the policy, print what is in force\n"
+    "                           and exit 0, or exit 1 (2: a bad flag) with the message\n"
+    "                           the agent would stop with; starts nothing\n"
+    "  --version                print the version and exit\n"
     "  --node-name NAME         publish the GPU inventory as annotation gpufrac.io/gpus of\n"
     "                           this Node (default: $NODE_NAME; unset = do not publish)\n"
     "  --api-server URL         Kubernetes API (default: in-cluster); --token-file F,\n"
@@ -88,6 +97,7 @@ static const char usage[] =
     "directory (<state-dir>/agent/lock): a second one exits, naming the first.\n";
 
 static char policy[GF_PATH_MAX] = GF_USER_POLICY_DEFAULT; /* --policy */
+static bool check_config;                                 /* --check-config */
 
 static int parse_args(gf_agent *a, int argc, char **argv)
 {
@@ -107,6 +117,8 @@ static int parse_args(gf_agent *a, int argc, char **argv)
         {"policy", required_argument, NULL, 'p'},
         {"events-max-bytes", required_argument, NULL, 'E'},
         {"attach-timeout-s", required_argument, NULL, 'A'},
+        {"check-config", no_argument, NULL, 'K'},
+        {"version", no_argument, NULL, 'V'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -122,7 +134,7 @@ static int parse_args(gf_agent *a, int argc, char **argv)
     a->client_idle_s = GF_AGENT_CLIENT_IDLE_S;
     a->events_max_bytes = GF_EVENTS_MAX_BYTES;
     a->attach_timeout_s = GF_AGENT_ATTACH_TIMEOUT_S;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "hV", opts, NULL)) != -1) {
         switch (c) {
         case 's': snprintf(a->state_dir, sizeof(a->state_dir), "%s", optarg); break;
         case 'k': snprintf(a->socket_path, sizeof(a->socket_path), "%s", optarg); break;
@@ -187,6 +199,8 @@ static int parse_args(gf_agent *a, int argc, char **argv)
                 return 2;
             }
             break;
+        case 'K': check_config = true; break;
+        case 'V': printf("gpufracd %s\n", GPUFRAC_VERSION); return 0;
         case 'h': fputs(usage, stdout); return 0;
         default: fputs("Try 'gpufracd --help'.\n", stderr); return 2;
         }
@@ -422,12 +436,71 @@ static int watch_fractions_dir(gf_agent *a)
     return fd;
 }
 
+/* "none: defaults (...)" or the file and what each of its sections sets. */
+static void describe_policy(const gf_user_policy *p, bool present, char *buf, size_t len)
+{
+    size_t n;
+
+    if (!present) {
+        snprintf(buf, len, "none: defaults (no %s; at most %d fractions a user)", policy,
+                 GF_USER_POLICY_MAX_FRACTIONS_DEFAULT);
+        return;
+    }
+    n = (size_t)snprintf(buf, len, "%s: %zu section(s):", policy, p->n);
+    for (size_t i = 0; i < p->n && n < len; i++) {
+        const gf_user_policy_section *sec = &p->s[i];
+        const char *scope = sec->scope == GF_POL_USER    ? "user "
+                            : sec->scope == GF_POL_GROUP ? "group "
+                                                         : "default";
+        n += (size_t)snprintf(buf + n, len - n, "%s [%s%s] sets", i ? ";" : "", scope, sec->name);
+        for (int k = 0; k < GF_POL_KEYS && n < len; k++)
+            if (sec->v[k].set)
+                n += (size_t)snprintf(buf + n, len - n, " %s",
+                                      gf_user_policy_key_name((gf_user_policy_key)k));
+    }
+}
+
+/* The policy in force, read once before anything starts: a broken or
+ * untrusted file stops the agent here, not every user later. */
+static int read_policy(char *shown, size_t len, gf_error *err)
+{
+    static gf_user_policy p; /* large */
+    bool present;
+
+    if (gf_user_load_policy(policy, &p, &present, err) < 0)
+        return -1;
+    describe_policy(&p, present, shown, len);
+    return 0;
+}
+
+static int print_config(const gf_agent *a, const char *shown_policy)
+{
+    printf("gpufracd %s: the configuration is valid\n", GPUFRAC_VERSION);
+    printf("state-dir           %s\n", a->state_dir);
+    printf("socket              %s\n", a->socket_path);
+    printf("metrics-listen      %s\n", a->metrics_listen[0] ? a->metrics_listen : "off");
+    printf("watchdog-period-ms  %d\n", a->watchdog_period_ms);
+    if (a->watchdog_tolerance)
+        printf("watchdog-tolerance  %llu\n", (unsigned long long)a->watchdog_tolerance);
+    else
+        printf("watchdog-tolerance  default (64 MiB or 1/512 of the GPU, the larger)\n");
+    printf("client-idle-s       %d\n", a->client_idle_s);
+    printf("mps-control         %s\n", a->mps_control);
+    printf("events-max-bytes    %llu\n", (unsigned long long)a->events_max_bytes);
+    printf("attach-timeout-s    %d\n", a->attach_timeout_s);
+    printf("node-name           %s\n", a->node_name[0] ? a->node_name : "none: not published");
+    printf("api-server          %s\n", a->api_server[0] ? a->api_server : "in-cluster");
+    printf("policy              %s\n", shown_policy);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static gf_agent agent;
     gf_agent *a = &agent;
     gf_error err;
     int rc, lfd = -1, ufd = -1, sfd = -1, tfd = -1, ifd = -1;
+    char shown_policy[2048];
 
     struct rlimit nofile;
     pthread_mutexattr_t ma;
@@ -443,6 +516,12 @@ int main(int argc, char **argv)
     wire_loop(a);
     if ((rc = parse_args(a, argc, argv)) >= 0)
         return rc;
+    if (read_policy(shown_policy, sizeof(shown_policy), &err) < 0)
+        goto fail;
+    if (check_config)
+        return print_config(a, shown_policy);
+    gf_log_write(a->log_fd, GF_LOG_INFO, "gpufracd", "gpufracd %s starting; policy %s",
+                 GPUFRAC_VERSION, shown_policy);
     /* one open ledger per fraction: let the descriptor limit not be the cap */
     if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
         nofile.rlim_cur = nofile.rlim_max;

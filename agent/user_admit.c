@@ -97,26 +97,67 @@ static void who(const gf_peer *cr, caller *c)
     fclose(fp);
 }
 
-/* A missing file is no policy; a broken one refuses everyone (with why). */
-static int load_policy(gf_user_policy *p, gf_error *err)
+/* Why the policy file at fd cannot be trusted, or 0: only root (or the agent's
+ * own user) may have written what bounds every user. */
+static int policy_file_trusted(int fd, const char *path, gf_error *err)
+{
+    struct stat st;
+
+    if (fstat(fd, &st) < 0)
+        return gf_error_sys(err, "reading the policy %s", path);
+    if (!S_ISREG(st.st_mode))
+        return gf_error_set(err, GF_EINVAL,
+                            "policy %s is not a regular file (a policy is a file root owns)", path);
+    if (st.st_uid != 0 && st.st_uid != geteuid())
+        return gf_error_set(err, GF_EINVAL,
+                            "policy %s is owned by uid %u: only root's file is trusted", path,
+                            (unsigned)st.st_uid);
+    if (st.st_mode & S_IWOTH)
+        return gf_error_set(err, GF_EINVAL,
+                            "policy %s is writable by others (mode %04o): chmod o-w it", path,
+                            (unsigned)(st.st_mode & 07777));
+    if ((st.st_mode & S_IWGRP) && st.st_gid != 0)
+        return gf_error_set(err, GF_EINVAL,
+                            "policy %s is writable by group %u (mode %04o): chmod g-w it or "
+                            "give it to group root",
+                            path, (unsigned)st.st_gid, (unsigned)(st.st_mode & 07777));
+    return 0;
+}
+
+int gf_user_load_policy(const char *path, gf_user_policy *p, bool *present, gf_error *err)
 {
     char text[65536];
     ssize_t n;
-    int fd = open(policy_path, O_RDONLY | O_CLOEXEC);
+    /* never through a link, never blocking on a FIFO put there */
+    gf_cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
 
+    *present = fd >= 0;
     if (fd < 0) {
         if (errno == ENOENT)
-            return gf_user_policy_parse("", 0, policy_path, p, err);
-        return gf_error_sys(err, "reading the policy %s", policy_path);
+            return gf_user_policy_parse("", 0, path, p, err);
+        if (errno == ELOOP)
+            return gf_error_set(err, GF_EINVAL,
+                                "policy %s is a symbolic link: name the file itself", path);
+        return gf_error_sys(err, "reading the policy %s", path);
     }
+    if (policy_file_trusted(fd, path, err) < 0)
+        return -1;
     n = read(fd, text, sizeof(text));
-    close(fd);
     if (n < 0)
-        return gf_error_sys(err, "reading the policy %s", policy_path);
+        return gf_error_sys(err, "reading the policy %s", path);
     if (n == (ssize_t)sizeof(text))
-        return gf_error_set(err, GF_ERANGE, "policy %s is larger than %zu bytes", policy_path,
+        return gf_error_set(err, GF_ERANGE, "policy %s is larger than %zu bytes", path,
                             sizeof(text) - 1);
-    return gf_user_policy_parse(text, (size_t)n, policy_path, p, err);
+    return gf_user_policy_parse(text, (size_t)n, path, p, err);
+}
+
+/* Read again at each run: an edit counts at once; one broken since the start
+ * refuses everyone (with why). */
+static int load_policy(gf_user_policy *p, gf_error *err)
+{
+    bool present;
+
+    return gf_user_load_policy(policy_path, p, &present, err);
 }
 
 static int check_policy(gf_agent *a, const gf_fraction_config *cfg, const gf_peer *cr,

@@ -22,8 +22,16 @@
 
 #include "agent.h"
 #include "conn.h"
+#include "user_policy.h"
 
 #define GF_USER_POLICY_DEFAULT "/etc/gpufrac/policy.conf"
+
+/* The policy file, as the agent reads it at start, for --check-config and at
+ * each user's run: none at path is no policy (*present false; the built-in
+ * bounds). A symbolic link, anything but a regular file, a file another user
+ * owns, or one others (or a group other than root) may write is refused with
+ * the reason named, as a file that does not parse is: fail closed. */
+int gf_user_load_policy(const char *path, gf_user_policy *p, bool *present, gf_error *err);
 
 /* Opens <state>/users.sock (in the state directory's fd, never through a
  * link) and returns its listening descriptor; the loop accepts on it as

@@ -73,6 +73,8 @@ static int walk(int argc, char **argv, int i, const char *const *valued, rt_args
         if (in(valued, name, len) && !v && i + 1 < argc)
             v = argv[++i];
         i++;
+        if (global && !v && (is(name, len, "version") || is(name, len, "v")))
+            a->version = true;
         if (!v)
             continue;
         if (global && is(name, len, "log"))

@@ -5,6 +5,10 @@
 
 #include "runtime.h"
 
+#ifndef GPUFRAC_VERSION
+#define GPUFRAC_VERSION "0.0.0"
+#endif
+
 int main(int argc, char **argv)
 {
     rt_settings s;
@@ -19,6 +23,10 @@ int main(int argc, char **argv)
         return rt_hook(argc, argv, &s);
     }
     rt_args_parse(argc, argv, &a);
+    if (a.version && !a.verb) { /* ours, then the wrapped runtime's own */
+        printf(RT_NAME " %s\n", GPUFRAC_VERSION);
+        fflush(stdout);
+    }
     if (rt_settings_load(&s, &err) < 0 || rt_settings_real(&s, &err) < 0) {
         rt_report(&a, "error", err.msg);
         return 1;

@@ -34,6 +34,7 @@ typedef struct rt_args {
     const char *bundle;     /* create/run: --bundle/-b, NULL = cwd */
     const char *process;    /* exec: --process/-p, NULL when absent */
     const char *id;         /* the first operand after the verb */
+    bool version;           /* --version or -v before any verb (runc's own flag) */
 } rt_args;
 
 void rt_args_parse(int argc, char **argv, rt_args *a);

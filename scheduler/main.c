@@ -14,6 +14,10 @@
 #include "server.h"
 #include "slog.h"
 
+#ifndef GPUFRAC_VERSION
+#define GPUFRAC_VERSION "0.0.0"
+#endif
+
 typedef struct opts {
     const char *listen, *prefix, *url_prefix;
     gf_kube_opts kube;
@@ -45,6 +49,7 @@ static const char usage[] =
     "                            (" GF_CDI_GPU_PREFIX "<UUID>)\n"
     "  --annotation-prefix P     NvFractions prefix (default " GF_NVFRACTIONS_PREFIX ")\n"
     "  --log-level LEVEL         off|error|warn|info|debug (default info)\n"
+    "  --version                 print the version and exit\n"
     "  --help                    this text\n";
 
 enum {
@@ -59,6 +64,7 @@ enum {
     O_CDI,
     O_ANN,
     O_LOG,
+    O_VERSION,
     O_HELP
 };
 
@@ -74,11 +80,12 @@ static const struct option longopts[] = {
     {"cdi", no_argument, NULL, O_CDI},
     {"annotation-prefix", required_argument, NULL, O_ANN},
     {"log-level", required_argument, NULL, O_LOG},
+    {"version", no_argument, NULL, O_VERSION},
     {"help", no_argument, NULL, O_HELP},
     {NULL, 0, NULL, 0},
 };
 
-/* Returns 0 to run, 1 after --help, -1 on a bad flag. */
+/* Returns 0 to run, 1 after --help or --version, -1 on a bad flag. */
 static int parse(int argc, char **argv, opts *o, gf_error *err)
 {
     int c;
@@ -110,6 +117,7 @@ static int parse(int argc, char **argv, opts *o, gf_error *err)
                                     "--log-level \"%s\": expected off|error|warn|info|debug",
                                     optarg);
             break;
+        case O_VERSION: printf("gpufrac-scheduler %s\n", GPUFRAC_VERSION); return 1;
         case 'h':
         case O_HELP: fputs(usage, stdout); return 1;
         default: return gf_error_set(err, GF_EINVAL, "unknown option (see --help)");
@@ -149,7 +157,9 @@ static int app_start(app *a, const opts *o, gf_error *err)
     a->informing = true;
     if (gf_server_start(&a->server, &a->ext, o->listen, o->url_prefix, err) < 0)
         return -1;
-    gf_slog(GF_LOG_INFO, "serving on %s (API server %s, policy %s, filter answers %s%s)",
+    gf_slog(GF_LOG_INFO,
+            "gpufrac-scheduler " GPUFRAC_VERSION
+            " serving on %s (API server %s, policy %s, filter answers %s%s)",
             gf_server_address(a->server), gf_kube_base(a->kube), gf_policy_name(o->policy),
             o->filter_fitting ? "every fitting node" : "the best node",
             o->cdi ? ", CDI names" : "");

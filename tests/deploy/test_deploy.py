@@ -178,6 +178,20 @@ class Manifests(unittest.TestCase):
         self.assertEqual([v for v in spec["volumes"] if v["name"] == "state"][0]
                          ["hostPath"]["path"], "/var/run/gf")
 
+    def test_agent_probes_ask_healthz_on_the_metrics_port(self):
+        for sets in ((), ("agent.metricsPort=9500",)):
+            spec = find(docs(rendered(*sets)), "DaemonSet")["spec"]["template"]["spec"]
+            c = spec["containers"][0]
+            ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+            self.assertIn("metrics", ports)
+            self.assertIn("0.0.0.0:%d" % ports["metrics"], c["command"])
+            for probe in ("livenessProbe", "readinessProbe"):
+                self.assertIn(probe, c, sets)
+                self.assertEqual(c[probe]["httpGet"], {"path": "/healthz", "port": "metrics"},
+                                 probe)
+                self.assertGreaterEqual(c[probe]["failureThreshold"], 2, probe)
+                self.assertGreaterEqual(c[probe]["timeoutSeconds"], 1, probe)
+
     def test_rbac(self):
         ds = docs(rendered())
         rules = find(ds, "ClusterRole")["rules"]
