@@ -166,13 +166,7 @@ static int make_fraction(gf_agent *a, gf_fraction_config *cfg, const gf_msg *in,
 /* The reply to admit: where the runtime finds what the container needs. */
 static void admitted(const gf_afraction *f, const char *pipe, gf_msg *out)
 {
-    char config[GF_PATH_MAX + 16];
-
-    snprintf(config, sizeof(config), "%s/" GF_FRAC_CONFIG, f->dir);
-    gf_msg_init(out, "ok");
-    gf_msg_add(out, "config", config);
-    gf_msg_add(out, "ledger", f->cfg.ledger);
-    gf_msg_add(out, "socket", f->cfg.agent);
+    gf_fracdir_reply(f, out);
     gf_msg_add(out, "mps", pipe);
     gf_place_reply(out, f->cfg.devices, f->cfg.n_devices);
 }

@@ -97,3 +97,14 @@ void gf_release_fraction(gf_agent *a, gf_afraction *f)
     gf_registry_forget(a, f);
     gf_agent_event(a, "released fraction %s", name);
 }
+
+void gf_fracdir_reply(const gf_afraction *f, gf_msg *out)
+{
+    char config[GF_PATH_MAX + 16];
+
+    snprintf(config, sizeof(config), "%s/" GF_FRAC_CONFIG, f->dir);
+    gf_msg_init(out, "ok");
+    gf_msg_add(out, "config", config);
+    gf_msg_add(out, "ledger", f->cfg.ledger);
+    gf_msg_add(out, "socket", f->cfg.agent);
+}

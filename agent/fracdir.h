@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include "agent.h"
+#include "proto.h"
 
 /* A file of the directory besides config and ledger. */
 typedef struct gf_fracdir_file {
@@ -31,5 +32,8 @@ void gf_fracdir_remove(gf_agent *a, const char *name);
 /* Removes a fraction's directory, journals that it has no supervisor, and
  * forgets it. */
 void gf_release_fraction(gf_agent *a, gf_afraction *f);
+/* An ok reply naming where f's config, ledger and socket are (what run and
+ * admit answer). */
+void gf_fracdir_reply(const gf_afraction *f, gf_msg *out);
 
 #endif

@@ -218,18 +218,6 @@ static int make_user_fraction(gf_agent *a, gf_fraction_config *cfg, const gf_pee
     return gf_fracdir_make(a, &spec, err);
 }
 
-/* The reply to run: where the run finds its fraction. */
-static void run_admitted(const gf_afraction *f, gf_msg *out)
-{
-    char config[GF_PATH_MAX + 16];
-
-    snprintf(config, sizeof(config), "%s/" GF_FRAC_CONFIG, f->dir);
-    gf_msg_init(out, "ok");
-    gf_msg_add(out, "config", config);
-    gf_msg_add(out, "ledger", f->cfg.ledger);
-    gf_msg_add(out, "socket", f->cfg.agent);
-}
-
 /* run for a name in use: the caller's own fraction when the run is asked
  * again after its answer was lost (the agent died inside the request): made
  * for this very process (its supervisor, pid + start time), or left with no
@@ -242,7 +230,7 @@ static void run_again(gf_agent *a, gf_afraction *f, const gf_peer *cr, gf_msg *o
 
     if (gf_user_fraction(a, f) && f->owner == cr->uid) {
         if (f->sup_seen && gf_sup_alive(f) && f->supervisor == cr->pid && f->sup_start == cr->start)
-            return run_admitted(f, out);
+            return gf_fracdir_reply(f, out);
         if (!f->sup_seen) {
             if (gf_gate_refuse_attributed(a, cr->pid, f, out))
                 return;
@@ -252,7 +240,7 @@ static void run_again(gf_agent *a, gf_afraction *f, const gf_peer *cr, gf_msg *o
                            "fraction %s of uid %u: its run (pid %d) asked again and is "
                            "attached",
                            f->cfg.name, (unsigned)cr->uid, (int)cr->pid);
-            return run_admitted(f, out);
+            return gf_fracdir_reply(f, out);
         }
     }
     snprintf(m, sizeof(m), "a fraction named \"%s\" is in use; choose another --name", f->cfg.name);
@@ -285,7 +273,7 @@ static void run_new(gf_agent *a, gf_fraction_config *cfg, const gf_peer *cr, gf_
     }
     gf_agent_event(a, "admitted fraction %s of uid %u (pid %d)", cfg->name, (unsigned)cr->uid,
                    (int)cr->pid);
-    run_admitted(f, out);
+    gf_fracdir_reply(f, out);
 }
 
 void gf_serve_run(gf_agent *a, gf_request *r, const gf_msg *in, gf_msg *out)
