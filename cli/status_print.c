@@ -438,6 +438,15 @@ static void emit(const char *text, const status_opts *o, FILE *out)
     fprintf(out, "%s\n", more);
 }
 
+/* Names come from tenants (a process's comm, a pod's name, a reason quoting
+ * them): no control byte of theirs reaches the terminal, only our newlines. */
+static void defang(char *s)
+{
+    for (; *s; s++)
+        if ((*s > 0 && *s < 0x20 && *s != '\n') || *s == 0x7f)
+            *s = '?';
+}
+
 void status_print_table(const status_view *v, const status_opts *o, FILE *out)
 {
     int last = o->cut ? 2 : 1;
@@ -448,15 +457,14 @@ void status_print_table(const status_view *v, const status_opts *o, FILE *out)
         FILE *m;
         free(buf);
         buf = NULL;
-        if (!(m = open_memstream(&buf, &len))) {
-            render(v, o, last, out); /* out of memory: the most compact form, uncut */
-            return;
-        }
+        if (!(m = open_memstream(&buf, &len)))
+            return; /* out of memory: nothing rather than what might not be defanged */
         render(v, o, level, m);
         if (fclose(m) != 0 || !buf) {
             free(buf);
             return;
         }
+        defang(buf);
         if (o->rows <= 0 || count_lines(buf) <= o->rows)
             break;
     }
