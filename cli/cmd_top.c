@@ -152,17 +152,17 @@ static void paint(const char *text)
     fputs("\033[J", stdout);
 }
 
-static int draw(const char *state, const top_ui *chosen)
+/* -1 with err set when the state cannot be read (said after the screen is back). */
+static int draw(const char *state, const top_ui *chosen, gf_error *err)
 {
     static status_view v;
-    gf_error err = {0};
     char stamp[32], filter[32], title[200], *buf = NULL;
     size_t live, ended, len = 0;
     time_t now = time(NULL);
     FILE *m;
 
-    if (status_collect(state, true, &v, &err) < 0)
-        return gf_cli_fail("top", GF_EXIT_FAIL, &err);
+    if (status_collect(state, true, &v, err) < 0)
+        return -1;
     top_ui shown = *chosen, *ui = &shown;
     if (ui->filter >= FILTER_GPU && (!v.have_gpus || (size_t)(ui->filter - FILTER_GPU) >= v.gpus.n))
         ui->filter = FILTER_ALL; /* that GPU is gone from NVML's list */
@@ -351,10 +351,10 @@ int gf_cmd_top(int argc, char **argv)
     for (long i = 0; !stop && (iterations < 0 || i < iterations); i++) {
         if (i > 0 && wait_key(interval, &ui, n_gpus) == KEY_QUIT)
             break;
-        if (stop || (rc = draw(state, &ui)) != GF_EXIT_OK)
+        if (stop || (rc = draw(state, &ui, &err)) != GF_EXIT_OK)
             break;
     }
     screen_off(&ui);
     keys_off();
-    return rc;
+    return rc < 0 ? gf_cli_fail("top", GF_EXIT_FAIL, &err) : rc;
 }
