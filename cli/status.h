@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -67,11 +68,26 @@ void status_view_free(status_view *v);
 /* The process's name (/proc/<pid>/comm) into buf; "?" when gone. */
 void status_proc_name(pid_t pid, char *buf, size_t len);
 
-/* columns: the terminal's width (at least 80 is assumed below that). */
-/* brief: the one-screen form (--brief): the header on one line, no line
- * under an ended row, no blank line, no agent events. */
-void status_print_table(const status_view *v, int columns, bool brief);
+/* How the table is drawn. rows: the lines it may take (0: no limit). */
+typedef struct status_opts {
+    int cols, rows;
+    bool brief;        /* one line per ended row, no blank line, no agent events */
+    bool cut;          /* rows is a hard limit: drop processes, then cut with a line saying so */
+    bool ended;        /* list ended fractions even when they do not fit */
+    bool hide_ended;   /* collapse ended fractions into one count line */
+    int only_gpu;      /* the one GPU (its index) to show; -1: all */
+    const char *hint;  /* how to list what was collapsed or cut */
+    const char *title; /* a first line (gpufrac top's) or NULL */
+} status_opts;
+
+/* Live fractions first; the ended ones, when they do not fit in rows (or
+ * hide_ended), as one count line. */
+void status_print_table(const status_view *v, const status_opts *o, FILE *out);
 int status_print_json(const status_view *v, gf_error *err);
+
+/* What the text view calls the fraction's state: running, orphaned, stale,
+ * ended, evicted, killed or unreadable (status --json says the same). */
+const char *status_state_name(const status_fraction *f);
 
 /* Prints text in lines of at most cols, broken at spaces; first and rest
  * lead the first and the following lines. */
@@ -79,5 +95,7 @@ void status_wrap(const char *text, int cols, const char *first, const char *rest
 
 /* The width to draw for: the terminal's, else $COLUMNS, else 80. */
 int status_columns(void);
+/* The terminal's height, else $LINES, else 0 (unknown). */
+int status_rows(void);
 
 #endif

@@ -1,9 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/* gpufrac status --json: {"version", "gpus", "fractions"}, each state as the
+ * table names it. */
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "status.h"
+
+/* The document's shape, docs/status.schema.json: raised when a field changes
+ * meaning or goes away (a new field keeps it). */
+enum { STATUS_JSON_VERSION = 1 };
 
 static const gf_gpu *gpu_of(const status_view *v, const char *uuid)
 {
@@ -54,17 +60,10 @@ static json_t *common(const status_fraction *f, bool limit)
     return json_integer((json_int_t)v0);
 }
 
-static const char *state_name(const status_fraction *f)
-{
-    if (!f->readable)
-        return "unreadable";
-    return f->ended ? "ended" : gf_fraction_state_name(f->state);
-}
-
 static json_t *fraction_json(const status_view *v, const status_fraction *f)
 {
     json_t *o = json_pack("{s:s, s:s, s:s}", "name", f->name, "dir", f->dir, "state",
-                          state_name(f));
+                          status_state_name(f));
     json_t *devs = json_array(), *pids = json_array();
 
     if (!o || !devs || !pids)
@@ -115,27 +114,65 @@ fail:
     return NULL;
 }
 
+/* A GPU as the table's block shows it: guaranteed and lent are the sums
+ * over its live fractions. */
+static json_t *gpu_json(const status_view *v, const gf_gpu *g)
+{
+    uint64_t guaranteed = 0, lent = 0;
+    int n = 0;
+
+    for (size_t i = 0; i < v->n; i++)
+        for (size_t d = 0; d < v->f[i].n_devices; d++)
+            if (!v->f[i].ended && strcmp(v->f[i].devices[d].uuid, g->uuid) == 0) {
+                guaranteed += v->f[i].devices[d].request;
+                lent += v->f[i].devices[d].lent;
+                n++;
+            }
+    return json_pack("{s:i, s:s, s:s, s:I, s:I, s:I, s:I, s:i}", "index", (int)g->index, "uuid",
+                     g->uuid, "name", g->name, "total", (json_int_t)g->total, "used",
+                     (json_int_t)g->used, "guaranteed", (json_int_t)guaranteed, "lent",
+                     (json_int_t)lent, "fractions", n);
+}
+
+static json_t *document(const status_view *v)
+{
+    json_t *gpus = json_array(), *fracs = json_array();
+    json_t *doc = json_pack("{s:i, s:s, s:b, s:b}", "version", STATUS_JSON_VERSION, "state_dir",
+                            v->state, "agent", v->agent, "all_users", v->all_users);
+
+    if (!doc || !gpus || !fracs || json_object_set(doc, "gpus", gpus) < 0 ||
+        json_object_set(doc, "fractions", fracs) < 0)
+        goto fail;
+    for (size_t g = 0; v->have_gpus && g < v->gpus.n; g++)
+        if (json_array_append_new(gpus, gpu_json(v, &v->gpus.gpus[g])) < 0)
+            goto fail;
+    for (size_t i = 0; i < v->n; i++)
+        if (json_array_append_new(fracs, fraction_json(v, &v->f[i])) < 0)
+            goto fail;
+    json_decref(gpus);
+    json_decref(fracs);
+    return doc;
+fail:
+    json_decref(doc);
+    json_decref(gpus);
+    json_decref(fracs);
+    return NULL;
+}
+
 int status_print_json(const status_view *v, gf_error *err)
 {
-    json_t *arr = json_array();
+    json_t *doc = document(v);
     int rc = -1;
 
-    if (!arr)
+    if (!doc)
         return gf_error_set(err, GF_ENOSPACE, "out of memory");
-    for (size_t i = 0; i < v->n; i++) {
-        json_t *o = fraction_json(v, &v->f[i]);
-        if (!o || json_array_append_new(arr, o) < 0) {
-            gf_error_set(err, GF_ENOSPACE, "out of memory");
-            goto out;
-        }
-    }
-    if (json_dumpf(arr, stdout, JSON_INDENT(2)) < 0) {
+    if (json_dumpf(doc, stdout, JSON_INDENT(2)) < 0) {
         gf_error_sys(err, "writing JSON");
         goto out;
     }
     putchar('\n');
     rc = 0;
 out:
-    json_decref(arr);
+    json_decref(doc);
     return rc;
 }

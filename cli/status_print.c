@@ -26,6 +26,19 @@ int status_columns(void)
     return cols < 80 ? 80 : cols > 400 ? 400 : cols;
 }
 
+int status_rows(void)
+{
+    struct winsize ws;
+    const char *env = getenv("LINES");
+    int rows = 0;
+
+    if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0)
+        rows = ws.ws_row;
+    if (rows <= 0 && env)
+        rows = atoi(env);
+    return rows < 0 ? 0 : rows > 1000 ? 1000 : rows;
+}
+
 /* 6 characters at most: "0", "512K", "300M", "1.5G", "15.8G", "1.2T". */
 static void compact(uint64_t b, char *out, size_t len)
 {
@@ -41,7 +54,7 @@ static void compact(uint64_t b, char *out, size_t len)
         snprintf(out, len, "%.1fT", (double)b / (double)GF_GIB / 1024.0);
 }
 
-static const char *state_of(const status_fraction *f)
+const char *status_state_name(const status_fraction *f)
 {
     if (!f->readable)
         return "unreadable";
@@ -70,7 +83,7 @@ static void fit(char *s, int width)
 }
 
 /* Prints text in lines of at most cols, broken at spaces. */
-void status_wrap(const char *text, int cols, const char *first, const char *rest)
+static void wrap_to(FILE *out, const char *text, int cols, const char *first, const char *rest)
 {
     const char *lead = first;
 
@@ -84,7 +97,7 @@ void status_wrap(const char *text, int cols, const char *first, const char *rest
             if (text[n] != ' ')
                 n = room;
         }
-        printf("%s%.*s\n", lead, n, text);
+        fprintf(out, "%s%.*s\n", lead, n, text);
         text += n;
         while (*text == ' ')
             text++;
@@ -92,20 +105,39 @@ void status_wrap(const char *text, int cols, const char *first, const char *rest
     }
 }
 
+void status_wrap(const char *text, int cols, const char *first, const char *rest)
+{
+    wrap_to(stdout, text, cols, first, rest);
+}
+
 typedef struct layout {
     int cols, label_w, owner_w;
-    bool wide;  /* room for MODE and PEAK */
-    bool brief; /* one screen: no lines under ended rows, no blank lines, no events */
+    bool wide;       /* room for MODE and PEAK */
+    bool brief;      /* one screen: no lines under ended rows, no blank lines */
+    bool procs;      /* process lines under live rows */
+    bool show_ended; /* ended rows; else one count line */
+    bool events;     /* the agent's last events */
+    int only_gpu;
+    FILE *out;
 } layout;
 
-static layout plan(const status_view *v, int cols, bool brief)
+static layout plan(const status_view *v, const status_opts *o, int level, FILE *out)
 {
+    int cols = o->cols;
     /* fixed: indent 2, STATE 8, 5 sizes of 6, DENIED 6, EVICT 5, separators */
-    layout l = {.cols = cols, .owner_w = 8, .label_w = 18, .brief = brief};
+    layout l = {.cols = cols, .owner_w = 8, .label_w = 18, .brief = o->brief, .out = out};
+
+    /* what gives way, level by level, when the table does not fit its rows */
+    l.show_ended = o->ended || (!o->hide_ended && level == 0);
+    l.procs = level < 2;
+    l.events = !o->brief && level < 2;
+    l.only_gpu = o->only_gpu;
     int longest = 8;
 
     for (size_t i = 0; i < v->n; i++) {
         char lab[300];
+        if (v->f[i].ended && !l.show_ended)
+            continue;
         label_of(&v->f[i], lab, sizeof(lab));
         if ((int)strlen(lab) > longest)
             longest = (int)strlen(lab);
@@ -121,14 +153,15 @@ static layout plan(const status_view *v, int cols, bool brief)
 
 static void heading(const layout *l)
 {
-    printf("  %-*s %-*s %-8s %6s %6s %6s %6s %6s %5s", l->owner_w, "OWNER", l->label_w, "FRACTION",
-           "STATE", "REQ", "LIMIT", "USED", "BURST", "DENIED", "EVICT");
+    fprintf(l->out, "  %-*s %-*s %-8s %6s %6s %6s %6s %6s %5s", l->owner_w, "OWNER", l->label_w,
+            "FRACTION", "STATE", "REQ", "LIMIT", "USED", "BURST", "DENIED", "EVICT");
     if (l->wide)
-        printf(" %6s %-13s", "PEAK", "MODE");
-    putchar('\n');
+        fprintf(l->out, " %6s %-13s", "PEAK", "MODE");
+    fputc('\n', l->out);
 }
 
-static void proc_lines(const status_view *v, const status_fraction *f, const gf_gpu *g)
+static void proc_lines(const layout *l, const status_view *v, const status_fraction *f,
+                       const gf_gpu *g)
 {
     for (size_t p = 0; p < f->n_pids && p < STATUS_PIDS_MAX; p++) {
         char name[64], mem[16] = "-";
@@ -141,12 +174,12 @@ static void proc_lines(const status_view *v, const status_fraction *f, const gf_
         if (g && !on_gpu && v->n_procs && f->n_devices > 1)
             continue; /* a process of the fraction that does not use this GPU */
         status_proc_name(f->pids[p], name, sizeof(name));
-        printf("      pid %-8d %-24.24s %6s%s\n", (int)f->pids[p], name, mem,
-               on_gpu ? " (driver)" : "");
+        fprintf(l->out, "      pid %-8d %-24.24s %6s%s\n", (int)f->pids[p], name, mem,
+                on_gpu ? " (driver)" : "");
     }
     if (f->n_pids > STATUS_PIDS_MAX)
-        printf("      ... %zu more processes (gpufrac status --json lists %d)\n",
-               f->n_pids - STATUS_PIDS_MAX, STATUS_PIDS_MAX);
+        fprintf(l->out, "      ... %zu more processes (gpufrac status --json lists %d)\n",
+                f->n_pids - STATUS_PIDS_MAX, STATUS_PIDS_MAX);
 }
 
 static void fraction_row(const layout *l, const status_view *v, const status_fraction *f,
@@ -154,30 +187,32 @@ static void fraction_row(const layout *l, const status_view *v, const status_fra
 {
     char owner[40], lab[300], req[16], lim[16], used[16], burst[16], peak[16], mode[32];
 
+    if (f->ended && !l->show_ended)
+        return;
     snprintf(owner, sizeof(owner), "%s", f->readable ? f->owner : "?");
     fit(owner, l->owner_w);
     label_of(f, lab, sizeof(lab));
     fit(lab, l->label_w);
-    printf("  %-*s %-*s %-8s", l->owner_w, owner, l->label_w, lab, state_of(f));
+    fprintf(l->out, "  %-*s %-*s %-8s", l->owner_w, owner, l->label_w, lab, status_state_name(f));
     if (!f->readable || !d) {
-        printf("  %s\n", f->readable ? "-" : f->error);
+        fprintf(l->out, "  %s\n", f->readable ? "-" : f->error);
         return;
     }
     compact(d->request, req, sizeof(req));
     compact(d->limit, lim, sizeof(lim));
     compact(d->used, used, sizeof(used));
     compact(d->lent, burst, sizeof(burst));
-    printf(" %6s %6s %6s %6s %6llu %5llu", req, lim, used, burst, (unsigned long long)d->denied,
-           (unsigned long long)d->evictions);
+    fprintf(l->out, " %6s %6s %6s %6s %6llu %5llu", req, lim, used, burst,
+            (unsigned long long)d->denied, (unsigned long long)d->evictions);
     if (l->wide) {
         compact(d->peak, peak, sizeof(peak));
         if (f->mode == GF_MODE_SM_SHARING)
             snprintf(mode, sizeof(mode), "sm-sharing/%d%%", f->compute_percent);
         else
             snprintf(mode, sizeof(mode), "%s", gf_mode_name(f->mode));
-        printf(" %6s %-13s", peak, mode);
+        fprintf(l->out, " %6s %-13s", peak, mode);
     }
-    putchar('\n');
+    fputc('\n', l->out);
     if (f->ended && l->brief)
         return;
     if (f->ended) {
@@ -186,10 +221,11 @@ static void fraction_row(const layout *l, const status_view *v, const status_fra
             snprintf(why, sizeof(why), "%s", f->last_reason);
         else
             snprintf(why, sizeof(why), "ended with exit status %d", f->exit_code);
-        status_wrap(why, l->cols, "      ", "        ");
+        wrap_to(l->out, why, l->cols, "      ", "        ");
         return;
     }
-    proc_lines(v, f, g);
+    if (l->procs)
+        proc_lines(l, v, f, g);
 }
 
 static const char *gpu_mode(const status_view *v, const gf_gpu *g)
@@ -218,19 +254,20 @@ static void gpu_block(const layout *l, const status_view *v, const gf_gpu *g)
     gf_bytes_human(guaranteed, guar, sizeof(guar));
     snprintf(title, sizeof(title), "GPU %u  %s", g->index, g->name[0] ? g->name : g->uuid);
     fit(title, l->cols - 46);
-    printf("%-*s %10s / %-10s used  %s\n", l->cols - 46, title, used, total, gpu_mode(v, g));
+    fprintf(l->out, "%-*s %10s / %-10s used  %s\n", l->cols - 46, title, used, total,
+            gpu_mode(v, g));
     char line[256];
     snprintf(line, sizeof(line), "  %s  guaranteed %s, %d fraction%s", g->uuid, guar, n,
              n == 1 ? "" : "s");
     fit(line, l->cols);
-    printf("%s\n", line);
+    fprintf(l->out, "%s\n", line);
     heading(l);
     for (size_t i = 0; i < v->n; i++)
         for (size_t d = 0; d < v->f[i].n_devices; d++)
             if (strcmp(v->f[i].devices[d].uuid, g->uuid) == 0)
                 fraction_row(l, v, &v->f[i], &v->f[i].devices[d], g);
     /* what uses the GPU outside any fraction: the driver sees it, gpufrac does not count it */
-    for (size_t k = 0; k < v->n_procs; k++) {
+    for (size_t k = 0; k < v->n_procs && l->procs; k++) {
         bool ours = false;
         if (v->procs[k].gpu != g->index)
             continue;
@@ -241,19 +278,19 @@ static void gpu_block(const layout *l, const status_view *v, const gf_gpu *g)
             char name[64], mem[16];
             status_proc_name(v->procs[k].pid, name, sizeof(name));
             compact(v->procs[k].used, mem, sizeof(mem));
-            printf("  (no fraction) pid %-8d %-24.24s %6s (driver)\n", (int)v->procs[k].pid, name,
-                   mem);
+            fprintf(l->out, "  (no fraction) pid %-8d %-24.24s %6s (driver)\n",
+                    (int)v->procs[k].pid, name, mem);
         }
     }
     if (!l->brief)
-        putchar('\n');
+        fputc('\n', l->out);
 }
 
 enum { RECENT_EVENTS = 5 };
 
 /* The agent's last few events (reclaims, watchdog kills, MPS faults): the
  * agent rotates events.log to events.log.1, so the newest are in either. */
-static void print_events(const char *state, int cols)
+static void print_events(const layout *l, const char *state)
 {
     char path[GF_PATH_MAX + 16], lines[RECENT_EVENTS][512];
     int n = 0;
@@ -271,59 +308,166 @@ static void print_events(const char *state, int cols)
     }
     if (n == 0)
         return;
-    printf("Recent agent events (%s):\n", path);
+    char title[GF_PATH_MAX + 48];
+    snprintf(title, sizeof(title), "Recent agent events (%s):", path);
+    fit(title, l->cols);
+    fprintf(l->out, "%s\n", title);
     for (int i = n > RECENT_EVENTS ? n - RECENT_EVENTS : 0; i < n; i++) {
         char *ln = lines[i % RECENT_EVENTS];
         ln[strcspn(ln, "\n")] = '\0';
-        status_wrap(ln, cols, "  ", "      ");
+        wrap_to(l->out, ln, l->cols, "  ", "      ");
     }
 }
 
-void status_print_table(const status_view *v, int cols, bool brief)
+static void header(const layout *l, const status_view *v, const status_opts *o)
 {
-    layout l = plan(v, cols, brief);
-    bool shown[64] = {false};
-
     char head[GF_PATH_MAX + 96];
     const char *served = v->agent ? "gpufracd serves it"
                                   : "no gpufracd serves it: nothing is guaranteed";
-    if (brief)
+
+    if (o->title) {
+        snprintf(head, sizeof(head), "%s", o->title);
+        fit(head, l->cols);
+        fprintf(l->out, "%s\n", head);
+    }
+    if (l->brief)
         snprintf(head, sizeof(head), "gpufrac status  %s  (%s%s)", v->state, served,
                  v->all_users ? "" : "; yours only");
     else
         snprintf(head, sizeof(head), "gpufrac status  %s", v->state);
-    fit(head, cols);
-    if (brief)
-        printf("%s\n", head);
+    fit(head, l->cols);
+    if (l->brief)
+        fprintf(l->out, "%s\n", head);
     else
-        printf("%s\n%s%s\n", head, served, v->all_users ? "" : "; your fractions only");
-    if (v->n == 0)
-        printf("No fractions running.\n");
-    if (!brief)
-        putchar('\n');
-    for (size_t g = 0; g < v->gpus.n && v->have_gpus; g++)
-        gpu_block(&l, v, &v->gpus.gpus[g]);
-    /* fractions on a GPU this host does not show (NVML gone, config from elsewhere) */
+        fprintf(l->out, "%s\n%s%s\n", head, served, v->all_users ? "" : "; your fractions only");
+}
+
+/* The ended fractions not listed, in one line: how many, how they ended. */
+static void ended_count(const layout *l, const status_view *v, const status_opts *o)
+{
+    int n = 0, evicted = 0, killed = 0;
+    char line[320];
+
     for (size_t i = 0; i < v->n; i++) {
+        const char *st = status_state_name(&v->f[i]);
+        if (!v->f[i].ended)
+            continue;
+        n++;
+        evicted += strcmp(st, "evicted") == 0;
+        killed += strcmp(st, "killed") == 0;
+    }
+    if (n == 0 || l->show_ended)
+        return;
+    int k = snprintf(line, sizeof(line), "%d ended in the last %d min", n, GF_ENDED_KEEP_S / 60);
+    if (evicted)
+        k += snprintf(line + k, sizeof(line) - (size_t)k, ", %d evicted", evicted);
+    if (killed)
+        k += snprintf(line + k, sizeof(line) - (size_t)k, ", %d killed", killed);
+    if (o->hint)
+        snprintf(line + k, sizeof(line) - (size_t)k, ": %s", o->hint);
+    fit(line, l->cols);
+    fprintf(l->out, "%s\n", line);
+}
+
+static void render(const status_view *v, const status_opts *o, int level, FILE *out)
+{
+    layout l = plan(v, o, level, out);
+    bool unknown = false;
+    size_t live = 0;
+
+    for (size_t i = 0; i < v->n; i++)
+        live += !v->f[i].ended;
+    header(&l, v, o);
+    if (v->n == 0 || (live == 0 && !l.show_ended))
+        fprintf(out, "No fractions running.\n");
+    if (!l.brief)
+        fputc('\n', out);
+    for (size_t g = 0; g < v->gpus.n && v->have_gpus; g++)
+        if (o->only_gpu < 0 || (int)v->gpus.gpus[g].index == o->only_gpu)
+            gpu_block(&l, v, &v->gpus.gpus[g]);
+    /* fractions on a GPU this host does not show (NVML gone, config from elsewhere) */
+    for (size_t i = 0; i < v->n && o->only_gpu < 0; i++) {
         const status_fraction *f = &v->f[i];
         bool known = false;
         for (size_t d = 0; d < f->n_devices; d++)
             for (size_t g = 0; g < v->gpus.n && v->have_gpus; g++)
                 known = known || strcmp(f->devices[d].uuid, v->gpus.gpus[g].uuid) == 0;
-        if (known)
+        if (known || (f->ended && !l.show_ended))
             continue;
-        if (!shown[0]) {
-            printf("Not on a GPU NVML lists here\n");
+        if (!unknown) {
+            fprintf(out, "Not on a GPU NVML lists here\n");
             heading(&l);
-            shown[0] = true;
+            unknown = true;
         }
         fraction_row(&l, v, f, f->n_devices ? &f->devices[0] : NULL, NULL);
     }
-    if (shown[0] && !brief)
-        putchar('\n');
-    for (size_t i = 0; i < v->n; i++)
-        if (!v->f[i].readable)
-            fprintf(stderr, "gpufrac status: %s: %s\n", v->f[i].name, v->f[i].error);
-    if (!brief)
-        print_events(v->state, cols);
+    if (unknown && !l.brief)
+        fputc('\n', out);
+    ended_count(&l, v, o);
+    if (l.events)
+        print_events(&l, v->state);
+}
+
+static int count_lines(const char *s)
+{
+    int n = 0;
+
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+/* The first rows - 1 lines, then one saying how many more there were. */
+static void emit(const char *text, const status_opts *o, FILE *out)
+{
+    int lines = count_lines(text), keep = o->rows - 1;
+    char more[200];
+
+    if (!o->cut || o->rows <= 0 || lines <= o->rows) {
+        fputs(text, out);
+        return;
+    }
+    for (int i = 0; i < keep; i++) {
+        const char *nl = strchr(text, '\n');
+        fwrite(text, 1, (size_t)(nl - text) + 1, out);
+        text = nl + 1;
+    }
+    snprintf(more, sizeof(more), "... %d more lines%s%s", lines - keep, o->hint ? ": " : "",
+             o->hint ? o->hint : "");
+    fit(more, o->cols);
+    fprintf(out, "%s\n", more);
+}
+
+/* Names come from tenants (a process's comm, a pod's name, a reason quoting
+ * them): no control byte of theirs reaches the terminal, only our newlines. */
+static void defang(char *s)
+{
+    for (; *s; s++)
+        if ((*s > 0 && *s < 0x20 && *s != '\n') || *s == 0x7f)
+            *s = '?';
+}
+
+void status_print_table(const status_view *v, const status_opts *o, FILE *out)
+{
+    int last = o->cut ? 2 : 1;
+    char *buf = NULL;
+    size_t len = 0;
+
+    for (int level = 0; level <= last; level++) {
+        FILE *m;
+        free(buf);
+        buf = NULL;
+        if (!(m = open_memstream(&buf, &len)))
+            return; /* out of memory: nothing rather than what might not be defanged */
+        render(v, o, level, m);
+        if (fclose(m) != 0 || !buf) {
+            free(buf);
+            return;
+        }
+        defang(buf);
+        if (o->rows <= 0 || count_lines(buf) <= o->rows)
+            break;
+    }
+    emit(buf, o, out);
+    free(buf);
 }

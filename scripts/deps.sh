@@ -16,6 +16,8 @@ PKGS="$PKGS containernetworking-plugins util-linux"
 PKGS="$PKGS scdoc man-db debhelper dpkg-dev fakeroot lintian mmdebstrap"
 # the C style check (tests/style: scripts/check-format.sh, .clang-format)
 PKGS="$PKGS clang-format-14"
+# tests/integration, tests/agent: status --json against docs/status.schema.json, gpufrac top in tmux
+PKGS="$PKGS python3-jsonschema tmux"
 # a real Prometheus server and promtool check the metrics, the alert rules and the dashboard
 PKGS="$PKGS prometheus"
 missing=""

@@ -108,7 +108,7 @@ class AgentTestCase(SimTestCase):
     def status(self):
         r = subprocess.run([GPUFRAC, "status", "--json"], env=self.env, capture_output=True,
                            text=True, check=True)
-        return {f["name"]: f for f in json.loads(r.stdout)}
+        return {f["name"]: f for f in json.loads(r.stdout)["fractions"]}
 
     def run_bg(self, name, *flags_and_steps, env=None):
         i = flags_and_steps.index("--")
@@ -189,8 +189,13 @@ class BurstTest(AgentTestCase):
         self.assertIn("taken back", table)
         r = subprocess.run([GPUFRAC, "status", "--json", "--all"], env=self.env,
                            capture_output=True, text=True, check=True)
-        ended = {f["name"]: f for f in json.loads(r.stdout)}["borrower"]
-        self.assertEqual(ended["state"], "ended")
+        doc = json.loads(r.stdout)
+        import jsonschema
+        with open(os.path.join(os.path.dirname(__file__), "..", "..", "docs",
+                               "status.schema.json")) as fh:
+            jsonschema.validate(doc, json.load(fh))
+        ended = {f["name"]: f for f in doc["fractions"]}["borrower"]
+        self.assertEqual(ended["state"], "evicted")  # as the table says
         self.assertEqual(ended["exit_code"], 75)
         self.assertEqual(ended["terminated"], 1)
         self.assertEqual(ended["devices"][0]["evictions"], 1)
@@ -502,7 +507,7 @@ class UsersBase(AgentTestCase):
     def user_status(self, *flags):
         r = self.as_user("status", "--json", *flags)
         self.assertEqual(r.returncode, 0, r.stderr)
-        return {f["name"]: f for f in json.loads(r.stdout)}
+        return {f["name"]: f for f in json.loads(r.stdout)["fractions"]}
 
 
 class UsersTest(UsersBase):

@@ -517,7 +517,7 @@ step_numba() { frac numba "$LIMIT" "$PY" "$HERE/numba_probe.py"; }
 step_status() {
     # a fraction's status must be readable as JSON while nothing runs in it
     # shellcheck disable=SC2016 # expanded by the inner sh
-    cmd_step status sh -c '"$1" status --json | "$2" -c "import json,sys; json.load(sys.stdin); print(\"json=ok\")"' \
+    cmd_step status sh -c '"$1" status --json | "$2" -c "import json,sys; assert json.load(sys.stdin)[\"version\"] == 1; print(\"json=ok\")"' \
         sh "$GPUFRAC" "$PY"
 }
 

@@ -2,6 +2,9 @@
 """`gpufrac run | status | demo` driven as a user would, over gpusim."""
 import json
 import os
+import re
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -29,7 +32,7 @@ class CliTestCase(SimTestCase):
     def status(self):
         r = self.run_cli("status", "--json")
         self.assertEqual(r.returncode, 0, r.stderr)
-        return json.loads(r.stdout)
+        return json.loads(r.stdout)["fractions"]
 
 
 
@@ -281,6 +284,133 @@ class TwoGpuTest(CliTestCase):
         _, status = os.waitpid(pid, 0)
         self.assertTrue(os.WIFEXITED(status), status)
         self.assertEqual(os.WEXITSTATUS(status), 0)
+
+
+SCHEMA = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "status.schema.json")
+
+
+class ViewsTest(CliTestCase):
+    """The live views with many ended runs: 15 ended and 4 running fractions."""
+
+    LIVE = ["live-%d" % i for i in range(4)]
+
+    def crowd(self):
+        for i in range(15):
+            r = self.run_cli("run", "--memory", "256Mi", "--name", "short-%02d" % i, "--",
+                             "true")
+            self.assertEqual(r.returncode, 0, r.stderr)
+        for name in self.LIVE:
+            p = subprocess.Popen([GPUFRAC, "run", "--memory", "256Mi", "--name", name, "--",
+                                  PROBE, "alloc", "10Mi", "hold", "60"], env=self.env,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            self.procs.append(p)
+        self.wait_for(lambda: len([f for f in self.status() if f["processes"] == 1]) == 4,
+                      "the 4 running fractions")
+
+    def tmux(self, *args, check=True):
+        return subprocess.run(["tmux", "-L", self.sock, "-f", "/dev/null", *args],
+                              capture_output=True, text=True, timeout=30, check=check)
+
+    def top_in_tmux(self, cols, rows):
+        if not shutil.which("tmux"):
+            self.skipTest("tmux is not installed (scripts/deps.sh installs it)")
+        self.sock = "gpufrac-test-%d" % os.getpid()
+        cmd = ["env", "-i"] + ["%s=%s" % kv_ for kv_ in self.env.items()] + \
+            [GPUFRAC, "top", "--interval", "0.2"]
+        self.tmux("new-session", "-d", "-s", "top", "-x", str(cols), "-y", str(rows),
+                  " ".join(shlex.quote(a) for a in cmd))
+        self.addCleanup(self.tmux, "kill-server", check=False)
+        self.wait_for(lambda: "q to quit" in self.tmux("capture-pane", "-p", "-t", "top").stdout,
+                      "top's first screen")
+        time.sleep(1.5)  # several redraws
+        return self.tmux("capture-pane", "-p", "-t", "top").stdout
+
+    def test_top_at_80x24_shows_every_running_fraction_and_redraws_in_place(self):
+        self.crowd()
+        screen = self.top_in_tmux(80, 24)
+        for name in self.LIVE:
+            self.assertIn(name, screen)
+        self.assertIn("15 ended", screen)
+        self.assertNotIn("short-", screen)  # collapsed until asked
+        self.assertLessEqual(len(screen.rstrip("\n").splitlines()), 24, screen)
+        history = self.tmux("display-message", "-p", "-t", "top", "#{history_size}").stdout
+        self.assertEqual(history.strip(), "0", "top grew the scrollback")
+        # e shows the ended rows (as many as fit), f filters, s sorts
+        self.tmux("send-keys", "-t", "top", "e")
+        self.wait_for(lambda: "short-" in self.tmux("capture-pane", "-p", "-t", "top").stdout,
+                      "the ended rows after e")
+        self.tmux("send-keys", "-t", "top", "e", "f")
+        self.wait_for(lambda: "filter running" in self.tmux("capture-pane", "-p", "-t",
+                                                            "top").stdout, "filter running")
+        self.tmux("send-keys", "-t", "top", "s")
+        self.wait_for(lambda: "sort used" in self.tmux("capture-pane", "-p", "-t",
+                                                       "top").stdout, "sort used")
+        self.tmux("send-keys", "-t", "top", "q")
+        self.wait_for(lambda: self.tmux("has-session", "-t", "top", check=False).returncode,
+                      "top to quit on q")
+
+    def test_top_at_200_columns_puts_each_figure_under_its_label(self):
+        self.crowd()
+        screen = self.top_in_tmux(200, 50)
+        lines = screen.splitlines()
+        heads = [i for i, ln in enumerate(lines) if ln.lstrip().startswith("OWNER ")]
+        self.assertTrue(heads, screen)
+        head = lines[heads[0]]
+        self.assertIn("PEAK", head)
+        row = next(ln for ln in lines[heads[0] + 1:] if " live-0 " in ln)
+        spans = lambda ln: [(m.start(), m.end()) for m in re.finditer(r"\S+", ln)]
+        cells = spans(row)
+        for start, end in spans(head):
+            label = head[start:end]
+            if label in ("OWNER", "FRACTION", "STATE", "MODE"):
+                self.assertIn(start, [s for s, _ in cells], "%s\n%s\n%s" % (label, head, row))
+            else:
+                self.assertIn(end, [e for _, e in cells], "%s\n%s\n%s" % (label, head, row))
+
+    def test_status_brief_fits_24_lines_with_every_running_fraction(self):
+        self.crowd()
+        r = self.run_cli("status", "--brief")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.splitlines()
+        self.assertLessEqual(len(lines), 24, r.stdout)
+        for name in self.LIVE:
+            self.assertIn(name, r.stdout)
+        r = self.run_cli("status", "--brief", env=dict(self.env, LINES="12"))
+        self.assertLessEqual(len(r.stdout.splitlines()), 12, r.stdout)
+        # --ended lists every ended one; plain status to a pipe lists them all, as before
+        full = self.run_cli("status", "--ended").stdout
+        for i in range(15):
+            self.assertIn("short-%02d" % i, full)
+
+    def test_status_json_is_a_versioned_document_valid_against_the_schema(self):
+        import jsonschema
+        self.crowd()
+        with open(SCHEMA) as fh:
+            schema = json.load(fh)
+        for flags in ([], ["--all"]):
+            r = self.run_cli("status", "--json", *flags)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            doc = json.loads(r.stdout)
+            jsonschema.validate(doc, schema)
+            self.assertEqual(doc["version"], 1)
+            gpus = doc["gpus"]
+            self.assertEqual([g["index"] for g in gpus], list(range(len(gpus))))
+            self.assertGreaterEqual(len(gpus), 1)
+            self.assertEqual([g["total"] for g in gpus], [4 * Gi] * len(gpus))
+            self.assertEqual([g["name"] for g in gpus], ["gpusim 4Gi"] * len(gpus))
+            self.assertEqual(sum(g["fractions"] for g in gpus), 4)
+            self.assertEqual(sum(g["guaranteed"] for g in gpus), 4 * 256 * Mi)
+            self.assertEqual(sum(g["lent"] for g in gpus), 0)
+            self.assertGreaterEqual(sum(g["used"] for g in gpus), 4 * 10 * Mi)
+            states = sorted(f["state"] for f in doc["fractions"])
+            want = ["running"] * 4 + (["ended"] * 15 if flags else [])
+            self.assertEqual(states, sorted(want))
+        # what the schema refuses: the old bare array, a state the text never shows
+        with self.assertRaises(jsonschema.ValidationError):
+            jsonschema.validate(doc["fractions"], schema)
+        doc["fractions"][0]["state"] = "gone"
+        with self.assertRaises(jsonschema.ValidationError):
+            jsonschema.validate(doc, schema)
 
 
 class DemoTest(CliTestCase):

@@ -5,6 +5,7 @@ socket as the container runtime does, its init attached), some inside a
 user + PID namespace, against the real gpufracd over gpusim. After each:
 the canaries (a root process holding GPU memory, another fraction's init)
 live, the agent answers and is healthy, no root file changed."""
+import json
 import os
 import re
 import signal
@@ -166,6 +167,38 @@ class AttackBase(AgentTestCase):
 
 class AttackTest(AttackBase):
     # -- the attacks ------------------------------------------------------
+    def test_terminal_controls_in_a_process_name_never_reach_roots_terminal(self):
+        # the tenant names its CUDA process with controls: clear the screen, retitle the terminal
+        p, out, f = self.tenant("k8s.esc", (
+            "import tempfile\n"
+            "exe = os.path.join(tempfile.mkdtemp(), '\\x1b[2J\\x1b]0;pwn\\x07')\n"
+            "os.symlink(PROBE, exe)\n"
+            "q = subprocess.Popen([exe, 'alloc', '16Mi', 'hold', '600'], stdout=subprocess.PIPE,\n"
+            "                     env=dict(os.environ, LD_PRELOAD=SHIM, GPUFRAC_CONFIG=CONFIG))\n"
+            "while not q.stdout.readline().startswith(b'holding='):\n"
+            "    pass\n"
+            "kept.append(q)\n"
+            "say('named', q.pid)\n"))
+        pid = int([ln for ln in out if ln.startswith("named ")][0].split()[1])
+        env = dict(self.env, GPUFRAC_STATE_DIR=self.state)
+        for args in (["status"], ["status", "--brief"], ["top", "--iterations", "1"]):
+            with self.subTest(args=args):
+                r = subprocess.run([self.GPUFRAC, *args], env=env, capture_output=True,
+                                   timeout=60)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                shown = [ln for ln in r.stdout.splitlines() if b"pid %d " % pid in ln]
+                self.assertEqual(len(shown), 1, r.stdout)
+                self.assertIn(b"?[2J?]0;pwn?", shown[0])
+                self.assertEqual([c for c in r.stdout if c < 0x20 and c != 0x0a], [],
+                                 "a control byte reached the terminal")
+        r = subprocess.run([self.GPUFRAC, "status", "--json"], env=env, capture_output=True,
+                           text=True, timeout=60, check=True)
+        self.assertEqual([c for c in r.stdout if ord(c) < 0x20 and c not in "\n"], [])
+        names = [q["name"] for fr in json.loads(r.stdout)["fractions"]
+                 for d in fr["devices"] for q in d["processes"] if q["pid"] == pid]
+        self.assertEqual(names, ["\x1b[2J\x1b]0;pwn\x07"])  # escaped by the JSON, kept
+        self.assert_node_unharmed()
+
     def test_kill_anything_forged_borrower_slot(self):
         body = ("say('forge', forge('slot', %d, 1 << 60, 1 << 30, 60, background=True))\n"
                 "say('forge-1', forge('slot', -1, (1 << 60) + 1, 1 << 30, 60, background=True))\n"
