@@ -131,6 +131,26 @@ class StartLogPolicyTest(AgentTestCase):
                       % self.policy, log)
 
 
+class ExamplePolicyTest(unittest.TestCase):
+    """deploy/policy.conf.example (installed under the docs): as shipped it sets
+    nothing; its rules, uncommented, are a policy the agent accepts."""
+    setUp = CheckConfigTest.setUp
+    policy = CheckConfigTest.policy
+
+    def test_shipped_sets_nothing_and_its_rules_parse(self):
+        with open(os.path.join(SRC, "deploy", "policy.conf.example")) as f:
+            text = f.read()
+        r = agent("--check-config", "--state-dir", self.state, "--policy", self.policy(text))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout, r"(?m)^policy +\S+: 0 section\(s\)")
+        rules = re.sub(r"(?m)^# (\[|[a-z-]+ = )", r"\1", text)
+        r = agent("--check-config", "--state-dir", self.state, "--policy", self.policy(rules))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("3 section(s): [default] sets max-guaranteed max-limit modes "
+                      "max-compute max-fractions; [group students] sets max-fractions; "
+                      "[user alice] sets max-guaranteed", r.stdout)
+
+
 class LogLevelFlagTest(unittest.TestCase):
     def test_a_bad_level_is_refused_naming_what_is_accepted(self):
         for bad in ("verbose", "off", ""):
