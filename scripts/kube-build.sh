@@ -11,6 +11,7 @@
 #
 #   GPUFRAC_KUBE_CACHE  cache root (default /var/cache/gpufrac)
 #   GPUFRAC_KUBE_WHAT   components to build (default "kube-apiserver kube-scheduler kubelet")
+#   GPUFRAC_APT_DIR     apt's configuration directory (default /etc/apt; tests point it elsewhere)
 set -eu
 
 CACHE=${GPUFRAC_KUBE_CACHE:-/var/cache/gpufrac}
@@ -51,10 +52,11 @@ cached_bin() {
 # `apt-get source` needs deb-src lines; when there are none, Debian's archive
 # is added for this run only (/etc/apt/sources.list.d/gpufrac-deb-src.sources)
 # and removed again on exit, with apt's lists brought back to what they were.
-ADDED_SRC=/etc/apt/sources.list.d/gpufrac-deb-src.sources
+APT_DIR=${GPUFRAC_APT_DIR:-/etc/apt}
+ADDED_SRC=$APT_DIR/sources.list.d/gpufrac-deb-src.sources
 have_src() {
-    grep -Eqs '^[[:space:]]*deb-src[[:space:]]' /etc/apt/sources.list /etc/apt/sources.list.d/*.list ||
-    grep -Eqs '^Types:.*deb-src' /etc/apt/sources.list.d/*.sources
+    grep -Eqs '^[[:space:]]*deb-src[[:space:]]' "$APT_DIR"/sources.list "$APT_DIR"/sources.list.d/*.list ||
+    grep -Eqs '^Types:.*deb-src' "$APT_DIR"/sources.list.d/*.sources
 }
 remove_src() {
     log "removing $ADDED_SRC (added for apt-get source)"
