@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # The two commands of the README:
-#   make demo   builds everything and runs `gpufrac demo`
-#   make check  builds the sanitized test build and runs the whole suite
+#   make demo   builds only what `gpufrac demo` runs (no tests, no benchmarks)
+#               and runs it; installs only the build packages (deps.sh build)
+#   make check  builds the sanitized test build and runs the whole suite;
+#               installs the build and the test packages (deps.sh all)
 # Both install missing Debian packages first (scripts/deps.sh).
 # Shipping it:
 #   make install [PREFIX=/usr/local] [DESTDIR=...]   GNUInstallDirs layout
@@ -14,18 +16,25 @@ JOBS       ?= $(shell nproc)
 PREFIX     ?= /usr/local
 DESTDIR    ?=
 
-.PHONY: all deps build demo check bench clean install deb image ci-builds package-check build-matrix kube-build kube-check
+.PHONY: all deps deps-build build demo check bench clean install deb image ci-builds package-check build-matrix kube-build kube-check
 
 all: build
 
 deps:
-	./scripts/deps.sh
+	./scripts/deps.sh all
+
+deps-build:
+	./scripts/deps.sh build
 
 build: deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUFRAC_TESTS=ON
 	cmake --build $(BUILD) -j$(JOBS)
 
-demo: build
+# What the demo runs: the CLI, the agent, the shim, the probe and gpusim.
+DEMO_TARGETS = gpufrac_cli gpufracd gpufrac gpufrac-probe gpusim_cuda gpusim_nvml
+demo: deps-build
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUFRAC_TESTS=OFF
+	cmake --build $(BUILD) -j$(JOBS) --target $(DEMO_TARGETS)
 	$(BUILD)/bin/gpufrac demo
 
 # The packages and the node image are built before ctest: cri.image runs
@@ -52,6 +61,7 @@ install: build
 	DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)"
 
 deb: deps
+	@echo "make deb: building the packages from a copy of the tree into build-deb/ (a full build and lintian: minutes)"
 	JOBS=$(JOBS) ./scripts/build-deb.sh build-deb
 
 # Builds the .debs, installs them, runs gpufrac demo from /usr/bin, purges.
@@ -65,6 +75,7 @@ image: deb
 # package, cached in /var/cache/gpufrac (about 8 min on 2 cores the first time,
 # nothing on a rerun): the tests/kube suite runs against them.
 kube-build:
+	@echo "kube-build: the Kubernetes components for tests/kube (about 8 min on 2 cores the first time, cached in /var/cache/gpufrac)"
 	./scripts/kube-build.sh >/dev/null
 
 # Only the suite against the real Kubernetes components.

@@ -55,6 +55,7 @@ static const char usage[] =
     "                [--watchdog-period-ms N] [--watchdog-tolerance BYTES]\n"
     "                [--client-idle-s N] [--mps-control PATH] [--policy FILE]\n"
     "                [--events-max-bytes N] [--attach-timeout-s N]\n"
+    "                [--log-level error|warn|info|debug]\n"
     "       gpufracd --check-config [flags]    gpufracd --version\n"
     "\n"
     "The gpufrac node agent: lends burst memory between a fraction's request and\n"
@@ -81,6 +82,8 @@ static const char usage[] =
     "                           missing: at most 32 fractions a user); users reach the agent "
     "through\n"
     "                           <state-dir>/users.sock\n"
+    "  --log-level L            error, warn, info or debug (default info): lines less\n"
+    "                           severe than L are not written\n"
     "  --check-config           read the flags and the policy, print what is in force\n"
     "                           and exit 0, or exit 1 (2: a bad flag) with the message\n"
     "                           the agent would stop with; starts nothing\n"
@@ -98,6 +101,7 @@ static const char usage[] =
 
 static char policy[GF_PATH_MAX] = GF_USER_POLICY_DEFAULT; /* --policy */
 static bool check_config;                                 /* --check-config */
+static gf_log_level log_level = GF_LOG_INFO;              /* --log-level */
 
 static int parse_args(gf_agent *a, int argc, char **argv)
 {
@@ -118,6 +122,7 @@ static int parse_args(gf_agent *a, int argc, char **argv)
         {"events-max-bytes", required_argument, NULL, 'E'},
         {"attach-timeout-s", required_argument, NULL, 'A'},
         {"check-config", no_argument, NULL, 'K'},
+        {"log-level", required_argument, NULL, 'L'},
         {"version", no_argument, NULL, 'V'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -200,6 +205,15 @@ static int parse_args(gf_agent *a, int argc, char **argv)
             }
             break;
         case 'K': check_config = true; break;
+        case 'L':
+            if (gf_log_level_parse(optarg, &log_level) < 0 || log_level == GF_LOG_OFF) {
+                fprintf(stderr,
+                        "gpufracd: --log-level: \"%s\" is not one of error, warn, info, "
+                        "debug\n",
+                        optarg);
+                return 2;
+            }
+            break;
         case 'V': printf("gpufracd %s\n", GPUFRAC_VERSION); return 0;
         case 'h': fputs(usage, stdout); return 0;
         default: fputs("Try 'gpufracd --help'.\n", stderr); return 2;
@@ -490,6 +504,10 @@ static int print_config(const gf_agent *a, const char *shown_policy)
     printf("attach-timeout-s    %d\n", a->attach_timeout_s);
     printf("node-name           %s\n", a->node_name[0] ? a->node_name : "none: not published");
     printf("api-server          %s\n", a->api_server[0] ? a->api_server : "in-cluster");
+    printf("log-level           %s\n", log_level == GF_LOG_ERROR  ? "error"
+                                       : log_level == GF_LOG_WARN ? "warn"
+                                       : log_level == GF_LOG_INFO ? "info"
+                                                                  : "debug");
     printf("policy              %s\n", shown_policy);
     return 0;
 }
@@ -516,6 +534,7 @@ int main(int argc, char **argv)
     wire_loop(a);
     if ((rc = parse_args(a, argc, argv)) >= 0)
         return rc;
+    gf_log_set_threshold(log_level);
     if (read_policy(shown_policy, sizeof(shown_policy), &err) < 0)
         goto fail;
     if (check_config)

@@ -23,6 +23,11 @@
  * refused when it is not a directory of ours that others cannot write. With
  * create, missing directories are made. */
 int gf_state_dir(const char *flag, bool create, char *out, size_t len, gf_error *err);
+/* A --state-dir a user gave must be an existing directory (a mistyped one is
+ * refused, naming it, rather than made); the default /run/gpufrac may be made.
+ * gf_state_dir checks it itself without create; a caller that creates and
+ * takes the directory from the user checks first. */
+int gf_state_dir_given(const char *flag, gf_error *err);
 
 typedef struct gf_fraction {
     char dir[GF_PATH_MAX];

@@ -15,6 +15,13 @@
  * so a smaller quantity is a missing unit ("--memory 2" is 2 bytes). */
 #define RUN_MEMORY_FLOOR GF_MIB
 
+/* The least memory one CUDA context takes before any allocation (the limit
+ * bounds the whole footprint, context included): gpusim's default context;
+ * a real GPU's is larger. The CLI knows no device's real figure before a
+ * process of the fraction measures it, so a limit below this cannot run
+ * anything and is refused up front instead of ending in an out-of-memory. */
+#define RUN_CONTEXT_MIN (64 * GF_MIB)
+
 static int check_floor(const char *flag, const char *text, const gf_amount *a, gf_error *err)
 {
     size_t digits = strspn(text, "0123456789.");
@@ -137,6 +144,18 @@ static int resolve_devices(const run_opts *o, run_plan *p, gf_error *err)
                           total);
             return GF_EXIT_USAGE;
         }
+        if (d->limit < RUN_CONTEXT_MIN) {
+            char got[32];
+
+            gf_bytes_human(d->limit, got, sizeof(got));
+            gf_error_set(err, GF_EINVAL,
+                         "%s \"%s\": %s on GPU %u is less than one CUDA context needs; a "
+                         "fraction needs at least 64Mi (a context alone takes 64 MiB on gpusim, "
+                         "more on a real GPU)",
+                         o->limit ? "--limit" : "--memory", o->limit ? o->limit : o->memory, got,
+                         g->index);
+            return GF_EXIT_USAGE;
+        }
     }
     return 0;
 }
@@ -153,6 +172,8 @@ int run_plan_make(const run_opts *o, run_plan *p, gf_error *err)
     cfg->version = GF_CONFIG_VERSION;
     cfg->mode = p->spec.mode;
     cfg->compute_percent = p->spec.has_compute ? gf_compute_percent(p->spec.compute) : 100;
+    if (gf_state_dir_given(o->state_dir, err) < 0)
+        return GF_EXIT_USAGE;
     if (gf_state_dir(o->state_dir, true, p->state, sizeof(p->state), err) < 0)
         return GF_EXIT_FAIL;
     if (gf_fraction_path(cfg->ledger, sizeof(cfg->ledger), p->state, cfg->name, GF_FRAC_LEDGER,

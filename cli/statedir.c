@@ -68,11 +68,34 @@ static int choose(const char *flag, char *out, size_t len, bool *tmp)
     return n < 0 || (size_t)n >= len ? -1 : 0;
 }
 
+int gf_state_dir_given(const char *flag, gf_error *err)
+{
+    struct stat st;
+
+    if (flag == NULL || *flag == '\0' || strcmp(flag, GF_STATE_DIR_DEFAULT) == 0)
+        return 0;
+    errno = 0;
+    if (stat(flag, &st) == 0) {
+        if (S_ISDIR(st.st_mode))
+            return 0;
+        return gf_error_set(err, GF_EINVAL, "--state-dir: \"%s\" is not a directory", flag);
+    }
+    if (errno == ENOENT || errno == ENOTDIR)
+        return gf_error_set(err, GF_EINVAL,
+                            "--state-dir: \"%s\" does not exist (a mistyped path? the agent "
+                            "serves " GF_STATE_DIR_DEFAULT ", the default; a directory given "
+                            "here must exist)",
+                            flag);
+    return gf_error_sys(err, "--state-dir: \"%s\"", flag);
+}
+
 int gf_state_dir(const char *flag, bool create, char *out, size_t len, gf_error *err)
 {
     char fractions[GF_PATH_MAX];
     bool tmp;
 
+    if (!create && gf_state_dir_given(flag, err) < 0)
+        return -1;
     if (choose(flag, out, len, &tmp) < 0)
         return gf_error_set(err, GF_EINVAL, "state directory path is too long");
     if (out[0] != '/') {

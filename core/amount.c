@@ -13,10 +13,12 @@ static const char amount_accepted[] =
 
 static int amount_invalid(const char *s, const char *what, const char *why, gf_error *err)
 {
-    char q[GF_QUOTE_MAX];
+    char q[GF_QUOTE_MAX], meant[GF_QUOTE_MAX], hint[GF_QUOTE_MAX + 32] = "";
 
-    return gf_error_set(err, GF_EINVAL, "%s: \"%s\" %s (%s)", what, gf_quote(s, q, sizeof(q)), why,
-                        amount_accepted);
+    if (gf_quantity_suggest(s, meant, sizeof(meant)) == 0)
+        snprintf(hint, sizeof(hint), "did you mean \"%s\"? ", meant);
+    return gf_error_set(err, GF_EINVAL, "%s: \"%s\" %s (%s%s)", what, gf_quote(s, q, sizeof(q)),
+                        why, hint, amount_accepted);
 }
 
 static int parse_percent(const char *s, const char *what, gf_amount *out, gf_error *err)

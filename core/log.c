@@ -11,6 +11,18 @@
 
 static const char *const level_names[] = {"off", "error", "warn", "info", "debug"};
 
+static gf_log_level threshold = GF_LOG_DEBUG;
+
+void gf_log_set_threshold(gf_log_level level)
+{
+    threshold = level;
+}
+
+gf_log_level gf_log_threshold(void)
+{
+    return threshold;
+}
+
 int gf_log_level_parse(const char *s, gf_log_level *out)
 {
     size_t i;
@@ -46,7 +58,7 @@ void gf_log_vwrite(int fd, gf_log_level level, const char *component, const char
     size_t used, i;
     int n;
 
-    if (fd < 0 || level == GF_LOG_OFF)
+    if (fd < 0 || level == GF_LOG_OFF || level > threshold)
         return;
     if ((unsigned)level < sizeof(level_names) / sizeof(level_names[0]))
         lname = level_names[level];

@@ -250,8 +250,36 @@ static int suffix_lookup(const char *p, long *exp10, unsigned *shift)
     return -1;
 }
 
+int gf_quantity_suggest(const char *s, char *buf, size_t len)
+{
+    static const char units[] = "KMGTPE";
+    const char *p, *u;
+    gf_decimal d;
+    long exp10;
+    unsigned shift;
+    size_t rest, num;
+    int n;
+
+    p = s != NULL ? gf_decimal_scan(s, false, &d) : NULL;
+    if (p == NULL || p == s || *p == '\0' || suffix_lookup(p, &exp10, &shift) == 0)
+        return -1;
+    /* a lower-case e starts an exponent ("1e"), not a misspelt exa */
+    u = p[0] == 'e' ? NULL : strchr(units, p[0] >= 'a' && p[0] <= 'z' ? p[0] - 'a' + 'A' : p[0]);
+    if (u == NULL || *u == '\0')
+        return -1;
+    /* what may follow the letter: nothing, "B", "i", "iB", in any case */
+    rest = strlen(p + 1);
+    if (rest > 2 || (rest >= 1 && strchr("iIbB", p[1]) == NULL) ||
+        (rest == 2 && (strchr("iI", p[1]) == NULL || strchr("bB", p[2]) == NULL)))
+        return -1;
+    num = (size_t)(p - s);
+    n = snprintf(buf, len, "%.*s%ci", (int)num, s, *u);
+    return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
 int gf_quantity_parse(const char *s, const char *what, uint64_t *bytes, gf_error *err)
 {
+    char hint[GF_QUOTE_MAX + 32], meant[GF_QUOTE_MAX];
     char q[GF_QUOTE_MAX];
     gf_decimal d;
     const char *p;
@@ -262,9 +290,13 @@ int gf_quantity_parse(const char *s, const char *what, uint64_t *bytes, gf_error
     if (what == NULL)
         what = "quantity";
     p = s != NULL ? gf_decimal_scan(s, false, &d) : NULL;
-    if (p == NULL || suffix_lookup(p, &exp10, &shift) < 0)
-        return gf_error_set(err, GF_EINVAL, "%s: \"%s\" is not a valid quantity (%s)", what,
-                            gf_quote(s, q, sizeof(q)), quantity_accepted);
+    if (p == NULL || suffix_lookup(p, &exp10, &shift) < 0) {
+        hint[0] = '\0';
+        if (gf_quantity_suggest(s, meant, sizeof(meant)) == 0)
+            snprintf(hint, sizeof(hint), "did you mean \"%s\"? ", meant);
+        return gf_error_set(err, GF_EINVAL, "%s: \"%s\" is not a valid quantity (%s%s)", what,
+                            gf_quote(s, q, sizeof(q)), hint, quantity_accepted);
+    }
     if (d.negative)
         return gf_error_set(err, GF_ERANGE,
                             "%s: \"%s\" is negative (expected a quantity of 0 or more bytes, "

@@ -20,6 +20,12 @@
  * Zero is accepted here; callers that need > 0 check it. */
 int gf_quantity_parse(const char *s, const char *what, uint64_t *bytes, gf_error *err);
 
+/* For a refused quantity that is a number and a misspelt binary suffix
+ * ("8GB", "8gib", "512mb", "1g"), the quantity meant ("8Gi", "512Mi", "1Gi")
+ * into buf; returns 0, or -1 when there is nothing to suggest (an accepted
+ * suffix such as "G" is never "corrected"). */
+int gf_quantity_suggest(const char *s, char *buf, size_t len);
+
 /* Canonical rendering: the largest binary suffix that is exact ("8Gi",
  * "7680Mi"), else plain bytes. Returns the length, or -1 if buf is too small. */
 int gf_quantity_format(uint64_t bytes, char *buf, size_t len);

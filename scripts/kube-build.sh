@@ -11,6 +11,7 @@
 #
 #   GPUFRAC_KUBE_CACHE  cache root (default /var/cache/gpufrac)
 #   GPUFRAC_KUBE_WHAT   components to build (default "kube-apiserver kube-scheduler kubelet")
+#   GPUFRAC_APT_DIR     apt's configuration directory (default /etc/apt; tests point it elsewhere)
 set -eu
 
 CACHE=${GPUFRAC_KUBE_CACHE:-/var/cache/gpufrac}
@@ -36,16 +37,43 @@ apt_install() {
 # rsync: `make gen_openapi`; reflect2 1.0.2: the vendored 1.0.1 does not work with Go >= 1.18
 apt_install etcd-server openssl golang-go dpkg-dev rsync golang-github-modern-go-reflect2-dev
 
-# `apt-get source` needs deb-src lines; add Debian's archive for them when there are none
+# A cached build of any version is used as is when apt knows no source
+# package (the deb-src lines this script adds are gone after its run).
+cached_bin() {
+    for d in $(ls -d "$CACHE"/kubernetes-*/bin 2>/dev/null | sort -V -r); do
+        ok=1
+        for w in $WHAT; do [ -x "$d/$w" ] || ok=0; done
+        [ -f "$d/.gpufrac-patch-extender-preemption" ] || ok=0
+        [ "$ok" = 1 ] && { echo "$d"; return 0; }
+    done
+    return 1
+}
+
+# `apt-get source` needs deb-src lines; when there are none, Debian's archive
+# is added for this run only (/etc/apt/sources.list.d/gpufrac-deb-src.sources)
+# and removed again on exit, with apt's lists brought back to what they were.
+APT_DIR=${GPUFRAC_APT_DIR:-/etc/apt}
+ADDED_SRC=$APT_DIR/sources.list.d/gpufrac-deb-src.sources
 have_src() {
-    grep -Eqs '^[[:space:]]*deb-src[[:space:]]' /etc/apt/sources.list /etc/apt/sources.list.d/*.list ||
-    grep -Eqs '^Types:.*deb-src' /etc/apt/sources.list.d/*.sources
+    grep -Eqs '^[[:space:]]*deb-src[[:space:]]' "$APT_DIR"/sources.list "$APT_DIR"/sources.list.d/*.list ||
+    grep -Eqs '^Types:.*deb-src' "$APT_DIR"/sources.list.d/*.sources
+}
+remove_src() {
+    log "removing $ADDED_SRC (added for apt-get source)"
+    $SUDO rm -f "$ADDED_SRC"
+    $SUDO apt-get -o DPkg::Lock::Timeout=900 update -qq >&2 || true
 }
 if ! apt-cache showsrc kubernetes 2>/dev/null | grep -q '^Version:'; then
+    if bin=$(cached_bin); then
+        log "cached: $bin ($WHAT)"
+        echo "$bin"
+        exit 0
+    fi
     if ! have_src; then
-        log "adding deb-src for bookworm (/etc/apt/sources.list.d/gpufrac-deb-src.sources)"
+        log "adding deb-src for bookworm ($ADDED_SRC, removed when this build ends)"
         printf 'Types: deb-src\nURIs: http://deb.debian.org/debian\nSuites: bookworm bookworm-updates\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' |
-            $SUDO tee /etc/apt/sources.list.d/gpufrac-deb-src.sources >/dev/null
+            $SUDO tee "$ADDED_SRC" >/dev/null
+        trap remove_src EXIT
     fi
     $SUDO apt-get -o DPkg::Lock::Timeout=900 update -qq
 fi
@@ -104,7 +132,7 @@ mkdir -p "$BIN" "$DIR/gocache"
 export CGO_ENABLED=0 GO111MODULE=off GOPROXY=off GOTOOLCHAIN=local GOCACHE="$DIR/gocache"
 unset GOFLAGS
 if [ ! -f .gpufrac-openapi ]; then
-    log "make gen_openapi"
+    log "make gen_openapi (the first build: about 8 minutes in all on 2 cores, then cached in $CACHE)"
     start=$(date +%s)
     nice -n 10 make gen_openapi >&2
     touch .gpufrac-openapi
@@ -119,7 +147,7 @@ for pkg in k8s.io/kubernetes/vendor/k8s.io/component-base/version k8s.io/kuberne
 done
 for w in $WHAT; do
     [ -x "$BIN/$w" ] && continue
-    log "building $w (v$UPSTREAM, $(go version | cut -d' ' -f3))"
+    log "building $w (v$UPSTREAM, $(go version | cut -d' ' -f3)): a few minutes on 2 cores, once"
     start=$(date +%s)
     nice -n 10 go build -ldflags "$LDFLAGS" -o "$BIN/$w.tmp" "k8s.io/kubernetes/cmd/$w"
     mv "$BIN/$w.tmp" "$BIN/$w"

@@ -45,6 +45,12 @@ for page in gpufrac gpufracd gpufrac-runtime gpufrac-scheduler; do
     w=$(LC_ALL=C.UTF-8 MANROFFSEQ='' MANWIDTH=80 man --warnings -E UTF-8 -Tutf8 -Z "$page" 2>&1 >/dev/null)
     [ -z "$w" ] || { echo "test-deb: FAIL: man $page: $w" >&2; exit 1; }
 done
+# the bash completion completes a command; the example policy is documentation only
+comp=/usr/share/bash-completion/completions/gpufrac
+[ "$(bash --norc -c ". $comp; COMP_WORDS=(gpufrac st); COMP_CWORD=1; _gpufrac; echo \"\${COMPREPLY[*]}\"")" = "status stop" ] ||
+    { echo "test-deb: FAIL: $comp does not complete gpufrac st" >&2; exit 1; }
+[ -f /usr/share/doc/gpufrac/examples/policy.conf ] && ! dpkg -L gpufrac | grep -qx /etc/gpufrac/policy.conf ||
+    { echo "test-deb: FAIL: the example policy is not (only) under /usr/share/doc/gpufrac/examples" >&2; exit 1; }
 unit=/lib/systemd/system/gpufracd.service
 [ "$(grep -c '^ExecStart=/usr/sbin/gpufracd ' "$unit")" = 1 ] || { echo "test-deb: FAIL: $unit: ExecStart" >&2; exit 1; }
 for doc in $(sed -n 's/^Documentation=//p' "$unit"); do

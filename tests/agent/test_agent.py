@@ -544,7 +544,7 @@ class UsersTest(UsersBase):
         self.assertEqual(os.stat(os.path.join(d, "supervisor")).st_uid, 0)
         self.assertEqual(os.stat(os.path.join(d, "ledger")).st_uid, NOBODY)
         # a second fraction passes the policy's max-fractions
-        r = self.as_user("run", "--memory", "1Mi", "--", "true")
+        r = self.as_user("run", "--memory", "64Mi", "--", "true")
         self.assertIn("max-fractions = 1: you hold 1 fraction(s) already", r.stderr)
         # a user sees their own; root sees all
         self.assertEqual(sorted(self.user_status()), ["mine"])

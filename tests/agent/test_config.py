@@ -14,7 +14,7 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from test_agent import AGENT, AgentTestCase  # noqa: E402
+from test_agent import AGENT, GPUFRAC, AgentTestCase  # noqa: E402
 
 SRC = os.environ.get("GPUFRAC_SOURCE") or os.path.abspath(
     os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -129,6 +129,68 @@ class StartLogPolicyTest(AgentTestCase):
             log = f.read()
         self.assertIn("starting; policy %s: 1 section(s): [group students] sets max-fractions"
                       % self.policy, log)
+
+
+class ExamplePolicyTest(unittest.TestCase):
+    """deploy/policy.conf.example (installed under the docs): as shipped it sets
+    nothing; its rules, uncommented, are a policy the agent accepts."""
+    setUp = CheckConfigTest.setUp
+    policy = CheckConfigTest.policy
+
+    def test_shipped_sets_nothing_and_its_rules_parse(self):
+        with open(os.path.join(SRC, "deploy", "policy.conf.example")) as f:
+            text = f.read()
+        r = agent("--check-config", "--state-dir", self.state, "--policy", self.policy(text))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout, r"(?m)^policy +\S+: 0 section\(s\)")
+        rules = re.sub(r"(?m)^# (\[|[a-z-]+ = )", r"\1", text)
+        r = agent("--check-config", "--state-dir", self.state, "--policy", self.policy(rules))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("3 section(s): [default] sets max-guaranteed max-limit modes "
+                      "max-compute max-fractions; [group students] sets max-fractions; "
+                      "[user alice] sets max-guaranteed", r.stdout)
+
+
+class LogLevelFlagTest(unittest.TestCase):
+    def test_a_bad_level_is_refused_naming_what_is_accepted(self):
+        for bad in ("verbose", "off", ""):
+            r = agent("--check-config", "--log-level", bad)
+            self.assertEqual(r.returncode, 2, bad)
+            self.assertIn("--log-level: \"%s\" is not one of error, warn, info, debug" % bad,
+                          r.stderr)
+
+    def test_check_config_shows_the_level(self):
+        r = agent("--check-config", "--policy", "/nonexistent/policy.conf")
+        self.assertRegex(r.stdout, r"(?m)^log-level +info$")
+        r = agent("--check-config", "--policy", "/nonexistent/policy.conf", "--log-level", "warn")
+        self.assertRegex(r.stdout, r"(?m)^log-level +warn$")
+
+
+class LogLevelWarnTest(AgentTestCase):
+    """--log-level warn: no info line (not even "starting" or "ready:") is written."""
+    extra_args = ["--log-level", "warn"]
+
+    def ready_lines(self):
+        # no "ready:" line at this level: the socket answering stands for it
+        return self.starts if os.path.exists(os.path.join(self.state, "agent.sock")) else 0
+
+    def test_info_lines_are_dropped(self):
+        r = subprocess.run([GPUFRAC, "status"], env=self.env, capture_output=True, text=True,
+                           timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.stop_agent()
+        with open(os.path.join(self.tmp, "agent.log")) as f:
+            log = f.read()
+        self.assertNotIn(" info: ", log)
+        self.assertNotIn("starting; policy", log)
+
+
+class LogLevelDebugTest(AgentTestCase):
+    extra_args = ["--log-level", "debug"]
+
+    def test_info_lines_are_kept(self):
+        with open(os.path.join(self.tmp, "agent.log")) as f:
+            self.assertIn("gpufracd info: gpufracd %s starting" % project_version(), f.read())
 
 
 if __name__ == "__main__":

@@ -4,7 +4,9 @@
 used from where it was staged, as a relocated install): the installed gpufrac
 finds its shim, probe and simulated GPU, `gpufrac demo` succeeds, and a
 `gpufrac run` from there bounds the installed probe; the systemd unit names the
-installed gpufracd and its documentation exists; the man pages are installed.
+installed gpufracd and its documentation exists; the man pages are installed;
+the bash completion is installed and, sourced by bash, completes a command and
+its flags; the example policy is installed as documentation only.
 """
 import os
 import re
@@ -115,6 +117,31 @@ class Installed(unittest.TestCase):
         for page in ("man1/gpufrac.1", "man8/gpufracd.8", "man8/gpufrac-runtime.8",
                      "man8/gpufrac-scheduler.8"):
             self.assertTrue(os.path.isfile(os.path.join(self.prefix, "share", "man", page)), page)
+
+    def test_bash_completion_completes_commands_and_flags(self):
+        if not shutil.which("bash"):
+            self.skipTest("no bash")
+        comp = os.path.join(self.prefix, "share", "bash-completion", "completions", "gpufrac")
+        self.assertTrue(os.path.isfile(comp), comp)
+        script = (". \"$COMP\"\n"
+                  "complete -p gpufrac\n"
+                  "c() { COMP_WORDS=(\"$@\"); COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); _gpufrac;"
+                  " echo \"${COMPREPLY[*]}\"; }\n"
+                  "c \"$GF\" st\nc \"$GF\" run --me\nc \"$GF\" run --mode s\n"
+                  "c \"$GF\" status --j\n")
+        p = subprocess.run(["bash", "--norc", "-c", script], capture_output=True, text=True,
+                           timeout=60, env=dict(self.env(), COMP=comp,
+                                                GF=os.path.join(self.prefix, "bin", "gpufrac")))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stdout.splitlines(), ["complete -F _gpufrac gpufrac", "status stop",
+                                                 "--memory", "sm-sharing", "--json"])
+
+    def test_example_policy_is_documentation(self):
+        ex = os.path.join(self.prefix, "share", "doc", "gpufrac", "examples", "policy.conf")
+        with open(ex) as f:
+            rules = [ln for ln in f if ln.strip() and not ln.lstrip().startswith("#")]
+        self.assertEqual(rules, [], "the example policy sets a rule")
+        self.assertFalse(os.path.exists(os.path.join(self.prefix, "etc", "gpufrac")))
 
 
 if __name__ == "__main__":

@@ -196,8 +196,52 @@ class FloorTest(CliTestCase):
                 self.assertIn("at least 1Mi", r.stderr)
                 self.assertIn(hint, r.stderr)
                 self.assertFalse(os.path.exists(marker))
-        r = self.run_cli("run", "--memory", "1Mi", "--", "true")
+        r = self.run_cli("run", "--memory", "64Mi", "--", "true")
         self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_amounts_under_one_cuda_context_are_refused_naming_its_size(self):
+        marker = os.path.join(self.tmp, "started")
+        for flags, shown in ((["--memory", "1Mi"], '--memory "1Mi": 1.00 MiB'),
+                             (["--memory", "63Mi"], '--memory "63Mi": 63.00 MiB'),
+                             (["--memory", "0.0000001"], '--memory "0.0000001": 1.00 MiB'),
+                             (["--memory", "1Mi", "--limit", "32Mi"], '--limit "32Mi"')):
+            with self.subTest(flags=flags):
+                r = self.run_cli("run", *flags, "--", "touch", marker)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn(shown, r.stderr)
+                self.assertIn("less than one CUDA context needs", r.stderr)
+                self.assertIn("at least 64Mi", r.stderr)
+                self.assertFalse(os.path.exists(marker))
+        # a request under a context is fine when the limit holds one
+        r = self.run_cli("run", "--memory", "1Mi", "--limit", "64Mi", "--", "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_a_mistyped_state_dir_is_refused_not_made(self):
+        typo = os.path.join(self.tmp, "stat", "nested")
+        for args in (["run", "--state-dir", typo, "--memory", "1Gi", "--", "true"],
+                     ["status", "--state-dir", typo], ["stop", "--state-dir", typo, "x"]):
+            with self.subTest(cmd=args[0]):
+                r = self.run_cli(*args)
+                self.assertNotEqual(r.returncode, 0, r.stderr)
+                self.assertIn('--state-dir: "%s" does not exist' % typo, r.stderr)
+                self.assertFalse(os.path.exists(os.path.join(self.tmp, "stat")))
+        # an existing one is used as before; GPUFRAC_STATE_DIR may still be made
+        os.mkdir(os.path.join(self.tmp, "given"))
+        r = self.run_cli("run", "--state-dir", os.path.join(self.tmp, "given"), "--memory", "1Gi",
+                         "--", "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = self.run_cli("run", "--memory", "1Gi", "--", "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(os.path.isdir(self.state))
+
+    def test_a_misspelt_unit_gets_the_quantity_meant(self):
+        for value, meant in (("8GB", "8Gi"), ("512mb", "512Mi"), ("1gib", "1Gi")):
+            with self.subTest(value=value):
+                r = self.run_cli("run", "--memory", value, "--", "true")
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn('did you mean "%s"?' % meant, r.stderr)
+        r = self.run_cli("run", "--memory", "8Gx", "--", "true")
+        self.assertNotIn("did you mean", r.stderr)
 
     def test_stop_ends_a_fraction_through_its_run(self):
         p = subprocess.Popen([GPUFRAC, "run", "--memory", "1Gi", "--name", "halt", "--", PROBE,

@@ -96,12 +96,12 @@ class PolicyMadeUntrustedWhileRunningTest(UsersBase):
 
     def test_runs_are_refused_while_the_policy_is_writable_by_others(self):
         os.chmod(self.policy, 0o666)
-        r = self.as_user("run", "--memory", "1Mi", "--", "true")
+        r = self.as_user("run", "--memory", "64Mi", "--", "true")
         self.assertEqual(r.returncode, 1, r.stderr)
         self.assertIn("policy %s is writable by others" % self.policy, r.stderr)
         self.assertEqual(os.listdir(os.path.join(self.state, "fractions")), [])
         os.chmod(self.policy, 0o644)
-        r = self.as_user("run", "--memory", "1Mi", "--", "true")
+        r = self.as_user("run", "--memory", "64Mi", "--", "true")
         self.assertEqual(r.returncode, 0, r.stderr)
 
 

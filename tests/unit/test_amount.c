@@ -95,6 +95,9 @@ static void test_refused(void **state)
     assert_msg_has(a_bad("-0.5", &err), "negative");
     assert_msg_has(a_bad("1.5", &err), "neither a portion in (0,1] nor whole bytes", "8Gi");
     assert_msg_has(a_bad("8Ei", &err), "too large");
+    assert_msg_has(a_bad("8GB", &err), "did you mean \"8Gi\"?", "8Gi, 7680Mi or 1G");
+    assert_msg_has(a_bad("1gb", &err), "did you mean \"1Gi\"?");
+    assert_null(strstr(a_bad("8Gx", &err), "did you mean"));
     assert_int_equal(gf_amount_parse(NULL, "x", &(gf_amount){0}, &err), -1);
 }
 

@@ -128,6 +128,40 @@ static void test_log_write(void **state)
     close(fds[1]);
 }
 
+/* Below the threshold a line is dropped; at or above it, written. The
+ * threshold is back at debug (drop nothing) when the test ends. */
+static void test_log_threshold(void **state)
+{
+    char buf[4096];
+    int fds[2];
+
+    (void)state;
+    assert_int_equal(gf_log_threshold(), GF_LOG_DEBUG);
+    assert_int_equal(pipe(fds), 0);
+    gf_log_set_threshold(GF_LOG_WARN);
+    gf_log_write(fds[1], GF_LOG_INFO, "agent", "dropped");
+    gf_log_write(fds[1], GF_LOG_DEBUG, "agent", "dropped too");
+    gf_log_write(fds[1], GF_LOG_WARN, "agent", "kept");
+    gf_log_write(fds[1], GF_LOG_ERROR, "agent", "kept too");
+    close(fds[1]);
+    read_all(fds[0], buf, sizeof(buf));
+    assert_null(strstr(buf, "dropped"));
+    assert_non_null(strstr(buf, "agent warn: kept\n"));
+    assert_non_null(strstr(buf, "agent error: kept too\n"));
+    close(fds[0]);
+
+    assert_int_equal(pipe(fds), 0);
+    gf_log_set_threshold(GF_LOG_OFF);
+    gf_log_write(fds[1], GF_LOG_ERROR, "agent", "off drops errors");
+    gf_log_set_threshold(GF_LOG_DEBUG);
+    gf_log_write(fds[1], GF_LOG_DEBUG, "agent", "debug passes");
+    close(fds[1]);
+    read_all(fds[0], buf, sizeof(buf));
+    assert_null(strstr(buf, "off drops"));
+    assert_non_null(strstr(buf, "agent debug: debug passes\n"));
+    close(fds[0]);
+}
+
 static void test_log_truncates(void **state)
 {
     char big[3000], buf[4096];
@@ -153,7 +187,7 @@ int main(void)
         cmocka_unit_test(test_error_set),       cmocka_unit_test(test_error_sys_and_wrap),
         cmocka_unit_test(test_error_truncates), cmocka_unit_test(test_quote),
         cmocka_unit_test(test_log_level_parse), cmocka_unit_test(test_log_write),
-        cmocka_unit_test(test_log_truncates),
+        cmocka_unit_test(test_log_truncates),   cmocka_unit_test(test_log_threshold),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

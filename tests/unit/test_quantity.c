@@ -109,10 +109,39 @@ static void test_refused_syntax(void **state)
         }
     }
     q_bad("1gb", &err);
-    assert_string_equal(err.msg,
-                        "--memory: \"1gb\" is not a valid quantity (expected a number with an "
-                        "optional suffix Ki Mi Gi Ti Pi Ei, k M G T P E, or an exponent like 1e9)");
+    assert_string_equal(err.msg, "--memory: \"1gb\" is not a valid quantity (did you mean \"1Gi\"? "
+                                 "expected a number with an optional suffix Ki Mi Gi Ti Pi Ei, k M "
+                                 "G T P E, or an exponent like 1e9)");
     assert_int_equal(gf_quantity_parse(NULL, "--memory", &(uint64_t){0}, &err), -1);
+}
+
+/* A misspelt binary suffix gets the quantity meant; an accepted suffix
+ * (1G is 10^9, 1m a thousandth) and other typos get none. */
+static void test_suggest(void **state)
+{
+    static const char *const pairs[][2] = {
+        {"8GB", "8Gi"},     {"8gb", "8Gi"}, {"8GiB", "8Gi"}, {"8g", "8Gi"},  {"512mb", "512Mi"},
+        {"1.5TB", "1.5Ti"}, {"1ki", "1Ki"}, {"2KI", "2Ki"},  {"3EB", "3Ei"},
+    };
+    static const char *const none[] = {"8G",  "8Gi",  "1m",    "1e",   "1b", "Gi",
+                                       "1iG", "1Gi1", "1e3Ki", "8GBs", "",   "x"};
+    char buf[64];
+    size_t i;
+    gf_error err;
+
+    (void)state;
+    for (i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
+        assert_int_equal(gf_quantity_suggest(pairs[i][0], buf, sizeof(buf)), 0);
+        assert_string_equal(buf, pairs[i][1]);
+    }
+    for (i = 0; i < sizeof(none) / sizeof(none[0]); i++)
+        assert_int_equal(gf_quantity_suggest(none[i], buf, sizeof(buf)), -1);
+    assert_int_equal(gf_quantity_suggest(NULL, buf, sizeof(buf)), -1);
+    assert_int_equal(gf_quantity_suggest("8GB", buf, 3), -1);
+    q_bad("8GB", &err);
+    assert_msg_has(err.msg, "--memory: \"8GB\"", "did you mean \"8Gi\"?");
+    q_bad("8Gx", &err);
+    assert_null(strstr(err.msg, "did you mean"));
 }
 
 static void test_refused_values(void **state)
@@ -290,17 +319,12 @@ static void test_decimal_helpers(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_plain_and_suffixes),
-        cmocka_unit_test(test_decimals),
-        cmocka_unit_test(test_exponents),
-        cmocka_unit_test(test_refused_syntax),
-        cmocka_unit_test(test_refused_values),
-        cmocka_unit_test(test_long_inputs),
-        cmocka_unit_test(test_format),
-        cmocka_unit_test(test_format_round_trip),
-        cmocka_unit_test(test_human),
-        cmocka_unit_test(test_mib_ceil),
-        cmocka_unit_test(test_decimal_helpers),
+        cmocka_unit_test(test_plain_and_suffixes), cmocka_unit_test(test_decimals),
+        cmocka_unit_test(test_exponents),          cmocka_unit_test(test_refused_syntax),
+        cmocka_unit_test(test_refused_values),     cmocka_unit_test(test_suggest),
+        cmocka_unit_test(test_long_inputs),        cmocka_unit_test(test_format),
+        cmocka_unit_test(test_format_round_trip),  cmocka_unit_test(test_human),
+        cmocka_unit_test(test_mib_ceil),           cmocka_unit_test(test_decimal_helpers),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
