@@ -21,6 +21,7 @@
  *   evicted FRACTION UUID PID START           the borrower is gone, counted
  *   gone FRACTION UUID PID START              the borrower ended on its own
  *   fcount FRACTION KILLS EVICTIONS...         a fraction's counters (one per config device)
+ *   icount p|u ...                            evictions and kills of a label set (metrics_idents.c)
  *
  * Counters never go down across a restart: every value the metrics snapshot
  * takes is journaled before it is published (gf_journal_exposed, from the
@@ -47,6 +48,7 @@
 #include "events.h"
 #include "loans.h"
 #include "log.h"
+#include "metrics_idents.h"
 #include "nvml.h"
 #include "statedir.h"
 
@@ -89,21 +91,23 @@ static void fcount_line(char *out, size_t len, const char *name, uint64_t kills,
 
 void gf_journal_fraction_counts(gf_agent *a, const gf_afraction *f)
 {
-    char line[512];
+    char line[512], ident[GF_IDENTS_LINE_MAX];
     fcount_line(line, sizeof(line), f->cfg.name, f->watchdog_kills, f->evictions);
     gf_journal(a, "%s", line);
+    if (gf_idents_counted(a, f, ident, sizeof(ident)))
+        gf_journal(a, "%s", ident);
 }
 
 void gf_journal_restore_counts(gf_agent *a, gf_afraction *f)
 {
-    (void)a;
     for (int i = 0; i < n_counts; i++)
         if (strcmp(counts[i].name, f->cfg.name) == 0) {
             f->watchdog_kills = counts[i].kills;
             memcpy(f->evictions, counts[i].evictions, sizeof(f->evictions));
             counts[i] = counts[--n_counts];
-            return;
+            break;
         }
+    gf_idents_opened(a, f);
 }
 
 static void replay_fcount(const char *line)
@@ -157,7 +161,7 @@ static void journal_full(gf_agent *a, int e)
 
 int gf_journal(gf_agent *a, const char *fmt, ...)
 {
-    char line[512];
+    char line[GF_IDENTS_LINE_MAX + 2];
     va_list ap;
     int n;
 
@@ -225,6 +229,10 @@ static void replay_line(gf_agent *a, char *line)
         return;
     if (strcmp(verb, "fcount") == 0) {
         replay_fcount(line);
+        return;
+    }
+    if (strcmp(verb, "icount") == 0) {
+        gf_idents_replay(line);
         return;
     }
     if (strcmp(verb, "seq") == 0 && sscanf(line, "seq %llu", &v[0]) == 1) {
@@ -370,6 +378,7 @@ static int snapshot(gf_agent *a, FILE *fp)
         fcount_line(line, sizeof(line), counts[i].name, counts[i].kills, counts[i].evictions);
         fprintf(fp, "%s\n", line);
     }
+    gf_idents_write(fp);
     for (int i = 0; i < n_sups; i++) /* not opened yet (first scan still to come) */
         fprintf(fp, "sup %s %d %" PRIu64 " %d\n", sups[i].name, (int)sups[i].pid, sups[i].start,
                 sups[i].admitted);

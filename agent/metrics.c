@@ -340,6 +340,48 @@ static void agent_metrics(render *r)
                  "Unix time of the agent's last round.", (uint64_t)r->s->last_tick);
 }
 
+/* By whom they hit, kept after the fraction is gone (metrics_idents.h). */
+static void ident_metric(render *r, const char *name, const char *help, bool kills)
+{
+    buf *b = &r->out;
+    char user[GF_USERNAME_MAX];
+
+    header(r, name, "counter", help);
+    for (size_t i = 0; i < r->s->n_idents; i++) {
+        const gf_ident_count *e = &r->s->idents[i];
+        puts_(b, name);
+        put(b, "{", 1);
+        put_label(b, "Hostname", r->s->host, true);
+        if (e->id.pod) {
+            put_label(b, "namespace", e->id.ns, false);
+            put_label(b, "pod", e->id.pod_name, false);
+            put_label(b, "container", e->id.container, false);
+        } else {
+            if (e->id.uid_known)
+                gf_username(e->id.uid, user, sizeof(user));
+            else
+                snprintf(user, sizeof(user), "unknown");
+            put_label(b, "user", user, false);
+        }
+        put(b, "} ", 2);
+        put_u64(b, kills ? e->kills : e->evictions);
+        put(b, "\n", 1);
+    }
+}
+
+static void ident_metrics(render *r)
+{
+    ident_metric(r, "gpufrac_evictions_total",
+                 "Borrowing processes terminated to give guaranteed memory back, by the "
+                 "container or user they ran as; kept after the fraction is gone (the oldest "
+                 "of more than 256 label sets dropped).",
+                 false);
+    ident_metric(r, "gpufrac_watchdog_kills_total",
+                 "Processes the watchdog terminated, by the container or user they ran as; kept "
+                 "after the fraction is gone (the oldest of more than 256 label sets dropped).",
+                 true);
+}
+
 #ifdef GF_TEST_HOOKS
 #include "log.h"
 
@@ -370,6 +412,7 @@ static int format(render *r)
     fraction_metrics(r);
     gpu_metrics(r);
     agent_metrics(r);
+    ident_metrics(r);
     return r->out.oom ? -1 : 0;
 }
 

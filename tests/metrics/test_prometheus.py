@@ -229,6 +229,29 @@ class PrometheusTest(SimTestCase):
                                                  "GpufracWatchdogKills")]
         self.assertEqual(quiet, [])
 
+    def test_an_eviction_is_visible_after_the_fraction_is_gone(self):
+        # a borrower whose loan an owner takes back; Prometheus scrapes every second
+        self.start_prometheus()
+        borrower = self.run_bg("borrower", "--memory", "1Gi", "--limit", "3Gi", "--", PROBE,
+                               "alloc", "2560Mi", "hold", "120")
+        # its label set is scraped at 0 first, so the eviction is an increase
+        self.wait_for(lambda: [s for s in self.series(
+            'count_over_time(gpufrac_evictions_total{user="root"}[1m])')
+            if float(s["value"][1]) >= 2], "two scrapes of the borrower's user at 0", 60)
+        self.assertTrue(self.series('gpufrac_fraction_memory_burst_bytes{fraction="borrower"} > 0'))
+        owner = subprocess.run([GPUFRAC, "run", "--name", "owner", "--memory", "2Gi", "--", PROBE,
+                                "alloc", "1900Mi", "freeall"], env=self.env, capture_output=True,
+                               text=True, timeout=120)
+        self.assertIn("alloc=ok", owner.stdout, owner.stderr)
+        borrower.wait(timeout=60)
+        self.assertEqual(borrower.returncode, 75)
+        # the borrower's own series are gone from the page; who was evicted is not
+        self.wait_for(lambda: 'fraction="borrower"' not in self.page(), "the borrower gone")
+        hit = self.wait_for(lambda: self.series('increase(gpufrac_evictions_total[10m]) > 0.5'),
+                            "the eviction in increase(...[10m])", 60)
+        self.assertEqual([s["metric"].get("user") for s in hit], ["root"], hit)
+        self.assertEqual(self.series('increase(gpufrac_watchdog_kills_total[10m]) > 0'), [])
+
 
 if __name__ == "__main__":
     if not (PROMETHEUS and PROMTOOL):
