@@ -317,6 +317,26 @@ static void agent_metric(render *r, const char *name, const char *type, const ch
     put(&r->out, "\n", 1);
 }
 
+#ifndef GPUFRAC_VERSION
+#define GPUFRAC_VERSION "unknown"
+#endif
+#ifndef GPUFRAC_COMMIT
+#define GPUFRAC_COMMIT "unknown"
+#endif
+
+static void build_info(render *r)
+{
+    static const char name[] = "gpufrac_build_info";
+
+    header(r, name, "gauge", "Always 1: the agent's version and the commit it was built from.");
+    puts_(&r->out, name);
+    put(&r->out, "{", 1);
+    put_label(&r->out, "Hostname", r->s->host, true);
+    put_label(&r->out, "version", GPUFRAC_VERSION, false);
+    put_label(&r->out, "commit", GPUFRAC_COMMIT, false);
+    put(&r->out, "} 1\n", 4);
+}
+
 static void agent_metrics(render *r)
 {
     agent_metric(r, "gpufrac_agent_fractions", "gauge", "Fractions the agent watches.",
@@ -382,6 +402,28 @@ static void ident_metrics(render *r)
                  true);
 }
 
+/* Every verb and reason, 0 until one is refused: increase() sees the first. */
+static void refusal_metrics(render *r)
+{
+    static const char name[] = "gpufrac_refusals_total";
+    buf *b = &r->out;
+
+    header(r, name, "counter",
+           "Requests the agent refused, by verb (other: one it does not serve) and reason "
+           "(bad_request, not_caller, no_fraction, in_use, policy, fit, journal_full, other).");
+    for (int v = 0; v < GF_REFUSAL_VERBS; v++)
+        for (int k = 0; k < GF_REFUSAL_REASONS; k++) {
+            puts_(b, name);
+            put(b, "{", 1);
+            put_label(b, "Hostname", r->s->host, true);
+            put_label(b, "verb", gf_refusal_verb_name(v), false);
+            put_label(b, "reason", gf_refusal_reason_name(k), false);
+            put(b, "} ", 2);
+            put_u64(b, r->s->refusals.n[v][k]);
+            put(b, "\n", 1);
+        }
+}
+
 #ifdef GF_TEST_HOOKS
 #include "log.h"
 
@@ -413,6 +455,8 @@ static int format(render *r)
     gpu_metrics(r);
     agent_metrics(r);
     ident_metrics(r);
+    refusal_metrics(r);
+    build_info(r);
     return r->out.oom ? -1 : 0;
 }
 

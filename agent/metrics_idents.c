@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 typedef struct base {
     uint64_t fid, kills, evictions;
 } base;
@@ -117,8 +116,8 @@ void gf_idents_opened(gf_agent *a, const gf_afraction *f)
         prune_bases(a);
     if (n_bases == BASES_MAX) /* every one live: cannot be, fractions are fewer */
         return;
-    bases[n_bases++] = (base){.fid = f->fid, .kills = f->watchdog_kills,
-                              .evictions = evictions_of(f)};
+    bases[n_bases++] =
+        (base){.fid = f->fid, .kills = f->watchdog_kills, .evictions = evictions_of(f)};
     ident_of(&id, f);
     touch(&id);
 }

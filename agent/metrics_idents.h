@@ -20,7 +20,7 @@
 #define GF_IDENTS_LINE_MAX 1024 /* a record, %-encoded identity included */
 
 typedef struct gf_ident {
-    bool pod;                             /* ns/pod/container; else uid (uid_known) */
+    bool pod; /* ns/pod/container; else uid (uid_known) */
     char ns[64], pod_name[128], container[64];
     uid_t uid;
     bool uid_known; /* false: the fraction had no ledger open ("unknown") */

@@ -97,6 +97,7 @@ static void copy_agent(gf_msnap *s, const gf_agent *a)
     s->ticks = a->ticks;
     s->last_tick = a->last_tick;
     s->n_idents = gf_idents_copy(s->idents);
+    s->refusals = gf_refusals_now;
 }
 
 /* Has the owner's name looked up now, not at the first scrape, so the page

@@ -17,6 +17,7 @@
 
 #include "agent.h"
 #include "metrics_idents.h"
+#include "metrics_refusals.h"
 
 typedef struct gf_msnap_fraction {
     char name[GF_NAME_MAX];
@@ -51,6 +52,7 @@ typedef struct gf_msnap {
     time_t last_tick;
     size_t n_idents; /* oldest first */
     gf_ident_count idents[GF_IDENTS_MAX];
+    gf_refusals refusals;
 } gf_msnap;
 
 /* The latest published snapshot with a reference taken, or NULL before the
