@@ -8,13 +8,12 @@
 
 gf_refusals gf_refusals_now;
 
-static const char *const verb_names[GF_REFUSAL_VERBS] = {
-    "ping", "borrow", "return", "reclaim", "mps", "release",
-    "admit", "attach", "run", "end", "other"};
+static const char *const verb_names[GF_REFUSAL_VERBS] = {"ping", "borrow",  "return", "reclaim",
+                                                         "mps",  "release", "admit",  "attach",
+                                                         "run",  "end",     "other"};
 
 static const char *const reason_names[GF_REFUSAL_REASONS] = {
-    "bad_request", "not_caller", "no_fraction", "in_use", "policy", "fit", "journal_full",
-    "other"};
+    "bad_request", "not_caller", "no_fraction", "in_use", "policy", "fit", "journal_full", "other"};
 
 static const struct {
     const char *says;
