@@ -503,10 +503,14 @@ void gf_journal_counters(gf_agent *a)
 
 void gf_journal_exposed(gf_agent *a)
 {
+    char ident[GF_IDENTS_LINE_MAX];
+
     if (counts_changed(a) || a->ticks != saved.ticks)
         journal_count(a);
     journal_gpu_counts(a);
     journal_refusals(a);
+    while (gf_idents_unjournaled(ident, sizeof(ident)))
+        gf_journal(a, "%s", ident);
 }
 
 int gf_journal_open(gf_agent *a, gf_error *err)

@@ -207,7 +207,19 @@ bool gf_idents_counted(gf_agent *a, const gf_afraction *f, char *line, size_t le
     bases[i].kills = kills;
     bases[i].evictions = ev;
     record(line, len, e);
+    e->journaled = true;
     return true;
+}
+
+bool gf_idents_unjournaled(char *line, size_t len)
+{
+    for (size_t i = 0; i < n_table; i++)
+        if (!table[i].journaled) {
+            record(line, len, &table[i]);
+            table[i].journaled = true;
+            return true;
+        }
+    return false;
 }
 
 void gf_idents_replay(const char *line)
@@ -237,6 +249,7 @@ void gf_idents_replay(const char *line)
     e = touch(&id);
     e->evictions = ev;
     e->kills = kills;
+    e->journaled = true;
 }
 
 static int seq_cmp(const void *x, const void *y)
@@ -258,9 +271,10 @@ void gf_idents_write(FILE *fp)
     size_t n = gf_idents_copy(sorted);
     char line[GF_IDENTS_LINE_MAX];
 
-    for (size_t i = 0; i < n; i++)
-        if (sorted[i].evictions || sorted[i].kills) {
-            record(line, sizeof(line), &sorted[i]);
-            fprintf(fp, "%s\n", line);
-        }
+    for (size_t i = 0; i < n; i++) {
+        record(line, sizeof(line), &sorted[i]);
+        fprintf(fp, "%s\n", line);
+    }
+    for (size_t i = 0; i < n_table; i++)
+        table[i].journaled = true;
 }

@@ -10,6 +10,7 @@
 #define GPUFRAC_AGENT_METRICS_IDENTS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
@@ -29,7 +30,8 @@ typedef struct gf_ident {
 typedef struct gf_ident_count {
     gf_ident id;
     uint64_t evictions, kills;
-    uint64_t seq; /* when last opened or counted: the smallest is dropped first */
+    uint64_t seq;   /* when last opened or counted: the smallest is dropped first */
+    bool journaled; /* the journal holds it as it is */
 } gf_ident_count;
 
 /* A fraction was opened (its identity read, its counts restored): its
@@ -40,7 +42,12 @@ void gf_idents_opened(gf_agent *a, const gf_afraction *f);
  * it was opened or last counted goes to its label set; true with the record
  * to journal at once in line (GF_IDENTS_LINE_MAX). */
 bool gf_idents_counted(gf_agent *a, const gf_afraction *f, char *line, size_t len);
-/* The journal's "icount" record (replay) and the lines of a snapshot. */
+/* The record of a label set the journal does not hold yet (one shown at 0
+ * since its fraction opened), marked as held; false when there is none.
+ * Before a page shows them, so none a scrape saw is gone after a restart. */
+bool gf_idents_unjournaled(char *line, size_t len);
+/* The journal's "icount" record (replay) and the lines of a snapshot (every
+ * label set, then all held). */
 void gf_idents_replay(const char *line);
 void gf_idents_write(FILE *fp);
 /* Copies the label sets, oldest first, into out (GF_IDENTS_MAX entries). */
