@@ -21,6 +21,8 @@
  *   evicted FRACTION UUID PID START           the borrower is gone, counted
  *   gone FRACTION UUID PID START              the borrower ended on its own
  *   fcount FRACTION KILLS EVICTIONS...         a fraction's counters (one per config device)
+ *   icount p|u ...                            evictions and kills of a label set (metrics_idents.c)
+ *   rcount VERB REASON N                      refusals (metrics_refusals.h)
  *
  * Counters never go down across a restart: every value the metrics snapshot
  * takes is journaled before it is published (gf_journal_exposed, from the
@@ -47,6 +49,8 @@
 #include "events.h"
 #include "loans.h"
 #include "log.h"
+#include "metrics_idents.h"
+#include "metrics_refusals.h"
 #include "nvml.h"
 #include "statedir.h"
 
@@ -78,6 +82,7 @@ static int n_counts;
 static struct {
     uint64_t evictions, kills, requests, bad, ticks;
     uint64_t mps_faults[GF_AGENT_GPUS_MAX];
+    gf_refusals refusals;
 } saved;
 
 static void fcount_line(char *out, size_t len, const char *name, uint64_t kills, const uint64_t *ev)
@@ -89,21 +94,23 @@ static void fcount_line(char *out, size_t len, const char *name, uint64_t kills,
 
 void gf_journal_fraction_counts(gf_agent *a, const gf_afraction *f)
 {
-    char line[512];
+    char line[512], ident[GF_IDENTS_LINE_MAX];
     fcount_line(line, sizeof(line), f->cfg.name, f->watchdog_kills, f->evictions);
     gf_journal(a, "%s", line);
+    if (gf_idents_counted(a, f, ident, sizeof(ident)))
+        gf_journal(a, "%s", ident);
 }
 
 void gf_journal_restore_counts(gf_agent *a, gf_afraction *f)
 {
-    (void)a;
     for (int i = 0; i < n_counts; i++)
         if (strcmp(counts[i].name, f->cfg.name) == 0) {
             f->watchdog_kills = counts[i].kills;
             memcpy(f->evictions, counts[i].evictions, sizeof(f->evictions));
             counts[i] = counts[--n_counts];
-            return;
+            break;
         }
+    gf_idents_opened(a, f);
 }
 
 static void replay_fcount(const char *line)
@@ -157,7 +164,7 @@ static void journal_full(gf_agent *a, int e)
 
 int gf_journal(gf_agent *a, const char *fmt, ...)
 {
-    char line[512];
+    char line[GF_IDENTS_LINE_MAX + 2];
     va_list ap;
     int n;
 
@@ -225,6 +232,15 @@ static void replay_line(gf_agent *a, char *line)
         return;
     if (strcmp(verb, "fcount") == 0) {
         replay_fcount(line);
+        return;
+    }
+    if (strcmp(verb, "icount") == 0) {
+        gf_idents_replay(line);
+        return;
+    }
+    if (strcmp(verb, "rcount") == 0 &&
+        sscanf(line, "rcount %63s %95s %llu", frac, uuid, &v[0]) == 3) {
+        gf_refusal_replay(frac, uuid, v[0]);
         return;
     }
     if (strcmp(verb, "seq") == 0 && sscanf(line, "seq %llu", &v[0]) == 1) {
@@ -370,6 +386,12 @@ static int snapshot(gf_agent *a, FILE *fp)
         fcount_line(line, sizeof(line), counts[i].name, counts[i].kills, counts[i].evictions);
         fprintf(fp, "%s\n", line);
     }
+    gf_idents_write(fp);
+    for (int v = 0; v < GF_REFUSAL_VERBS; v++)
+        for (int r = 0; r < GF_REFUSAL_REASONS; r++)
+            if (gf_refusals_now.n[v][r])
+                fprintf(fp, "rcount %s %s %" PRIu64 "\n", gf_refusal_verb_name(v),
+                        gf_refusal_reason_name(r), gf_refusals_now.n[v][r]);
     for (int i = 0; i < n_sups; i++) /* not opened yet (first scan still to come) */
         fprintf(fp, "sup %s %d %" PRIu64 " %d\n", sups[i].name, (int)sups[i].pid, sups[i].start,
                 sups[i].admitted);
@@ -398,6 +420,7 @@ static void saved_counts(const gf_agent *a)
 static void saved_all(const gf_agent *a)
 {
     saved_counts(a);
+    saved.refusals = gf_refusals_now;
     for (int g = 0; g < a->n_gpus; g++)
         saved.mps_faults[g] = a->gpus[g].mps_restarts;
 }
@@ -451,6 +474,17 @@ static void journal_gpu_counts(gf_agent *a)
         }
 }
 
+static void journal_refusals(gf_agent *a)
+{
+    for (int v = 0; v < GF_REFUSAL_VERBS; v++)
+        for (int r = 0; r < GF_REFUSAL_REASONS; r++)
+            if (gf_refusals_now.n[v][r] != saved.refusals.n[v][r]) {
+                gf_journal(a, "rcount %s %s %" PRIu64, gf_refusal_verb_name(v),
+                           gf_refusal_reason_name(r), gf_refusals_now.n[v][r]);
+                saved.refusals.n[v][r] = gf_refusals_now.n[v][r];
+            }
+}
+
 static bool counts_changed(const gf_agent *a)
 {
     return a->evictions_total != saved.evictions || a->watchdog_kills_total != saved.kills ||
@@ -462,15 +496,21 @@ void gf_journal_counters(gf_agent *a)
     if (counts_changed(a)) /* ticks alone are no reason: an idle agent writes nothing */
         journal_count(a);
     journal_gpu_counts(a);
+    journal_refusals(a);
     if (a->journal_bytes > JOURNAL_COMPACT_BYTES)
         gf_journal_compact(a);
 }
 
 void gf_journal_exposed(gf_agent *a)
 {
+    char ident[GF_IDENTS_LINE_MAX];
+
     if (counts_changed(a) || a->ticks != saved.ticks)
         journal_count(a);
     journal_gpu_counts(a);
+    journal_refusals(a);
+    while (gf_idents_unjournaled(ident, sizeof(ident)))
+        gf_journal(a, "%s", ident);
 }
 
 int gf_journal_open(gf_agent *a, gf_error *err)

@@ -317,6 +317,26 @@ static void agent_metric(render *r, const char *name, const char *type, const ch
     put(&r->out, "\n", 1);
 }
 
+#ifndef GPUFRAC_VERSION
+#define GPUFRAC_VERSION "unknown"
+#endif
+#ifndef GPUFRAC_COMMIT
+#define GPUFRAC_COMMIT "unknown"
+#endif
+
+static void build_info(render *r)
+{
+    static const char name[] = "gpufrac_build_info";
+
+    header(r, name, "gauge", "Always 1: the agent's version and the commit it was built from.");
+    puts_(&r->out, name);
+    put(&r->out, "{", 1);
+    put_label(&r->out, "Hostname", r->s->host, true);
+    put_label(&r->out, "version", GPUFRAC_VERSION, false);
+    put_label(&r->out, "commit", GPUFRAC_COMMIT, false);
+    put(&r->out, "} 1\n", 4);
+}
+
 static void agent_metrics(render *r)
 {
     agent_metric(r, "gpufrac_agent_fractions", "gauge", "Fractions the agent watches.",
@@ -338,6 +358,70 @@ static void agent_metrics(render *r)
                  r->s->ticks);
     agent_metric(r, "gpufrac_agent_last_tick_timestamp_seconds", "gauge",
                  "Unix time of the agent's last round.", (uint64_t)r->s->last_tick);
+}
+
+/* By whom they hit, kept after the fraction is gone (metrics_idents.h). */
+static void ident_metric(render *r, const char *name, const char *help, bool kills)
+{
+    buf *b = &r->out;
+    char user[GF_USERNAME_MAX];
+
+    header(r, name, "counter", help);
+    for (size_t i = 0; i < r->s->n_idents; i++) {
+        const gf_ident_count *e = &r->s->idents[i];
+        puts_(b, name);
+        put(b, "{", 1);
+        put_label(b, "Hostname", r->s->host, true);
+        if (e->id.pod) {
+            put_label(b, "namespace", e->id.ns, false);
+            put_label(b, "pod", e->id.pod_name, false);
+            put_label(b, "container", e->id.container, false);
+        } else {
+            if (e->id.uid_known)
+                gf_username(e->id.uid, user, sizeof(user));
+            else
+                snprintf(user, sizeof(user), "unknown");
+            put_label(b, "user", user, false);
+        }
+        put(b, "} ", 2);
+        put_u64(b, kills ? e->kills : e->evictions);
+        put(b, "\n", 1);
+    }
+}
+
+static void ident_metrics(render *r)
+{
+    ident_metric(r, "gpufrac_evictions_total",
+                 "Borrowing processes terminated to give guaranteed memory back, by the "
+                 "container or user they ran as; kept after the fraction is gone (the oldest "
+                 "of more than 256 label sets dropped).",
+                 false);
+    ident_metric(r, "gpufrac_watchdog_kills_total",
+                 "Processes the watchdog terminated, by the container or user they ran as; kept "
+                 "after the fraction is gone (the oldest of more than 256 label sets dropped).",
+                 true);
+}
+
+/* Every verb and reason, 0 until one is refused: increase() sees the first. */
+static void refusal_metrics(render *r)
+{
+    static const char name[] = "gpufrac_refusals_total";
+    buf *b = &r->out;
+
+    header(r, name, "counter",
+           "Requests the agent refused, by verb (other: one it does not serve) and reason "
+           "(bad_request, not_caller, no_fraction, in_use, policy, fit, journal_full, other).");
+    for (int v = 0; v < GF_REFUSAL_VERBS; v++)
+        for (int k = 0; k < GF_REFUSAL_REASONS; k++) {
+            puts_(b, name);
+            put(b, "{", 1);
+            put_label(b, "Hostname", r->s->host, true);
+            put_label(b, "verb", gf_refusal_verb_name(v), false);
+            put_label(b, "reason", gf_refusal_reason_name(k), false);
+            put(b, "} ", 2);
+            put_u64(b, r->s->refusals.n[v][k]);
+            put(b, "\n", 1);
+        }
 }
 
 #ifdef GF_TEST_HOOKS
@@ -370,6 +454,9 @@ static int format(render *r)
     fraction_metrics(r);
     gpu_metrics(r);
     agent_metrics(r);
+    ident_metrics(r);
+    refusal_metrics(r);
+    build_info(r);
     return r->out.oom ? -1 : 0;
 }
 

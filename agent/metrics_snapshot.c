@@ -82,6 +82,8 @@ static void copy_gpu(gf_msnap_gpu *out, const gf_agent_gpu *g)
 
 static void copy_agent(gf_msnap *s, const gf_agent *a)
 {
+    char name[GF_USERNAME_MAX];
+
     /* dcgm-exporter's Hostname: the node's name where the agent publishes one */
     if (a->node_name[0])
         snprintf(s->host, sizeof(s->host), "%s", a->node_name);
@@ -96,6 +98,11 @@ static void copy_agent(gf_msnap *s, const gf_agent *a)
     s->watchdog_kills_total = a->watchdog_kills_total;
     s->ticks = a->ticks;
     s->last_tick = a->last_tick;
+    s->n_idents = gf_idents_copy(s->idents);
+    for (size_t i = 0; i < s->n_idents; i++) /* as warm_name: gone fractions' users too */
+        if (!s->idents[i].id.pod && s->idents[i].id.uid_known)
+            gf_username(s->idents[i].id.uid, name, sizeof(name));
+    s->refusals = gf_refusals_now;
 }
 
 /* Has the owner's name looked up now, not at the first scrape, so the page

@@ -16,6 +16,8 @@
 #include <time.h>
 
 #include "agent.h"
+#include "metrics_idents.h"
+#include "metrics_refusals.h"
 
 typedef struct gf_msnap_fraction {
     char name[GF_NAME_MAX];
@@ -48,6 +50,9 @@ typedef struct gf_msnap {
     gf_msnap_row *rows;           /* grouped by fraction, in the agent's order */
     uint64_t requests_total, requests_bad, evictions_total, watchdog_kills_total, ticks;
     time_t last_tick;
+    size_t n_idents; /* oldest first */
+    gf_ident_count idents[GF_IDENTS_MAX];
+    gf_refusals refusals;
 } gf_msnap;
 
 /* The latest published snapshot with a reference taken, or NULL before the

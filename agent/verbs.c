@@ -10,6 +10,7 @@
 #include "admit.h"
 #include "conn.h"
 #include "lender.h"
+#include "metrics_refusals.h"
 #include "mps.h"
 #include "registry.h"
 #include "statedir.h"
@@ -88,9 +89,13 @@ void gf_verbs_serve(gf_agent *a, gf_request *r, const gf_msg *in, gf_msg *out)
     const verb *v = find(in->verb);
     gf_error err;
 
-    if (!served(v, r))
-        return refuse(v, r, in->verb, out);
-    if (v->fresh)
-        gf_registry_scan_if_changed(a, &err);
-    v->serve(a, r, in, out);
+    if (!served(v, r)) {
+        refuse(v, r, in->verb, out);
+    } else {
+        if (v->fresh)
+            gf_registry_scan_if_changed(a, &err);
+        v->serve(a, r, in, out);
+    }
+    if (!r->deferred && strcmp(out->verb, "error") == 0)
+        gf_refusal_count(in->verb, gf_msg_get(out, "msg"));
 }

@@ -32,6 +32,24 @@ static void counter(FILE *f, const char *name, const char *help, uint64_t v)
     fprintf(f, "# HELP %s %s\n# TYPE %s counter\n%s %" PRIu64 "\n", name, help, name, name, v);
 }
 
+#ifndef GPUFRAC_VERSION
+#define GPUFRAC_VERSION "unknown"
+#endif
+#ifndef GPUFRAC_COMMIT
+#define GPUFRAC_COMMIT "unknown"
+#endif
+
+static void build_info(FILE *f)
+{
+    fputs("# HELP gpufrac_build_info Always 1: the extender's version and the commit it was "
+          "built from.\n# TYPE gpufrac_build_info gauge\ngpufrac_build_info{version=\"",
+          f);
+    label(f, GPUFRAC_VERSION);
+    fputs("\",commit=\"", f);
+    label(f, GPUFRAC_COMMIT);
+    fputs("\"} 1\n", f);
+}
+
 static void requests(FILE *f, gf_extender *x)
 {
     static const char *const verb[GF_EXT_VERBS] = {"filter", "prioritize", "bind", "preempt"};
@@ -109,6 +127,7 @@ static void render(gf_extender *x, FILE *f, const node_gpus *ng, size_t n)
             "Bind calls answered with an error (no fit, API server refusal).",
             atomic_load(&x->metrics.bind_errors));
     requests(f, x);
+    build_info(f);
     counter(f, "gpufrac_scheduler_bad_requests_total", "Requests refused as malformed (HTTP 400).",
             atomic_load(&x->metrics.bad_requests));
     fprintf(f,

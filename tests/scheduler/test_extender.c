@@ -679,6 +679,8 @@ static void test_metrics_and_health(void **state)
                    "gpufrac_scheduler_requests_total{verb=\"filter\"} 1\n",
                    "gpufrac_scheduler_requests_total{verb=\"prioritize\"} 0\n",
                    "gpufrac_scheduler_requests_total{verb=\"bind\"} 1\n",
+                   "gpufrac_build_info{version=\"" GPUFRAC_VERSION "\",commit=\"" GPUFRAC_COMMIT
+                   "\"} 1\n",
                    "gpufrac_scheduler_gpu_requested_bytes{node=\"gpu-node-1\",gpu=\"0\","
                    "UUID=\"GPU-aaaaaaaa-0000-0000-0000-000000000001\"} 42949672960\n",
                    "gpufrac_scheduler_gpu_total_bytes{node=\"gpu-node-1\",gpu=\"1\","
