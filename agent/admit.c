@@ -255,7 +255,7 @@ void gf_serve_attach(gf_agent *a, gf_request *r, const gf_msg *in, gf_msg *out)
 {
     const gf_peer *cr = r->peer;
     const char *name = gf_msg_get(in, "name"), *refused;
-    bool runtime = cr->uid == 0 && r->socket == GF_SOCKET_ROOT && gf_msg_get(in, "pid");
+    bool again, runtime = cr->uid == 0 && r->socket == GF_SOCKET_ROOT && gf_msg_get(in, "pid");
     uint64_t pid = (uint64_t)cr->pid;
     gf_afraction *f;
     gf_error err;
@@ -271,10 +271,14 @@ void gf_serve_attach(gf_agent *a, gf_request *r, const gf_msg *in, gf_msg *out)
         return gf_reply_error(out, refused);
     if (gf_gate_refuse_attributed(a, (pid_t)pid, f, out))
         return;
+    again = gf_sup_alive(f) && f->supervisor == (pid_t)pid;
     if (attach_pid_or_same(a, f, (pid_t)pid, runtime ? 0 : cr->start, runtime, &err) < 0)
         return gf_reply_error(out, err.msg);
     if (runtime)
         write_supervisor(a, f, pid);
+    else if (!again) /* root's gpufrac run, which makes its own fraction */
+        gf_agent_event(a, "fraction %s: its gpufrac run (pid %d, uid %u) attached", f->cfg.name,
+                       (int)pid, (unsigned)cr->uid);
     gf_msg_init(out, "ok");
 }
 

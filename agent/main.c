@@ -586,6 +586,8 @@ int main(int argc, char **argv)
                  "ready: %d GPU(s), %d fraction(s), socket %s, metrics %s", a->n_gpus,
                  a->n_fractions, a->socket_path, a->metrics_listen[0] ? a->metrics_listen : "off");
     rc = loop(a, lfd, ufd, sfd, tfd, ifd);
+    gf_log_write(a->log_fd, rc ? GF_LOG_ERROR : GF_LOG_INFO, "gpufracd", "stopping: %s",
+                 rc ? "its loop failed" : "asked to by a signal; its state is on disk");
     gf_metrics_stop(a);
     gf_journal_exposed(a); /* all of them, ticks too */
     unlink(a->socket_path);

@@ -141,6 +141,19 @@ class AgentTestCase(SimTestCase):
         return reply.decode()
 
 
+class LogTest(AgentTestCase):
+    """What an operator reads in the agent's log: root's runs, which make
+    their own fraction, when they attach, and the agent stopping."""
+
+    def test_a_roots_run_and_the_agents_stop_are_logged(self):
+        r = self.run_fg("--name", "r", "--memory", "256Mi", "--", PROBE, "alloc", "1Mi")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(self.events(), r"fraction r: its gpufrac run \(pid \d+, uid 0\) attached")
+        self.stop_agent()
+        with open(os.path.join(self.tmp, "agent.log")) as f:
+            self.assertIn("stopping: asked to by a signal; its state is on disk", f.read())
+
+
 class BurstTest(AgentTestCase):
     def test_burst_granted_from_unguaranteed_memory(self):
         r = self.run_fg("--memory", "1Gi", "--limit", "3Gi", "--", PROBE, "alloc", "2Gi",
