@@ -40,10 +40,34 @@
 
 static char policy_path[GF_PATH_MAX] = GF_USER_POLICY_DEFAULT;
 
+/* What identifies the policy file's version: inode, size and change time
+ * (all zero when there is none). */
+typedef struct policy_stamp {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime, ctime;
+} policy_stamp;
+
+static policy_stamp last_stamp;
+static bool stamped;
+
+static policy_stamp stamp_of(const char *path)
+{
+    policy_stamp s = {0};
+    struct stat st;
+
+    if (lstat(path, &st) == 0)
+        s = (policy_stamp){st.st_dev, st.st_ino, st.st_size, st.st_mtim, st.st_ctim};
+    return s;
+}
+
 int gf_user_listen(gf_agent *a, const char *policy, gf_error *err)
 {
     if (policy && *policy)
         snprintf(policy_path, sizeof(policy_path), "%s", policy);
+    last_stamp = stamp_of(policy_path); /* the start log names what is in force */
+    stamped = true;
     /* in the state directory's fd, renamed into place from <state>/agent:
      * nothing a user put at that name is followed; everyone may connect,
      * each request is judged by the caller's credentials */
@@ -151,13 +175,35 @@ int gf_user_load_policy(const char *path, gf_user_policy *p, bool *present, gf_e
     return gf_user_policy_parse(text, (size_t)n, path, p, err);
 }
 
-/* Read again at each run: an edit counts at once; one broken since the start
- * refuses everyone (with why). */
-static int load_policy(gf_user_policy *p, gf_error *err)
+/* The policy in force changed since the last run (or the start): said once. */
+static void say_policy_changed(gf_agent *a, const gf_user_policy *p, bool present, int rc,
+                               const gf_error *err)
 {
-    bool present;
+    if (rc < 0)
+        gf_agent_event(a,
+                       "policy %s changed and is refused: %s; users' runs are refused until "
+                       "it is fixed",
+                       policy_path, err->msg);
+    else if (!present)
+        gf_agent_event(a, "policy %s is gone: defaults in force (at most %d fractions a user)",
+                       policy_path, GF_USER_POLICY_MAX_FRACTIONS_DEFAULT);
+    else
+        gf_agent_event(a, "policy %s changed: %zu section(s) in force", policy_path, p->n);
+}
 
-    return gf_user_load_policy(policy_path, p, &present, err);
+/* Read again at each run: an edit counts at once, and is said in the events
+ * once; one broken since the start refuses everyone (with why). */
+static int load_policy(gf_agent *a, gf_user_policy *p, gf_error *err)
+{
+    policy_stamp now = stamp_of(policy_path);
+    bool present, changed = stamped && memcmp(&now, &last_stamp, sizeof(now)) != 0;
+    int rc = gf_user_load_policy(policy_path, p, &present, err);
+
+    if (changed)
+        say_policy_changed(a, p, present, rc, err);
+    last_stamp = now;
+    stamped = true;
+    return rc;
 }
 
 static int check_policy(gf_agent *a, const gf_fraction_config *cfg, const gf_peer *cr,
@@ -171,7 +217,7 @@ static int check_policy(gf_agent *a, const gf_fraction_config *cfg, const gf_pee
 
     if (cr->uid == 0)
         return 0;
-    if (load_policy(&policy, err) < 0)
+    if (load_policy(a, &policy, err) < 0)
         return -1;
     for (size_t i = 0; i < cfg->n_devices; i++) {
         int g = gf_gpu_index(a, cfg->devices[i].uuid);

@@ -523,6 +523,35 @@ class UsersBase(AgentTestCase):
         return {f["name"]: f for f in json.loads(r.stdout)["fractions"]}
 
 
+class PolicyChangeTest(UsersBase):
+    """The policy is read again at each user's run: an edit counts at once
+    and is said in the events once, a broken one refuses the runs, saying so."""
+
+    def policy_lines(self):
+        return [ln for ln in self.events().splitlines() if "policy " + self.policy in ln]
+
+    def test_an_edited_policy_is_said_once_and_counts_at_once(self):
+        self.assertEqual(self.as_user("run", "--memory", "512Mi", "--", "true").returncode, 0)
+        self.assertEqual(self.policy_lines(), [])  # the start log named it
+        with open(self.policy, "w") as f:
+            f.write("[default]\nmax-guaranteed = 256Mi\n")
+        r = self.as_user("run", "--memory", "512Mi", "--", "true")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("max-guaranteed = 256Mi", r.stderr)
+        self.as_user("run", "--memory", "128Mi", "--", "true")
+        lines = self.policy_lines()
+        self.assertEqual(len(lines), 1, lines)
+        self.assertIn("changed: 1 section(s) in force", lines[0])
+        with open(self.policy, "w") as f:
+            f.write("[default]\nmax-guaranteed = lots\n")
+        r = self.as_user("run", "--memory", "128Mi", "--", "true")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("changed and is refused", self.policy_lines()[-1])
+        os.unlink(self.policy)
+        self.assertEqual(self.as_user("run", "--memory", "128Mi", "--", "true").returncode, 0)
+        self.assertIn("is gone: defaults in force", self.policy_lines()[-1])
+
+
 class UsersTest(UsersBase):
     """Every local user's gpufrac run through the agent: admitted against all
     fractions on the GPU, within the administrator's policy, state root's."""
