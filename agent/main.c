@@ -44,11 +44,8 @@
 #include "user_admit.h"
 #include "usernames.h"
 #include "verbs.h"
+#include "version.h"
 #include "watchdog.h"
-
-#ifndef GPUFRAC_VERSION
-#define GPUFRAC_VERSION "0.0.0"
-#endif
 
 static const char usage[] =
     "Usage: gpufracd [--state-dir DIR] [--socket PATH] [--metrics-listen HOST:PORT]\n"

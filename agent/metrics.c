@@ -18,6 +18,7 @@
 #include "agent.h"
 #include "metrics_snapshot.h"
 #include "usernames.h"
+#include "version.h"
 
 typedef struct buf {
     char *p;
@@ -316,13 +317,6 @@ static void agent_metric(render *r, const char *name, const char *type, const ch
     put_u64(&r->out, v);
     put(&r->out, "\n", 1);
 }
-
-#ifndef GPUFRAC_VERSION
-#define GPUFRAC_VERSION "unknown"
-#endif
-#ifndef GPUFRAC_COMMIT
-#define GPUFRAC_COMMIT "unknown"
-#endif
 
 static void build_info(render *r)
 {

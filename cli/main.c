@@ -6,10 +6,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-
-#ifndef GPUFRAC_VERSION
-#define GPUFRAC_VERSION "0.0.0"
-#endif
+#include "version.h"
 
 static const char main_help[] =
     "Usage: gpufrac COMMAND [flags]\n"

@@ -4,10 +4,7 @@
 #include <string.h>
 
 #include "runtime.h"
-
-#ifndef GPUFRAC_VERSION
-#define GPUFRAC_VERSION "0.0.0"
-#endif
+#include "version.h"
 
 int main(int argc, char **argv)
 {

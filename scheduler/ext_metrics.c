@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "extender.h"
+#include "version.h"
 
 #define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 
@@ -31,13 +32,6 @@ static void counter(FILE *f, const char *name, const char *help, uint64_t v)
 {
     fprintf(f, "# HELP %s %s\n# TYPE %s counter\n%s %" PRIu64 "\n", name, help, name, name, v);
 }
-
-#ifndef GPUFRAC_VERSION
-#define GPUFRAC_VERSION "unknown"
-#endif
-#ifndef GPUFRAC_COMMIT
-#define GPUFRAC_COMMIT "unknown"
-#endif
 
 static void build_info(FILE *f)
 {

@@ -13,10 +13,7 @@
 #include "kube_ext.h"
 #include "server.h"
 #include "slog.h"
-
-#ifndef GPUFRAC_VERSION
-#define GPUFRAC_VERSION "0.0.0"
-#endif
+#include "version.h"
 
 typedef struct opts {
     const char *listen, *prefix, *url_prefix;
