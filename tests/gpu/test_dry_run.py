@@ -18,8 +18,24 @@ BUILD = os.environ.get("GPUFRAC_BUILD") or os.path.join(HERE, "..", "..", "build
 # what must pass on gpusim: everything that needs no real framework
 SIM_PASS = {"build", "env", "footprint.ctx", "footprint.race", "nvml", "status",
             "agent.reclaim", "agent.watchdog", "overhead.bench", "overhead.calls"}
-if os.geteuid() == 0 and shutil.which("runuser"):
-    SIM_PASS.add("nonroot")  # as nobody, the ctypes probe on its own gpusim
+
+
+def others_can_reach(path):
+    """Whether every directory above path lets other users through (o+x)."""
+    d = os.path.dirname(os.path.abspath(path))
+    while True:
+        if not os.stat(d).st_mode & 0o001:
+            return False
+        if d == os.path.dirname(d):
+            return True
+        d = os.path.dirname(d)
+
+
+# as nobody, the ctypes probe on its own gpusim; where nobody cannot reach the
+# checkout (a clone in a private directory) the step skips, naming that
+if os.geteuid() == 0 and shutil.which("runuser") and others_can_reach(RUN) and \
+        others_can_reach(os.path.join(BUILD, "bin", "gpufrac")):
+    SIM_PASS.add("nonroot")
 
 
 def plan(env=None):
