@@ -68,6 +68,10 @@ GF_HIDDEN const gf_ordinal *gf_ordinal_get_slow(CUdevice ordinal)
     return o;
 }
 
+/* The device count, asked once: it is fixed once the driver is initialised,
+ * which it is when a context exists. 0 until then. */
+static _Atomic int device_count;
+
 GF_HIDDEN int gf_current_ordinal_slow(void)
 {
     CUdevice d;
@@ -75,10 +79,13 @@ GF_HIDDEN int gf_current_ordinal_slow(void)
 
     if (!gf_cu.cuCtxGetDevice || gf_cu.cuCtxGetDevice(&d) != CUDA_SUCCESS)
         return -1;
-    /* the device count is fixed once the driver is initialised, which it is
-     * when a context exists */
-    if (gf_cu.cuDeviceGetCount && gf_cu.cuDeviceGetCount(&n) == CUDA_SUCCESS && n == 1)
-        atomic_store_explicit(&gf_state.one_device, true, memory_order_relaxed);
+    if (__builtin_expect(atomic_load_explicit(&device_count, memory_order_relaxed), 1))
+        return d;
+    if (gf_cu.cuDeviceGetCount && gf_cu.cuDeviceGetCount(&n) == CUDA_SUCCESS && n > 0) {
+        atomic_store_explicit(&device_count, n, memory_order_relaxed);
+        if (n == 1)
+            atomic_store_explicit(&gf_state.one_device, true, memory_order_relaxed);
+    }
     return d;
 }
 
