@@ -244,10 +244,17 @@ static int callgrind_ir(const bench_env *e, bench_side s, long n, uint64_t *ir, 
     snprintf(logopt, sizeof(logopt), "--log-file=%s", log);
     num(pairs, sizeof(pairs), n);
     snprintf(size, sizeof(size), "%llu", BENCH_PAIR_SIZE);
-    const char *argv[] = {"valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-                          logopt,     e->exe,             "--worker",
-                          "pairs",    pairs,              size,
-                          "1",        NULL};
+    const char *argv[] = {"valgrind",
+                          "--tool=callgrind",
+                          "--callgrind-out-file=/dev/null",
+                          logopt,
+                          e->exe,
+                          "--worker",
+                          "pairs",
+                          pairs,
+                          size,
+                          "1",
+                          NULL};
     posix_spawn_file_actions_t fa;
     pid_t pid;
     int st = 0;
@@ -289,7 +296,8 @@ int bench_measure_instructions(const bench_env *e, const bench_plan *p, bench_re
 
     if (!p->callgrind || !have_valgrind()) {
         bench_put_str(r, "instructions_status",
-                      p->callgrind ? "skipped: valgrind is not installed" : "skipped: asked not to");
+                      p->callgrind ? "skipped: valgrind is not installed"
+                                   : "skipped: asked not to");
         bench_put_str(r, "instructions_target", "skipped");
         return 0;
     }

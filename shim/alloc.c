@@ -13,7 +13,8 @@ enum { KIND_PLAIN = 1, KIND_PITCH, KIND_MANAGED, KIND_LEGACY };
  * work before any constructor has run. */
 GF_HIDDEN gf_table gf_ptrs;
 
-static void remember(CUdeviceptr p, uint64_t bytes, int ordinal, int kind)
+static inline __attribute__((always_inline)) void remember(CUdeviceptr p, uint64_t bytes,
+                                                           int ordinal, int kind)
 {
     gf_entry e = {.key = p, .bytes = bytes, .ordinal = ordinal, .kind = kind};
     if (!gf_table_put(&gf_ptrs, &e))

@@ -113,7 +113,7 @@ static int ordinal_of(const gf_ordinal *o)
     return -1;
 }
 
-GF_HIDDEN bool gf_admit(const gf_ordinal *o, uint64_t bytes)
+GF_HIDDEN bool gf_admit_slow(const gf_ordinal *o, uint64_t bytes)
 {
     if (o->dev < 0)
         return bytes == 0;
@@ -135,7 +135,7 @@ GF_HIDDEN bool gf_admit(const gf_ordinal *o, uint64_t bytes)
     return false;
 }
 
-GF_HIDDEN void gf_unadmit(const gf_ordinal *o, uint64_t bytes)
+GF_HIDDEN void gf_unadmit_slow(const gf_ordinal *o, uint64_t bytes)
 {
     if (o->dev < 0 || !bytes)
         return;
