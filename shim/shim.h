@@ -129,6 +129,17 @@ GF_HIDDEN void gf_log(gf_log_level level, const char *fmt, ...)
 
 GF_HIDDEN const gf_ordinal *gf_ordinal_get_slow(CUdevice ordinal);
 
+/* gf_ordinal_get for a caller past GF_HOOK_ENTER (the shim is initialised). */
+static inline const gf_ordinal *gf_ordinal_of(CUdevice ordinal)
+{
+    if (__builtin_expect(gf_state.active && ordinal >= 0 && ordinal < GF_MAX_ORDINALS, 1)) {
+        const gf_ordinal *o = &gf_state.ordinals[ordinal];
+        if (__builtin_expect(atomic_load_explicit(&o->state, memory_order_acquire), 1))
+            return o;
+    }
+    return gf_ordinal_get_slow(ordinal);
+}
+
 /* The fraction's view of a device ordinal; NULL when the shim is inactive. */
 static inline const gf_ordinal *gf_ordinal_get(CUdevice ordinal)
 {
