@@ -24,7 +24,7 @@
 #define BENCH_BIG_SIZE (256ULL << 20) /* "256 MB allocation" size */
 #define BENCH_SIM_DEVICE "16Gi"
 #define BENCH_OUT_MAX (1 << 20) /* most output one worker may print */
-#define BENCH_KEYS_MAX 96
+#define BENCH_KEYS_MAX 192
 
 /* ---- run settings (main.c) ------------------------------------------------ */
 typedef struct bench_opts {
@@ -34,6 +34,7 @@ typedef struct bench_opts {
     long pairs_n; /* 0: default for the platform */
     int runs;     /* best-of count for single-process timings */
     int startup_runs;
+    bool no_callgrind;
 } bench_opts;
 
 /* ---- where things are and the two environments (setup.c) ------------------ */
@@ -121,6 +122,11 @@ typedef struct bench_plan {
     int big_iters;  /* 256 MiB allocations per process */
     long launch_n;  /* launches per run */
     int startup_runs;
+    long threads_n; /* pairs per thread */
+    long async_n;   /* stream-ordered pairs per run */
+    long info_n;    /* cuMemGetInfo calls per run */
+    long churn_n;   /* operations per churning process */
+    bool callgrind; /* count instructions under valgrind when it is installed */
 } bench_plan;
 
 int bench_measure_info(const bench_env *e, bench_results *r, uint64_t *total, gf_error *err);
@@ -130,6 +136,30 @@ int bench_measure_contended(const bench_env *e, const bench_plan *p, bench_resul
 int bench_measure_big(const bench_env *e, const bench_plan *p, bench_results *r, gf_error *err);
 int bench_measure_launch(const bench_env *e, const bench_plan *p, bench_results *r, gf_error *err);
 int bench_measure_startup(const bench_env *e, const bench_plan *p, bench_results *r, gf_error *err);
+/* measure_more.c: threads, stream-ordered pairs, memory queries, devices,
+ * churn and instructions per pair */
+int bench_measure_threads(const bench_env *e, const bench_plan *p, bench_results *r, gf_error *err);
+int bench_measure_async(const bench_env *e, const bench_plan *p, bench_results *r, gf_error *err);
+int bench_measure_getinfo(const bench_env *e, const bench_plan *p, bench_results *r, gf_error *err);
+int bench_measure_devices(const bench_env *e, const bench_plan *p, bench_results *r, gf_error *err);
+int bench_measure_churn(const bench_env *e, const bench_plan *p, bench_results *r, gf_error *err);
+int bench_measure_instructions(const bench_env *e, const bench_plan *p, bench_results *r,
+                               gf_error *err);
+
+/* helpers of both */
+void bench_put_side(bench_results *r, const char *prefix, bench_side s, int dec, double v);
+void bench_put_verdict(bench_results *r, const char *key, bool met);
+typedef struct group {
+    bench_child c[BENCH_PROCS];
+    int n;
+    int go; /* write end of the start pipe; closing it starts everyone */
+} group;
+/* Starts BENCH_PROCS workers and waits until each is set up and waiting. */
+int bench_group_start(const bench_env *e, bench_side s, const char *const *argv, group *g,
+                      gf_error *err);
+/* Starts them all and reaps them. */
+int bench_group_run(group *g, gf_error *err);
+void bench_group_free(group *g);
 
 /* ---- the child side (worker.c) -------------------------------------------- */
 int bench_worker_main(int argc, char **argv);

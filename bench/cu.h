@@ -17,16 +17,21 @@ typedef struct CUmod_st *CUmodule;
     X(cuMemAlloc_v2, (CUdeviceptr * p, size_t bytes))        \
     X(cuMemFree_v2, (CUdeviceptr p))
 
-#define BENCH_CU_OPTIONAL(X)                                                                  \
-    X(cuCtxSynchronize, (void))                                                               \
-    X(cuDeviceGetName, (char *name, int len, CUdevice d))                                     \
-    X(cuDeviceTotalMem_v2, (size_t * bytes, CUdevice d))                                      \
-    X(cuDriverGetVersion, (int *v))                                                           \
-    X(cuGetErrorName, (CUresult r, const char **s))                                           \
-    X(cuModuleLoadData, (CUmodule * m, const void *image))                                    \
-    X(cuModuleGetFunction, (CUfunction * f, CUmodule m, const char *name))                    \
-    X(cuLaunchKernel, (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,       \
-                       unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem, \
+#define BENCH_CU_OPTIONAL(X)                                                                   \
+    X(cuCtxSynchronize, (void))                                                                \
+    X(cuDeviceGetName, (char *name, int len, CUdevice d))                                      \
+    X(cuDeviceTotalMem_v2, (size_t * bytes, CUdevice d))                                       \
+    X(cuDriverGetVersion, (int *v))                                                            \
+    X(cuMemGetInfo_v2, (size_t * free, size_t * total))                                        \
+    X(cuMemAllocAsync, (CUdeviceptr * p, size_t bytes, CUstream s))                            \
+    X(cuMemAllocFromPoolAsync, (CUdeviceptr * p, size_t bytes, CUmemoryPool pool, CUstream s)) \
+    X(cuMemFreeAsync, (CUdeviceptr p, CUstream s))                                             \
+    X(cuDeviceGetMemPool, (CUmemoryPool * pool, CUdevice d))                                   \
+    X(cuGetErrorName, (CUresult r, const char **s))                                            \
+    X(cuModuleLoadData, (CUmodule * m, const void *image))                                     \
+    X(cuModuleGetFunction, (CUfunction * f, CUmodule m, const char *name))                     \
+    X(cuLaunchKernel, (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,        \
+                       unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,  \
                        CUstream s, void **params, void **extra))
 
 typedef struct bench_cu {

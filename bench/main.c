@@ -2,7 +2,7 @@
 /* gpufrac-bench: measures the shim against no shim in one run.
  *
  *   gpufrac-bench [--quick] [--sim] [--json FILE] [--n PAIRS] [--runs N]
- *                 [--startup-runs N]
+ *                 [--startup-runs N] [--no-callgrind]
  *
  * Without a real GPU (NVML not loadable with the default library path) or
  * with --sim it runs on gpusim from <exe dir>/../lib/gpusim. The shim is
@@ -19,7 +19,7 @@
 static void usage(FILE *f)
 {
     fputs("usage: gpufrac-bench [--quick] [--sim] [--json FILE] [--n PAIRS] [--runs N]\n"
-          "                     [--startup-runs N]\n"
+          "                     [--startup-runs N] [--no-callgrind]\n"
           "Measures libgpufrac.so against no shim in one run and prints a table and\n"
           "key=value lines.\n"
           "  --quick            small counts (CI); timings are then rough\n"
@@ -29,6 +29,7 @@ static void usage(FILE *f)
           "                     20000 on a GPU)\n"
           "  --runs N           best-of count for single-process timings (default 5)\n"
           "  --startup-runs N   start-ups per side (default 50)\n"
+          "  --no-callgrind     do not count instructions per pair under valgrind\n"
           "env: GPUFRAC_SHIM=<path to libgpufrac.so>\n",
           f);
 }
@@ -50,11 +51,15 @@ static int parse_count(const char *s, const char *what, long max, long *out)
 /* Returns 0, 1 (stop: help printed, exit 0) or -1 (usage error). */
 static int parse_args(int argc, char **argv, bench_opts *o)
 {
-    static const struct option longs[] = {
-        {"quick", no_argument, NULL, 'q'},      {"sim", no_argument, NULL, 's'},
-        {"json", required_argument, NULL, 'j'}, {"n", required_argument, NULL, 'n'},
-        {"runs", required_argument, NULL, 'r'}, {"startup-runs", required_argument, NULL, 'u'},
-        {"help", no_argument, NULL, 'h'},       {NULL, 0, NULL, 0}};
+    static const struct option longs[] = {{"quick", no_argument, NULL, 'q'},
+                                          {"sim", no_argument, NULL, 's'},
+                                          {"json", required_argument, NULL, 'j'},
+                                          {"n", required_argument, NULL, 'n'},
+                                          {"runs", required_argument, NULL, 'r'},
+                                          {"startup-runs", required_argument, NULL, 'u'},
+                                          {"help", no_argument, NULL, 'h'},
+                                          {"no-callgrind", no_argument, NULL, 'c'},
+                                          {NULL, 0, NULL, 0}};
     long v;
     int c;
     while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
@@ -76,6 +81,7 @@ static int parse_args(int argc, char **argv, bench_opts *o)
                 return -1;
             o->startup_runs = (int)v;
             break;
+        case 'c': o->no_callgrind = true; break;
         case 'h': usage(stdout); return 1;
         default: usage(stderr); return -1;
         }
@@ -99,6 +105,11 @@ static bench_plan make_plan(const bench_opts *o, bool sim)
     p.big_iters = sim ? (o->quick ? 200 : 2000) : (o->quick ? 10 : 50);
     p.launch_n = (o->quick ? 20000 : 200000) / scale;
     p.startup_runs = o->startup_runs ? o->startup_runs : (o->quick ? 10 : 50);
+    p.threads_n = (o->quick ? 10000 : 100000) / scale;
+    p.async_n = (o->quick ? 10000 : 100000) / scale;
+    p.info_n = (o->quick ? 2000 : 20000) / scale;
+    p.churn_n = (o->quick ? 10000 : 100000) / scale;
+    p.callgrind = !o->no_callgrind;
     return p;
 }
 
@@ -129,7 +140,10 @@ static int run_all(bench_env *e, const bench_opts *o, bench_results *r, gf_error
             bench_get(r, "device_name"));
     if (bench_env_fraction(e, total / 2, err) < 0 || bench_measure_pairs(e, &p, r, err) < 0 ||
         bench_measure_contended(e, &p, r, err) < 0 || bench_measure_big(e, &p, r, err) < 0 ||
-        bench_measure_launch(e, &p, r, err) < 0 || bench_measure_startup(e, &p, r, err) < 0)
+        bench_measure_launch(e, &p, r, err) < 0 || bench_measure_startup(e, &p, r, err) < 0 ||
+        bench_measure_threads(e, &p, r, err) < 0 || bench_measure_async(e, &p, r, err) < 0 ||
+        bench_measure_getinfo(e, &p, r, err) < 0 || bench_measure_devices(e, &p, r, err) < 0 ||
+        bench_measure_churn(e, &p, r, err) < 0 || bench_measure_instructions(e, &p, r, err) < 0)
         return -1;
     return 0;
 }

@@ -3,8 +3,9 @@
  * synthetic cluster (default 5,000 nodes x 8 GPUs, 40,000 fractional pods):
  * memory, rebuild from a full list, and filter + prioritize per pod, each
  * printed beside the cost of merely parsing the same JSON in the same run.
- * Prints key=value lines; never judges the figures (the *_target keys say
- * what they are held to). --quick: 500 nodes, 4,000 pods, fewer requests. */
+ * Prints key=value lines: each *_target says what a figure is held to and
+ * its *_verdict whether this run met it (met or missed; never asserted).
+ * --quick: 500 nodes, 4,000 pods, fewer requests. */
 #include <malloc.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -327,6 +328,11 @@ out:
 
 /* --- report --- */
 
+static const char *verdict(bool met)
+{
+    return met ? "met" : "missed";
+}
+
 static void print_times(const char *key, double *v, size_t n)
 {
     printf("%s_p50_us=%.1f\n", key, quantile(v, n, 0.50));
@@ -353,12 +359,14 @@ static int run(const cfg *c)
     printf("nodes_json_bytes=%zu\npods_json_bytes=%zu\n", nodes.len, pods.len);
     printf("model_bytes=%zu\nmodel_heap_bytes=%zu\n", st.memory_bytes, heap_in_use() - heap0);
     printf("memory_target=model under 64 MiB at 5000 nodes x 8 GPUs, 40000 pods\n");
+    printf("memory_verdict=%s\n", verdict(st.memory_bytes < 64 * GF_MIB));
     printf("rebuild_parse_ms=%.1f\nrebuild_ms=%.1f\n", parse_ms, total_ms);
     /* the same list again over the live model (a re-list after a 410) */
     if (rebuild(m, &nodes, &pods, &parse2_ms, &total2_ms) < 0)
         goto out;
     printf("relist_parse_ms=%.1f\nrelist_ms=%.1f\n", parse2_ms, total2_ms);
     printf("rebuild_target=rebuild_ms under 2000\n");
+    printf("rebuild_verdict=%s\n", verdict(total_ms < 2000.0));
     t.parse = calloc(c->requests, sizeof(double));
     t.model = calloc(c->requests, sizeof(double));
     t.total = calloc(c->requests, sizeof(double));
@@ -368,8 +376,10 @@ static int run(const cfg *c)
            c->nodes, (double)t.fits / (double)c->requests);
     print_times("fp_parse", t.parse, c->requests);
     print_times("fp_model", t.model, c->requests);
+    double p50 = quantile(t.model, c->requests, 0.50), p99 = quantile(t.model, c->requests, 0.99);
     print_times("fp_total", t.total, c->requests);
     printf("fp_target=fp_model p50 under 1000 us, p99 under 5000 us (filter + prioritize)\n");
+    printf("fp_verdict=%s\n", verdict(p50 < 1000.0 && p99 < 5000.0));
     rc = 0;
 out:
     if (rc != 0)

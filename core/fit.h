@@ -40,8 +40,27 @@ typedef enum gf_fit_verdict {
     GF_FIT_LIMIT,   /* the limit did not resolve or is more than the GPU */
 } gf_fit_verdict;
 
-/* The verdict; *free_bytes (may be NULL) = the GPU's bytes not guaranteed to others. */
-gf_fit_verdict gf_fit_check(const gf_fit_gpu *g, const gf_fit_ask *a, uint64_t *free_bytes);
+/* The verdict; *free_bytes (may be NULL) = the GPU's bytes not guaranteed to others.
+ * Inline: the scheduler's filter asks it for every GPU of every node. */
+static inline gf_fit_verdict gf_fit_check(const gf_fit_gpu *g, const gf_fit_ask *a,
+                                          uint64_t *free_bytes)
+{
+    uint64_t room = g->total > g->guaranteed ? g->total - g->guaranteed : 0;
+
+    if (free_bytes)
+        *free_bytes = room;
+    if (a->request == 0)
+        return GF_FIT_REQUEST;
+    if (g->has_fractions && g->mode != a->mode)
+        return GF_FIT_MODE;
+    if (g->guaranteed > g->total || a->request > room)
+        return GF_FIT_MEMORY;
+    if (a->compute_pct > 100 || g->compute_pct > 100 - a->compute_pct)
+        return GF_FIT_COMPUTE;
+    if (a->limit == GF_FIT_UNRESOLVED || a->limit > g->total)
+        return GF_FIT_LIMIT;
+    return GF_FIT_OK;
+}
 
 const char *gf_fit_verdict_name(gf_fit_verdict v);
 

@@ -259,47 +259,12 @@ int gf_ledger_claim_slot(gf_ledger *lg, gf_error *err)
                         GF_LEDGER_SLOTS);
 }
 
-static void note_peak(gf_ledger_device *d, uint64_t now)
-{
-    uint64_t peak = atomic_load_explicit(&d->peak, memory_order_relaxed);
-    while (now > peak && !atomic_compare_exchange_weak_explicit(
-                             &d->peak, &peak, now, memory_order_relaxed, memory_order_relaxed))
-        ;
-}
-
-bool gf_ledger_reserve(gf_ledger *lg, int dev, uint64_t bytes, uint64_t limit)
-{
-    gf_ledger_device *d = &lg->hdr->devices[dev];
-    uint64_t cur = atomic_load_explicit(&d->used, memory_order_relaxed);
-    uint64_t next;
-
-    if (limit > d->limit)
-        limit = d->limit;
-    do {
-        if (bytes > limit || cur > limit - bytes)
-            return false;
-        next = cur + bytes;
-    } while (!atomic_compare_exchange_weak_explicit(&d->used, &cur, next, memory_order_acq_rel,
-                                                    memory_order_relaxed));
-    atomic_fetch_add_explicit(&lg->hdr->slots[lg->slot].used[dev], bytes, memory_order_relaxed);
-    note_peak(d, next);
-    return true;
-}
-
 void gf_ledger_charge(gf_ledger *lg, int dev, uint64_t bytes)
 {
     gf_ledger_device *d = &lg->hdr->devices[dev];
     uint64_t now = atomic_fetch_add_explicit(&d->used, bytes, memory_order_acq_rel) + bytes;
     atomic_fetch_add_explicit(&lg->hdr->slots[lg->slot].used[dev], bytes, memory_order_relaxed);
-    note_peak(d, now);
-}
-
-void gf_ledger_release(gf_ledger *lg, int dev, uint64_t bytes)
-{
-    /* slot first: the reverse of reserve, so a death in between errs towards
-     * less memory for the fraction, never more */
-    atomic_fetch_sub_explicit(&lg->hdr->slots[lg->slot].used[dev], bytes, memory_order_relaxed);
-    atomic_fetch_sub_explicit(&lg->hdr->devices[dev].used, bytes, memory_order_release);
+    gf_ledger_note_peak(d, now);
 }
 
 uint64_t gf_ledger_burst_cap(const gf_ledger *lg, int dev, uint64_t limit)

@@ -106,14 +106,48 @@ int gf_ledger_device_index(gf_ledger *lg, const char *uuid, uint64_t request, ui
  * owner's bytes first). Sets lg->slot. */
 int gf_ledger_claim_slot(gf_ledger *lg, gf_error *err);
 
+/* Raises the device's peak to now (one load when it is not a new peak). */
+static inline void gf_ledger_note_peak(gf_ledger_device *d, uint64_t now)
+{
+    uint64_t peak = atomic_load_explicit(&d->peak, memory_order_relaxed);
+    while (now > peak && !atomic_compare_exchange_weak_explicit(
+                             &d->peak, &peak, now, memory_order_relaxed, memory_order_relaxed))
+        ;
+}
+
 /* Lock-free admission against `limit` (the device's limit, or lower when the
- * process's environment lowered it). Returns true when the bytes were reserved. */
-bool gf_ledger_reserve(gf_ledger *lg, int dev, uint64_t bytes, uint64_t limit);
+ * process's environment lowered it). Returns true when the bytes were reserved.
+ * Inline, like release: they are every allocation's and every free's. */
+static inline bool gf_ledger_reserve(gf_ledger *lg, int dev, uint64_t bytes, uint64_t limit)
+{
+    gf_ledger_device *d = &lg->hdr->devices[dev];
+    uint64_t cur = atomic_load_explicit(&d->used, memory_order_relaxed);
+    uint64_t next;
+
+    if (limit > d->limit)
+        limit = d->limit;
+    do {
+        if (bytes > limit || cur > limit - bytes)
+            return false;
+        next = cur + bytes;
+    } while (!atomic_compare_exchange_weak_explicit(&d->used, &cur, next, memory_order_acq_rel,
+                                                    memory_order_relaxed));
+    atomic_fetch_add_explicit(&lg->hdr->slots[lg->slot].used[dev], bytes, memory_order_relaxed);
+    gf_ledger_note_peak(d, next);
+    return true;
+}
+
 /* Counts bytes the driver already handed out, without admission (pool growth
  * seen after the fact). */
 void gf_ledger_charge(gf_ledger *lg, int dev, uint64_t bytes);
-/* Gives back what gf_ledger_reserve took. */
-void gf_ledger_release(gf_ledger *lg, int dev, uint64_t bytes);
+
+/* Gives back what gf_ledger_reserve took: slot first, the reverse of reserve,
+ * so a death in between errs towards less memory for the fraction, never more. */
+static inline void gf_ledger_release(gf_ledger *lg, int dev, uint64_t bytes)
+{
+    atomic_fetch_sub_explicit(&lg->hdr->slots[lg->slot].used[dev], bytes, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&lg->hdr->devices[dev].used, bytes, memory_order_release);
+}
 /* Marks bytes already in used[] (reserved or charged above) as overhead
  * (contexts, modules, reservations), or (unmark) no longer so. */
 void gf_ledger_overhead_mark(gf_ledger *lg, int dev, uint64_t bytes);

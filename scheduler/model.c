@@ -109,6 +109,20 @@ mnode *gf_model_node_find(const gf_model *m, const char *name)
     return (mnode *)table_find(&m->nodes, name);
 }
 
+void gf_model_node_prefetch(const gf_model *m, const char *name)
+{
+    const mtable *t = &m->nodes;
+    const mentry *e;
+
+    if (t->n_buckets == 0)
+        return;
+    e = t->buckets[hash_str(name) & (t->n_buckets - 1)];
+    if (e != NULL) {
+        __builtin_prefetch(e->key);
+        __builtin_prefetch(((const mnode *)e)->gpus);
+    }
+}
+
 mpod *gf_model_pod_find(const gf_model *m, const char *uid)
 {
     return (mpod *)table_find(&m->pods, uid);

@@ -109,6 +109,9 @@ void gf_model_charge(mnode *n, const mpod *p, int sign);
 
 /* Lookups, the caller holding the lock. */
 mnode *gf_model_node_find(const gf_model *m, const char *name);
+/* Starts loading what gf_model_node_find(m, name) will read (filter walks
+ * thousands of nodes: the next one's lookup overlaps this one's work). */
+void gf_model_node_prefetch(const gf_model *m, const char *name);
 mpod *gf_model_pod_find(const gf_model *m, const char *uid);
 
 /* Chooses n GPUs of node for pod (positions into pos); on no fit fills

@@ -169,8 +169,36 @@ static uint64_t fit_limit(const mgpu *g, const gf_sched_pod *pod)
     return max;
 }
 
-/* Would g take the pod now? *r = the request in g's bytes. */
-static bool gpu_fits(const mgpu *g, const gf_sched_pod *pod, uint64_t *r)
+/* What the pod asks of a GPU of one size (request, limit, compute): the same
+ * for every GPU of that size, so filter works it out once per node, not once
+ * per GPU. */
+typedef struct pod_ask {
+    uint64_t total; /* the GPU size it was worked out for */
+    bool set;
+    gf_fit_ask ask;
+} pod_ask;
+
+static const gf_fit_ask *ask_again(pod_ask *a, const mgpu *g, const gf_sched_pod *pod)
+{
+    a->ask = (gf_fit_ask){.request = gf_sched_pod_charge(pod, g->total),
+                          .limit = fit_limit(g, pod),
+                          .mode = pod->mode,
+                          .compute_pct = gf_sched_pod_compute_pct(pod)};
+    a->total = g->total;
+    a->set = true;
+    return &a->ask;
+}
+
+static inline const gf_fit_ask *ask_for(pod_ask *a, const mgpu *g, const gf_sched_pod *pod)
+{
+    if (__builtin_expect(a->set && a->total == g->total, 1))
+        return &a->ask;
+    return ask_again(a, g, pod);
+}
+
+/* Would g take the pod now (ask: ask_for's answer for g)? */
+static inline __attribute__((always_inline)) bool gpu_fits(const mgpu *g, const gf_sched_pod *pod,
+                                                           const gf_fit_ask *ask)
 {
     gf_mode other = pod->mode == GF_MODE_SM_SHARING ? GF_MODE_TIME_SLICING : GF_MODE_SM_SHARING;
     gf_fit_gpu state = {.total = g->total,
@@ -178,45 +206,54 @@ static bool gpu_fits(const mgpu *g, const gf_sched_pod *pod, uint64_t *r)
                         .has_fractions = g->pods[other] + g->pods[pod->mode] > 0,
                         .mode = g->pods[other] > 0 ? other : pod->mode,
                         .compute_pct = g->compute_pct};
-    gf_fit_ask ask;
 
-    *r = gf_sched_pod_charge(pod, g->total);
-    ask = (gf_fit_ask){.request = *r,
-                       .limit = fit_limit(g, pod),
-                       .mode = pod->mode,
-                       .compute_pct = gf_sched_pod_compute_pct(pod)};
-    return gf_fit_check(&state, &ask, NULL) == GF_FIT_OK;
+    return gf_fit_check(&state, ask, NULL) == GF_FIT_OK;
 }
 
 bool gf_sched_gpu_fits(const mgpu *g, const gf_sched_pod *pod)
 {
-    uint64_t r;
+    pod_ask a = {0};
 
-    return gpu_fits(g, pod, &r);
+    return gpu_fits(g, pod, ask_for(&a, g, pod));
 }
+
+/* A GPU's place in the order of candidates, worked out once per GPU. */
+typedef struct rank_key {
+    bool idle;
+    double fullness;
+} rank_key;
 
 /* true when a goes before b. */
-static bool before(const mgpu *a, const mgpu *b, gf_policy policy)
+static bool before(const rank_key *a, const rank_key *b, gf_policy policy)
 {
     if (policy == GF_POLICY_SPREAD)
-        return fullness(a) < fullness(b);
-    if (idle(a) != idle(b))
-        return !idle(a);
-    return fullness(a) > fullness(b);
+        return a->fullness < b->fullness;
+    if (a->idle != b->idle)
+        return !a->idle;
+    return a->fullness > b->fullness;
 }
 
+/* How many GPUs of n take the pod; pos[0..num_devices) = the best of them,
+ * in order (a stable insertion that keeps only the places callers read). */
 static size_t candidates(const mnode *n, const gf_sched_pod *pod, gf_policy policy, uint8_t *pos)
 {
-    size_t i, k, count = 0;
-    uint64_t r;
+    rank_key key[GF_SCHED_GPUS_MAX];
+    size_t i, k, count = 0, kept = 0, need = (size_t)pod->num_devices;
+    pod_ask a = {0};
 
-    for (i = 0; i < n->n_gpus; i++) {
-        if (!gpu_fits(&n->gpus[i], pod, &r))
+    for (i = 0; i < n->n_gpus && i < GF_SCHED_GPUS_MAX; i++) {
+        const mgpu *g = &n->gpus[i];
+
+        if (!gpu_fits(g, pod, ask_for(&a, g, pod)))
             continue;
-        for (k = count; k > 0 && before(&n->gpus[i], &n->gpus[pos[k - 1]], policy); k--)
-            pos[k] = pos[k - 1];
-        pos[k] = (uint8_t)i;
         count++;
+        key[i] = (rank_key){.idle = idle(g), .fullness = fullness(g)};
+        for (k = kept; k > 0 && before(&key[i], &key[pos[k - 1]], policy); k--)
+            if (k < need)
+                pos[k] = pos[k - 1];
+        if (k < need)
+            pos[k] = (uint8_t)i;
+        kept += kept < need;
     }
     return count;
 }
@@ -412,8 +449,11 @@ int gf_model_evaluate(gf_model *m, const gf_sched_pod *pod, const char *const *n
     if (!pod->fractional || pod->invalid)
         return 0;
     pthread_rwlock_rdlock(&m->lock);
-    for (i = 0; i < n; i++)
+    for (i = 0; i < n; i++) {
+        if (i + 1 < n && nodes[i + 1] != NULL)
+            gf_model_node_prefetch(m, nodes[i + 1]);
         verdict_one(m, pod, nodes[i] != NULL ? nodes[i] : "", policy, &out[i]);
+    }
     pthread_rwlock_unlock(&m->lock);
     return 0;
 }

@@ -34,6 +34,9 @@ if [ "$GROUP" = all ]; then
     PKGS="$PKGS python3-jsonschema tmux"
     # a real Prometheus server and promtool check the metrics, the alert rules and the dashboard
     PKGS="$PKGS prometheus"
+    # gpufrac-bench counts instructions per alloc/free pair under callgrind
+    # (noise-free on a shared machine; bench.quick reports it skipped without)
+    PKGS="$PKGS valgrind"
 fi
 missing=""
 for p in $PKGS; do

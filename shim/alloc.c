@@ -13,7 +13,8 @@ enum { KIND_PLAIN = 1, KIND_PITCH, KIND_MANAGED, KIND_LEGACY };
  * work before any constructor has run. */
 GF_HIDDEN gf_table gf_ptrs;
 
-static void remember(CUdeviceptr p, uint64_t bytes, int ordinal, int kind)
+static inline __attribute__((always_inline)) void remember(CUdeviceptr p, uint64_t bytes,
+                                                           int ordinal, int kind)
 {
     gf_entry e = {.key = p, .bytes = bytes, .ordinal = ordinal, .kind = kind};
     if (!gf_table_put(&gf_ptrs, &e))
@@ -25,11 +26,12 @@ typedef CUresult (*alloc_call)(void *dptr, size_t bytes, unsigned int flags);
 
 /* Reserve first, then ask the driver: the fraction can never pass its limit,
  * not even for the duration of one call. */
-static CUresult alloc_admitted(void *dptr, size_t bytes, int kind, alloc_call call,
-                               unsigned int flags)
+/* Inline into each hook, so that call is a direct call of the driver. */
+static inline __attribute__((always_inline)) CUresult
+alloc_admitted(void *dptr, size_t bytes, int kind, alloc_call call, unsigned int flags)
 {
     int ord = gf_current_ordinal();
-    const gf_ordinal *o = ord >= 0 ? gf_ordinal_get(ord) : NULL;
+    const gf_ordinal *o = ord >= 0 ? gf_ordinal_of(ord) : NULL;
     CUresult rc;
 
     if (!o)
@@ -174,7 +176,8 @@ GF_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
 
 /* Frees always reach the driver, tracked or not; the charge is returned only
  * when the driver accepted the free. */
-static CUresult free_tracked(CUdeviceptr dptr, CUresult (*call)(CUdeviceptr, void *), void *arg)
+static inline __attribute__((always_inline)) CUresult
+free_tracked(CUdeviceptr dptr, CUresult (*call)(CUdeviceptr, void *), void *arg)
 {
     gf_entry e;
     bool tracked = gf_table_take(&gf_ptrs, dptr, &e);
@@ -196,7 +199,7 @@ static CUresult free_tracked(CUdeviceptr dptr, CUresult (*call)(CUdeviceptr, voi
         gf_table_put(&gf_ptrs, &e);
         return rc;
     }
-    const gf_ordinal *o = gf_ordinal_get(e.ordinal);
+    const gf_ordinal *o = gf_ordinal_of(e.ordinal);
     if (o)
         gf_unadmit(o, e.bytes);
     return rc;

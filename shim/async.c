@@ -4,7 +4,8 @@
  * device loses. Each allocation is admitted for its size first, then the
  * charge is trued up to the pool's reservation. Frees return memory to the
  * pool; the pool shrinks at synchronisation, which is seen at the next
- * reconcile (any async allocation, trim, memory query, or refusal). */
+ * reconcile (trim, memory query, or refusal) or right after the next
+ * allocation from that pool. */
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -101,18 +102,33 @@ static void pools_reconcile(int ordinal)
     pthread_mutex_unlock(&pools_lock);
 }
 
+/* What the pool holds now against what it is charged: a shrink (the pool
+ * trimmed at a synchronisation) is given back, a growth is what the
+ * allocation took. Caller holds pools_lock. */
+static uint64_t pool_growth(pool_charge *pc, const gf_ordinal *o, uint64_t now)
+{
+    if (now == UINT64_MAX)
+        return 0;
+    if (now < pc->charged) {
+        gf_ledger_release(&gf_state.ledger, o->dev, pc->charged - now);
+        pc->charged = now;
+    }
+    return now - pc->charged;
+}
+
 /* The allocation was admitted for `admitted` bytes; the pool may have grown
  * by less (memory reused) or more (rounding). Settles the charge at the
- * growth and counts the allocation against its pool; returns false when the
- * extra does not fit (nothing stays charged). */
+ * growth and counts the allocation against its pool, all under one take of
+ * the lock and one query of the pool; returns false when the extra does not
+ * fit (nothing stays charged). */
 static bool settle_growth(const gf_ordinal *o, CUmemoryPool target, int ord, uint64_t admitted,
-                          uint64_t *id)
+                          uint64_t bytes, uint64_t *id)
 {
     bool ok = true;
     pthread_mutex_lock(&pools_lock);
     pool_charge *pc = pool_find(target, ord, true);
     uint64_t now = pool_reserved(target);
-    uint64_t growth = (pc && now != UINT64_MAX && now > pc->charged) ? now - pc->charged : 0;
+    uint64_t growth = pc ? pool_growth(pc, o, now) : 0;
 
     if (growth <= admitted) {
         gf_unadmit(o, admitted - growth);
@@ -129,6 +145,8 @@ static bool settle_growth(const gf_ordinal *o, CUmemoryPool target, int ord, uin
     } else {
         if (ok && growth)
             pc->charged = now;
+        if (ok)
+            pc->outstanding += bytes;
         *id = pc->id;
     }
     pthread_mutex_unlock(&pools_lock);
@@ -138,14 +156,7 @@ static bool settle_growth(const gf_ordinal *o, CUmemoryPool target, int ord, uin
 static void track_async(CUdeviceptr p, uint64_t bytes, int ord, uint64_t id)
 {
     gf_entry e = {.key = p, .bytes = bytes, .ordinal = ord, .kind = KIND_ASYNC, .aux = id};
-    pool_charge *pc;
-    if (!id)
-        return;
-    pthread_mutex_lock(&pools_lock);
-    if ((pc = pool_by_id(id)))
-        pc->outstanding += bytes;
-    pthread_mutex_unlock(&pools_lock);
-    if (!gf_table_put(&async_ptrs, &e))
+    if (id && !gf_table_put(&async_ptrs, &e))
         gf_log(GF_LOG_ERROR, "out of host memory tracking %#llx", (unsigned long long)p);
 }
 
@@ -196,15 +207,10 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, 
         return call(dptr, bytes, pool, stream, fn);
     uint64_t id = 0;
 
+    /* no true-up before the call: a pool that shrank is settled after it
+     * (pool_growth), and a refusal trues every pool up before it refuses */
     if (!target && (!gf_cu.cuDeviceGetMemPool || gf_cu.cuDeviceGetMemPool(&target, ord)))
         target = NULL;
-    if (target) { /* only this pool: one driver query however many pools exist */
-        pthread_mutex_lock(&pools_lock);
-        pool_charge *pc = pool_find(target, ord, false);
-        if (pc)
-            pool_true_up(pc);
-        pthread_mutex_unlock(&pools_lock);
-    }
     if (!gf_admit(o, bytes))
         return CUDA_ERROR_OUT_OF_MEMORY;
     rc = call(dptr, bytes, pool, stream, fn);
@@ -212,7 +218,7 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, 
         gf_unadmit(o, bytes);
         return rc;
     }
-    if (!settle_growth(o, target, ord, bytes, &id)) { /* grew past the limit: give it back */
+    if (!settle_growth(o, target, ord, bytes, bytes, &id)) { /* grew past the limit: give it back */
         gf_cu.cuMemFreeAsync(*dptr, stream);
         if (gf_cu.cuMemPoolTrimTo)
             gf_cu.cuMemPoolTrimTo(target, 0);

@@ -68,6 +68,10 @@ GF_HIDDEN const gf_ordinal *gf_ordinal_get_slow(CUdevice ordinal)
     return o;
 }
 
+/* The device count, asked once: it is fixed once the driver is initialised,
+ * which it is when a context exists. 0 until then. */
+static _Atomic int device_count;
+
 GF_HIDDEN int gf_current_ordinal_slow(void)
 {
     CUdevice d;
@@ -75,10 +79,13 @@ GF_HIDDEN int gf_current_ordinal_slow(void)
 
     if (!gf_cu.cuCtxGetDevice || gf_cu.cuCtxGetDevice(&d) != CUDA_SUCCESS)
         return -1;
-    /* the device count is fixed once the driver is initialised, which it is
-     * when a context exists */
-    if (gf_cu.cuDeviceGetCount && gf_cu.cuDeviceGetCount(&n) == CUDA_SUCCESS && n == 1)
-        atomic_store_explicit(&gf_state.one_device, true, memory_order_relaxed);
+    if (__builtin_expect(atomic_load_explicit(&device_count, memory_order_relaxed), 1))
+        return d;
+    if (gf_cu.cuDeviceGetCount && gf_cu.cuDeviceGetCount(&n) == CUDA_SUCCESS && n > 0) {
+        atomic_store_explicit(&device_count, n, memory_order_relaxed);
+        if (n == 1)
+            atomic_store_explicit(&gf_state.one_device, true, memory_order_relaxed);
+    }
     return d;
 }
 
@@ -106,7 +113,7 @@ static int ordinal_of(const gf_ordinal *o)
     return -1;
 }
 
-GF_HIDDEN bool gf_admit(const gf_ordinal *o, uint64_t bytes)
+GF_HIDDEN bool gf_admit_slow(const gf_ordinal *o, uint64_t bytes)
 {
     if (o->dev < 0)
         return bytes == 0;
@@ -128,7 +135,7 @@ GF_HIDDEN bool gf_admit(const gf_ordinal *o, uint64_t bytes)
     return false;
 }
 
-GF_HIDDEN void gf_unadmit(const gf_ordinal *o, uint64_t bytes)
+GF_HIDDEN void gf_unadmit_slow(const gf_ordinal *o, uint64_t bytes)
 {
     if (o->dev < 0 || !bytes)
         return;

@@ -19,8 +19,9 @@
  *
  * Memory that appears without any hooked call (lazy module loading, driver
  * internals) is caught by a resync, where NVML attributes this process: at
- * each cuMemGetInfo the process's "untracked" overhead is set to NVML's
- * figure minus everything charged. Before an allocation is refused the same
+ * a cuMemGetInfo (the first, then at most one per 50 ms per device) the
+ * process's "untracked" overhead is set to NVML's figure minus everything
+ * charged. Before an allocation is refused the same
  * resync may only lower it (under allocation churn the two reads disagree
  * most, and a spurious raise would refuse memory the fraction has). */
 #include <errno.h>
@@ -28,6 +29,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "shim.h"
@@ -50,6 +52,7 @@ static pthread_once_t devs_once = PTHREAD_ONCE_INIT;
 static pthread_once_t nvml_once = PTHREAD_ONCE_INIT;
 static bool nvml_ok;
 static gf_table owners; /* CUcontext / CUmodule / CUlibrary -> what it holds */
+static _Atomic uint64_t last_view_resync[GF_MAX_ORDINALS]; /* CLOCK_MONOTONIC_COARSE, offset */
 
 static void devs_init(void)
 {
@@ -182,8 +185,9 @@ typedef struct holder {
     bool first; /* holds the fraction's first-context lock of the device */
 } holder;
 
-/* Locks the device and samples; false when the shim does not count it. */
-static bool begin(int ord, holder *h)
+/* Locks the device and, with sample_now, samples; false when the shim does not
+ * count it. */
+static bool begin_at(int ord, holder *h, bool sample_now)
 {
     if (ord < 0 || ord >= GF_MAX_ORDINALS || !(h->o = gf_ordinal_get(ord)))
         return false;
@@ -192,8 +196,14 @@ static bool begin(int ord, holder *h)
     h->d = &devs[ord];
     h->first = false;
     pthread_mutex_lock(&h->d->lock);
-    take_sample(ord, h->o, &h->before);
+    if (sample_now)
+        take_sample(ord, h->o, &h->before);
     return true;
+}
+
+static bool begin(int ord, holder *h)
+{
+    return begin_at(ord, h, true);
 }
 
 static int64_t end(holder *h, bool first_context)
@@ -230,7 +240,7 @@ static void uncharge(const gf_ordinal *o, fp_dev *d, uint64_t bytes)
 static void remember(void *handle, uint64_t bytes, int ord, int kind)
 {
     gf_entry e = {.key = (uint64_t)(uintptr_t)handle, .bytes = bytes, .ordinal = ord, .kind = kind};
-    if (!gf_table_put(&owners, &e))
+    if (!gf_table_set(&owners, &e))
         gf_log(GF_LOG_ERROR,
                "out of host memory tracking a context or module: its %llu bytes "
                "stay counted",
@@ -289,17 +299,15 @@ static void first_context_unlock(holder *h)
 /* Before a context is made: what the fraction's contexts took on this device
  * so far is reserved, so that the driver never holds it uncounted while the
  * call runs; with no estimate yet, the first-context lock is taken instead.
- * Caller holds the device lock. */
+ * Then the one sample before the call. Caller holds the device lock. */
 static bool reserve_estimate(holder *h, uint64_t *est)
 {
     *est = h->o->dev >= 0 ? gf_ledger_ctx_estimate(&gf_state.ledger, h->o->dev) : 0;
     if (!*est && h->o->dev >= 0)
         *est = first_context_lock(h);
-    if (!*est)
-        return true;
-    if (!gf_admit(h->o, *est))
+    if (*est && !gf_admit(h->o, *est))
         return false;
-    take_sample(h->ord, h->o, &h->before); /* the reservation is not the context's */
+    take_sample(h->ord, h->o, &h->before); /* after the reservation: it is not the context's */
     return true;
 }
 
@@ -330,7 +338,7 @@ GF_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     uint64_t est;
 
     GF_HOOK_ENTER(cu, cuDevicePrimaryCtxRetain);
-    if (primary_active(dev) || !begin(dev, &h)) /* another reference: nothing new */
+    if (primary_active(dev) || !begin_at(dev, &h, false)) /* another reference: nothing new */
         return gf_cu.cuDevicePrimaryCtxRetain(pctx, dev);
     if (!reserve_estimate(&h, &est)) {
         pthread_mutex_unlock(&h.d->lock);
@@ -394,7 +402,7 @@ static CUresult ctx_create(CUcontext *pctx, CUdevice dev, create_call call, cons
     int64_t grew;
     uint64_t est;
 
-    if (!begin(dev, &h))
+    if (!begin_at(dev, &h, false))
         return call(pctx, args);
     if (!reserve_estimate(&h, &est)) {
         pthread_mutex_unlock(&h.d->lock);
@@ -516,7 +524,7 @@ static void holder_adjust(holder *h, CUcontext ctx, int64_t delta)
         uncharge(h->o, h->d, back);
     }
     if (created)
-        gf_table_put(&owners, &e);
+        gf_table_set(&owners, &e);
 }
 
 GF_EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value)
@@ -756,11 +764,37 @@ static void footprint_after_fork(void)
         pthread_mutex_init(&devs[i].lock, NULL);
     }
     gf_table_reset(&owners);
+    for (int i = 0; i < GF_MAX_ORDINALS; i++)
+        atomic_store_explicit(&last_view_resync[i], 0, memory_order_relaxed);
+}
+
+/* A memory query resyncs at most once per RESYNC_EVERY_NS per device (the
+ * first query always does): NVML's process list costs several times the query
+ * itself. What the query reports is bounded by the count either way
+ * (info.c); only memory the driver made unasked waits this long to be
+ * counted. */
+#define RESYNC_EVERY_NS (50 * 1000 * 1000ULL)
+
+static bool view_resync_due(int ord)
+{
+    struct timespec ts;
+    uint64_t now, last;
+
+    if (ord < 0 || ord >= GF_MAX_ORDINALS || clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0)
+        return true;
+    now = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec + RESYNC_EVERY_NS;
+    last = atomic_load_explicit(&last_view_resync[ord], memory_order_relaxed);
+    if (last && now - last < RESYNC_EVERY_NS)
+        return false;
+    return atomic_compare_exchange_strong_explicit(&last_view_resync[ord], &last, now,
+                                                   memory_order_relaxed, memory_order_relaxed);
 }
 
 /* A refusal only lowers: the overhead is not raised while an allocation waits. */
 static void reconcile(int ordinal, gf_reconcile_why why)
 {
+    if (why == GF_RECONCILE_VIEW && !view_resync_due(ordinal))
+        return;
     resync(ordinal, why == GF_RECONCILE_VIEW);
 }
 

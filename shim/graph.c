@@ -22,7 +22,7 @@ static uint64_t bytes_of(const void *key)
 static void set_bytes(const void *key, uint64_t bytes)
 {
     gf_entry e = {.key = (uint64_t)(uintptr_t)key, .bytes = bytes};
-    gf_table_put(&graph_bytes, &e);
+    gf_table_set(&graph_bytes, &e);
 }
 
 static uint64_t graph_reserved(int ord)

@@ -10,7 +10,7 @@ static gf_table objects; /* all-zero is an empty table (see alloc.c) */
 static void track(uint64_t key, uint64_t bytes, int ordinal, int kind)
 {
     gf_entry e = {.key = key, .bytes = bytes, .ordinal = ordinal, .kind = kind};
-    if (!gf_table_put(&objects, &e))
+    if (!gf_table_set(&objects, &e))
         gf_log(GF_LOG_ERROR, "out of host memory tracking an object: %llu bytes stay counted",
                (unsigned long long)bytes);
 }

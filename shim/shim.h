@@ -129,6 +129,17 @@ GF_HIDDEN void gf_log(gf_log_level level, const char *fmt, ...)
 
 GF_HIDDEN const gf_ordinal *gf_ordinal_get_slow(CUdevice ordinal);
 
+/* gf_ordinal_get for a caller past GF_HOOK_ENTER (the shim is initialised). */
+static inline const gf_ordinal *gf_ordinal_of(CUdevice ordinal)
+{
+    if (__builtin_expect(gf_state.active && ordinal >= 0 && ordinal < GF_MAX_ORDINALS, 1)) {
+        const gf_ordinal *o = &gf_state.ordinals[ordinal];
+        if (__builtin_expect(atomic_load_explicit(&o->state, memory_order_acquire), 1))
+            return o;
+    }
+    return gf_ordinal_get_slow(ordinal);
+}
+
 /* The fraction's view of a device ordinal; NULL when the shim is inactive. */
 static inline const gf_ordinal *gf_ordinal_get(CUdevice ordinal)
 {
@@ -154,9 +165,27 @@ static inline int gf_current_ordinal(void)
 GF_HIDDEN void gf_uuid_format(const CUuuid *u, char *buf, size_t len);
 
 /* Admission: reserves bytes on the ordinal's ledger device; on refusal returns
- * dead processes' and idle pools' memory and tries once more. */
-GF_HIDDEN bool gf_admit(const gf_ordinal *o, uint64_t bytes);
-GF_HIDDEN void gf_unadmit(const gf_ordinal *o, uint64_t bytes);
+ * dead processes' and idle pools' memory and tries once more. The common
+ * case (no agent: the limit is the cap, and it fits) is inline. */
+GF_HIDDEN bool gf_admit_slow(const gf_ordinal *o, uint64_t bytes);
+GF_HIDDEN void gf_unadmit_slow(const gf_ordinal *o, uint64_t bytes);
+
+static inline bool gf_admit(const gf_ordinal *o, uint64_t bytes)
+{
+    if (__builtin_expect(o->dev >= 0 && !gf_state.cfg.agent[0], 1) &&
+        gf_ledger_reserve(&gf_state.ledger, o->dev, bytes, o->limit))
+        return true;
+    return gf_admit_slow(o, bytes);
+}
+
+static inline void gf_unadmit(const gf_ordinal *o, uint64_t bytes)
+{
+    if (__builtin_expect(o->dev >= 0 && !gf_state.cfg.agent[0], 1)) {
+        gf_ledger_release(&gf_state.ledger, o->dev, bytes);
+        return;
+    }
+    gf_unadmit_slow(o, bytes);
+}
 GF_HIDDEN bool gf_reclaim_for(const gf_ordinal *o, uint64_t bytes);
 GF_HIDDEN uint64_t gf_used(const gf_ordinal *o);
 
