@@ -132,8 +132,7 @@ static int admit_and_edit(create_ctx *c, gf_error *err)
         rt_devices_resolve(&c->b.pf, key, rt_spec_env_get(c->b.spec, "NVIDIA_VISIBLE_DEVICES"),
                            &c->devs, err) < 0)
         return -1;
-    if (rt_fraction_name(c->b.id.sandbox, c->b.id.container, c->a->id, c->b.id.name,
-                         sizeof(c->b.id.name)) < 0)
+    if (rt_fraction_name(&c->b.id, c->b.engine, c->a->id, c->b.id.name, sizeof(c->b.id.name)) < 0)
         return gf_error_set(err, GF_EINVAL, "no usable fraction name for container %s",
                             c->b.id.container);
     if (rt_agent_admit(c->s, &c->b.id, &c->b.pf, &c->devs, &c->adm, err) < 0)
@@ -217,9 +216,13 @@ static int claim(const void *s, const char *sandbox, const char *container, bool
 int rt_create(const rt_args *a, rt_settings *s)
 {
     create_ctx c = {.a = a, .s = s};
-    rt_bundle_opts o = {
-        .nvfractions = s->nvfractions, .fallback_name = a->id, .claim = claim, .claim_ctx = s};
     const char *dir = a->bundle && *a->bundle ? a->bundle : "."; /* runc: "" is the cwd */
+    rt_bundle_opts o = {.nvfractions = s->nvfractions,
+                        .fallback_name = a->id,
+                        .claim = claim,
+                        .claim_ctx = s,
+                        .id = a->id,
+                        .bundle_dir = dir};
     gf_error err = {0};
     int rc;
 

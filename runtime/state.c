@@ -224,13 +224,17 @@ static void sanitize(char *s)
             *s = '_';
 }
 
-int rt_fraction_name(const char *sandbox, const char *container, const char *id, char *out,
+int rt_fraction_name(const rt_identity *who, rt_engine engine, const char *id, char *out,
                      size_t len)
 {
+    const char *sandbox = who->sandbox, *container = who->container;
     char full[512];
     int n;
 
-    if (sandbox && *sandbox && container && *container)
+    if ((engine == RT_ENGINE_DOCKER || engine == RT_ENGINE_PODMAN) && container && *container)
+        n = snprintf(full, sizeof(full), "%s.%.12s.%s", rt_engine_label(engine), id ? id : "",
+                     container);
+    else if (sandbox && *sandbox && container && *container)
         n = snprintf(full, sizeof(full), "k8s.%.12s.%s", sandbox, container);
     else
         n = snprintf(full, sizeof(full), "oci.%s", id ? id : "");
