@@ -199,11 +199,15 @@ static char *docker_edit(const install_opts *o, const char *path, const char *te
     }
     rts = json_object_get(root, "runtimes");
     entry = rts ? json_object_get(rts, o->name) : NULL;
-    if (!json_is_object(root) || (rts && !json_is_object(rts)) || (entry && !json_is_object(entry))) {
+    if (!json_is_object(root) || (rts && !json_is_object(rts)) ||
+        (entry && !json_is_object(entry))) {
         gf_error_set(err, GF_EINVAL,
                      "%s: %s is not an object as dockerd expects (\"runtimes\": {\"%s\": "
                      "{\"path\": ...}}); not changed, fix it first",
-                     path, !json_is_object(root) ? "the document" : !json_is_object(rts) ? "\"runtimes\"" : o->name,
+                     path,
+                     !json_is_object(root)  ? "the document"
+                     : !json_is_object(rts) ? "\"runtimes\""
+                                            : o->name,
                      o->name);
         json_decref(root);
         return NULL;
@@ -297,9 +301,9 @@ static char *podman_edit(const install_opts *o, const char *path, const char *te
         else if (!st[i].is_header && strcmp(st[i].table, "engine.runtimes") == 0 &&
                  strcmp(st[i].key, o->name) == 0)
             key = &st[i];
-        else if (!st[i].is_header && ((strcmp(st[i].table, "engine") == 0 &&
-                                       strncmp(st[i].key, "runtimes", 8) == 0) ||
-                                      strncmp(st[i].key, "engine.", 7) == 0)) {
+        else if (!st[i].is_header &&
+                 ((strcmp(st[i].table, "engine") == 0 && strncmp(st[i].key, "runtimes", 8) == 0) ||
+                  strncmp(st[i].key, "engine.", 7) == 0)) {
             gf_error_set(err, GF_EINVAL,
                          "%s line %d sets the runtimes with a dotted key or an inline table "
                          "(%s); gpufrac edits only an [engine.runtimes] table; not changed",

@@ -51,8 +51,8 @@ static int skip_string(scan *s, gf_error *err)
                 return bad(s, err, "a string ends at the end of the line without its quote");
             s->line++;
         }
-        if (c == q && (!multi || (s->i + 2 < s->len && s->t[s->i + 1] == q &&
-                                  s->t[s->i + 2] == q))) {
+        if (c == q &&
+            (!multi || (s->i + 2 < s->len && s->t[s->i + 1] == q && s->t[s->i + 2] == q))) {
             s->i += multi ? 3 : 1;
             return 0;
         }

@@ -135,6 +135,7 @@ static int admit_and_edit(create_ctx *c, gf_error *err)
     if (rt_fraction_name(&c->b.id, c->b.engine, c->a->id, c->b.id.name, sizeof(c->b.id.name)) < 0)
         return gf_error_set(err, GF_EINVAL, "no usable fraction name for container %s",
                             c->b.id.container);
+    rt_map_prune(c->s);
     if (rt_agent_admit(c->s, &c->b.id, &c->b.pf, &c->devs, &c->adm, err) < 0)
         return gf_error_wrap(err, "admitting fraction %s", c->b.id.name);
     c->admitted = true;

@@ -215,6 +215,8 @@ int rt_pod_claim(const rt_settings *s, const char *sandbox, const char *containe
                  gf_error *err);
 void rt_pod_claim_remove(const rt_settings *s, const char *sandbox);
 void rt_map_remove(const rt_settings *s, const char *id);
+/* Removes the entries whose fraction the agent no longer holds. */
+void rt_map_prune(const rt_settings *s);
 /* <state>/ld.so.preload naming RT_SHIM_IN; created when missing. */
 int rt_preload_file(const rt_settings *s, char *path, size_t len, gf_error *err);
 

@@ -4,6 +4,7 @@
  *                               then the fraction's env lines (for exec)
  *   pods/<sandbox id>           the container that took a pod's pod-level forms
  *   ld.so.preload               one line: the shim's path inside containers */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -197,6 +198,30 @@ void rt_map_remove(const rt_settings *s, const char *id)
         return;
     snprintf(path, sizeof(path), "%s/" GF_STATE_CONTAINERS "/%s", s->state, id);
     unlink(path);
+}
+
+/* An entry whose fraction the agent no longer holds: its container ended
+ * without a delete reaching the wrapper (Podman after its conmon was
+ * killed). An entry is written after its admit, so a live one always has
+ * its fraction. */
+void rt_map_prune(const rt_settings *s)
+{
+    char dir[GF_PATH_MAX + 32], name[GF_NAME_MAX], frac[GF_PATH_MAX + GF_NAME_MAX + 32];
+    struct dirent *de;
+    struct stat st;
+    DIR *d;
+
+    snprintf(dir, sizeof(dir), "%s/" GF_STATE_CONTAINERS, s->state);
+    if (!(d = opendir(dir)))
+        return;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.' || rt_map_read(s, de->d_name, name, sizeof(name)) < 0)
+            continue;
+        snprintf(frac, sizeof(frac), "%s/" GF_STATE_FRACTIONS "/%s", s->state, name);
+        if (lstat(frac, &st) < 0 && errno == ENOENT)
+            rt_map_remove(s, de->d_name);
+    }
+    closedir(d);
 }
 
 int rt_preload_file(const rt_settings *s, char *path, size_t len, gf_error *err)
