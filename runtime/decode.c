@@ -170,19 +170,30 @@ static bool alone(const rt_bundle *b)
     return b->engine == RT_ENGINE_DOCKER || b->engine == RT_ENGINE_PODMAN;
 }
 
-/* The annotations, with the env form's keys after them (create only). */
-static int collect(rt_bundle *b, const rt_bundle_opts *o, gf_kv *kv, size_t *n, gf_error *err)
+/* The env form's keys name this one container segment: a container's
+ * name (or, without one, its id) need not fit Kubernetes' key length. */
+#define ENV_CONTAINER "c"
+
+/* The annotations, or the env form's keys in their place (the two forms
+ * together are refused); the env form is read by create only. */
+static int collect(rt_bundle *b, const rt_bundle_opts *o, gf_kv *kv, size_t *n, bool *env,
+                   gf_error *err)
 {
     size_t added = 0;
 
     if (b->n_kv)
         memcpy(kv, b->kv, b->n_kv * sizeof(*kv));
     *n = b->n_kv;
+    *env = false;
     if (!o->bundle_dir)
         return 0;
-    if (rt_engine_env_form(b, b->id.container, kv, *n, &added, err) < 0)
+    if (rt_engine_env_form(b, ENV_CONTAINER, kv, *n, &added, err) < 0)
         return -1;
-    *n += added;
+    if (added) {
+        memmove(kv, kv + *n, added * sizeof(*kv));
+        *n = added;
+        *env = true;
+    }
     return 0;
 }
 
@@ -192,6 +203,7 @@ int rt_bundle_decode(rt_bundle *b, const rt_bundle_opts *o, gf_error *err)
     gf_cleanup_free gf_kv *kv = calloc(b->n_kv + RT_ENV_FORMS + 1, sizeof(*kv));
     const gf_kv *named;
     size_t n = 0;
+    bool env;
 
     memset(&b->pf, 0, sizeof(b->pf));
     if (rt_engine_detect(b, o, err) < 0)
@@ -199,12 +211,14 @@ int rt_bundle_decode(rt_bundle *b, const rt_bundle_opts *o, gf_error *err)
     identity(b, o);
     if (!kv)
         return gf_error_sys(err, "allocating annotations");
-    if (collect(b, o, kv, &n, err) < 0 || (alone(b) && foreign_key(b, err) < 0))
+    if (collect(b, o, kv, &n, &env, err) < 0 || (alone(b) && foreign_key(b, err) < 0))
         return -1;
     if (!o->nvfractions)
         n = only_per_container_keys(kv, n);
-    ao.container = b->id.container;
-    if (alone(b))
+    ao.container = env ? ENV_CONTAINER : b->id.container;
+    if (env)
+        ao.container_is_first = false;
+    else if (alone(b))
         ao.container_is_first = true; /* the pod-level forms are its own */
     else if (container_is_first(b, o, &ao.container_is_first, err) < 0)
         return -1;
@@ -212,9 +226,7 @@ int rt_bundle_decode(rt_bundle *b, const rt_bundle_opts *o, gf_error *err)
         rt_engine_env_error(b, err);
         return -1;
     }
-    named = rt_bundle_naming_key(b->kv, b->n_kv, b->id.container);
-    if (!named && n > b->n_kv)
-        named = &kv[b->n_kv]; /* the env form names it */
+    named = env ? &kv[0] : rt_bundle_naming_key(b->kv, b->n_kv, b->id.container);
     if (!b->pf.fractional && named) {
         unasked(b, o, named, err);
         rt_engine_env_error(b, err);

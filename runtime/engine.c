@@ -255,8 +255,13 @@ int rt_engine_env_form(rt_bundle *b, const char *container, gf_kv *kv, size_t n,
         seen[f] = true;
         if (!b->env_keys && !(b->env_keys = calloc(RT_ENV_FORMS, sizeof(*b->env_keys))))
             return gf_error_sys(err, "allocating");
-        snprintf(b->env_keys[f], sizeof(b->env_keys[f]), "%s%s.%s", GF_NVFRACTIONS_PREFIX,
-                 container, env_forms[f].key);
+        if ((size_t)snprintf(b->env_keys[f], sizeof(b->env_keys[f]), "%s%s.%s",
+                             GF_NVFRACTIONS_PREFIX, container,
+                             env_forms[f].key) >= sizeof(b->env_keys[f]))
+            return gf_error_set(err, GF_ERANGE,
+                                "environment variable %s: the container's name is longer than "
+                                "%d bytes",
+                                env_forms[f].env, RT_ENV_KEY_MAX - 64);
         kv[n + *added].key = b->env_keys[f];
         kv[n + *added].value = entry + nlen + 1;
         (*added)++;

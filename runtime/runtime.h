@@ -137,6 +137,7 @@ typedef enum rt_engine {
  * stands for. */
 #define RT_ENV_PREFIX "GPUFRAC_GPU"
 #define RT_ENV_NAME_MAX 64 /* bytes of an engine's container name, NUL included */
+#define RT_ENV_KEY_MAX 400 /* bytes of the key one stands for (the container: up to an id) */
 
 typedef struct rt_bundle {
     json_t *spec;
@@ -145,7 +146,7 @@ typedef struct rt_bundle {
     bool sandbox;                      /* io.kubernetes.cri.container-type: sandbox */
     rt_engine engine;                  /* from rt_bundle_decode */
     char engine_name[RT_ENV_NAME_MAX]; /* the engine's container name (docker, podman) */
-    char (*env_keys)[96];              /* the annotation keys the env form stands for (owned) */
+    char (*env_keys)[RT_ENV_KEY_MAX];  /* the annotation keys the env form stands for (owned) */
     rt_identity id;                    /* from rt_bundle_decode; id.name is create's */
     gf_pod_fraction pf;                /* from rt_bundle_decode */
 } rt_bundle;
