@@ -214,6 +214,12 @@ static int claim(const void *s, const char *sandbox, const char *container, bool
     return rt_pod_claim(s, sandbox, container, mine, err);
 }
 
+static bool from_podman(const rt_bundle *b)
+{
+    const char *mgr = rt_spec_annotation(b->spec, "io.container.manager");
+    return mgr && strcmp(mgr, "libpod") == 0;
+}
+
 int rt_create(const rt_args *a, rt_settings *s)
 {
     create_ctx c = {.a = a, .s = s};
@@ -233,8 +239,8 @@ int rt_create(const rt_args *a, rt_settings *s)
     }
     if (rt_bundle_read(c.path, &c.b, &err) < 0)
         return refuse_bundle(&c, &err);
-    if (c.b.sandbox)
-        return pass(&c);
+    if (c.b.sandbox && !from_podman(&c.b))
+        return pass(&c); /* a pod's pause container (podman's bundles are never one) */
     if (rt_bundle_decode(&c.b, &o, &err) < 0)
         rc = fail(&c, &err);
     else if (!c.b.pf.fractional)

@@ -144,6 +144,14 @@ class PodmanAnnotationAttackTest(EngineAttackCase):
         # its delete does not release the victim's fraction either
         self.wrapper("delete", "--force", "4" * 64)
         self.assertEqual(self.fractions(), [frac])
+        # nor does calling itself a pod's sandbox (passed through as a pause container)
+        b = self.podman_bundle("b" * 64, {CRI + "container-type": "sandbox",
+                                          "gpu-fraction": "0.25"})
+        r = self.create(b, "b" * 64)
+        self.assertEqual(r.returncode, 1, r.output)
+        self.assertIn("a podman container cannot carry it", r.output)
+        self.assertIsNone(self.status("b" * 64), "runc never ran")
+        self.assertEqual(self.fractions(), [frac])
 
 
 class NameClaimTest(EngineAttackCase):
