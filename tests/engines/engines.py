@@ -72,7 +72,8 @@ class Host:
     """gpusim, gpufracd and the images, shared by a suite."""
 
     def __init__(self, prefix):
-        self.tmp = crinode.mkdtemp().rstrip("/")
+        import tempfile
+        self.tmp = tempfile.mkdtemp(prefix="gpufrac-engines-").rstrip("/")
         os.chmod(self.tmp, 0o755)
         self.gpusim_dir = os.path.join(self.tmp, "gpusim")
         self.state = os.path.join(self.tmp, "gpufrac")
@@ -171,7 +172,35 @@ class Host:
 
     def close(self):
         self.stop_agent()
+        unmount_under(self.tmp)
         subprocess.run(["rm", "-rf", self.tmp], capture_output=True)
+
+
+def unmount_under(path):
+    """Every mount at or under path, deepest first (dockerd binds its data-root onto
+    itself and leaves it when it stops)."""
+    with open("/proc/self/mountinfo") as f:
+        points = [ln.split()[4].encode().decode("unicode_escape") for ln in f]
+    for p in sorted({p for p in points if p == path or p.startswith(path + "/")},
+                    key=len, reverse=True):
+        subprocess.run(["umount", "-l", p], capture_output=True)
+
+
+def hide_var_lib(argv):
+    """argv in a mount namespace of its own whose /var/lib is an empty tmpfs: as root,
+    skopeo and podman's image copies keep a blob cache in /var/lib/containers/cache,
+    which is the host's. Everything else they write is under the test's directories."""
+    return [which("unshare"), "--mount", "--propagation", "private", "sh", "-c",
+            'mount -t tmpfs tmpfs /var/lib && exec "$@"', "sh", *argv]
+
+
+def docker_archive(host, tag):
+    """skopeo copy oci:<layout>:probe docker-archive:<tar>:<tag>, for docker load."""
+    tar = os.path.join(host.tmp, "probe.tar")
+    subprocess.run(hide_var_lib([which("skopeo"), "copy", "oci:%s:probe" % host.layout,
+                                 "docker-archive:%s:%s" % (tar, tag)]),
+                   check=True, capture_output=True, env={"PATH": PATH, "HOME": host.tmp})
+    return tar
 
 
 def container_env():

@@ -73,7 +73,7 @@ class Dockerd:
                     os.kill(int(f.read().strip()), signal.SIGTERM)
                 except (ValueError, ProcessLookupError):
                     pass
-        subprocess.run(["umount", "-R", self.d], capture_output=True)
+        engines.unmount_under(self.d)
 
     def log(self):
         with open(os.path.join(self.d, "dockerd.log"), errors="replace") as f:
@@ -107,9 +107,7 @@ def setUpModule():
     try:
         H.wrapper("gpufrac-runtime")
         H.install("docker")
-        tar = os.path.join(H.tmp, "probe.tar")
-        subprocess.run([engines.which("skopeo"), "copy", "oci:%s:probe" % H.layout,
-                        "docker-archive:%s:%s" % (tar, IMAGE)], check=True, capture_output=True)
+        tar = engines.docker_archive(H, IMAGE)
         H.dockerd = Dockerd(H)
         H.dockerd.start()
         H.dockerd.docker("load", "-i", tar)

@@ -8,7 +8,8 @@ layout built offline with umoci, pulled from its oci: directory.
 What the suite's containers.conf changes so that Podman runs a container on
 these machines at all (cgroup v1 without systemd, no CAP_SYS_RESOURCE, an
 nproc hard limit of 96,363 of which Podman's own process keeps 32,768):
-cgroup_manager = "cgroupfs", events_logger = "file", default_ulimits at or
+cgroup_manager = "cgroupfs", events_logger = "file", no network (netns "none", its config dir the suite's:
+nothing of the host's network or /etc changes), default_ulimits at or
 under the limits the podman process has (nofile 20000, nproc 32768), and
 runc as the real runtime (crun 1.8 refuses a hybrid cgroup hierarchy whose
 v2 part has a controller: "cgroups in hybrid mode not supported").
@@ -45,6 +46,11 @@ default_ulimits = [
   "nproc=32768:32768",
 ]
 
+netns = "none"
+
+[network]
+network_config_dir = "%(d)s/networks"
+
 [engine]
 cgroup_manager = "cgroupfs"
 events_logger = "file"
@@ -64,13 +70,14 @@ class Podman:
         with open(self.conf, "w") as f:
             f.write(CONF % {"d": self.d})
 
-    def podman(self, *args, check=True, timeout=120):
+    def podman(self, *args, check=True, timeout=120, hide=False):
         env = {"PATH": engines.PATH, "HOME": self.d, "CONTAINERS_CONF": self.conf,
                "TMPDIR": self.d}
-        r = subprocess.run([PODMAN, "--root", os.path.join(self.d, "root"), "--runroot",
-                            os.path.join(self.d, "run"), "--tmpdir", os.path.join(self.d, "tmp"),
-                            "--storage-driver", "vfs", *args], capture_output=True, text=True,
-                           timeout=timeout, env=env)
+        argv = [PODMAN, "--root", os.path.join(self.d, "root"), "--runroot",
+                os.path.join(self.d, "run"), "--tmpdir", os.path.join(self.d, "tmp"),
+                "--storage-driver", "vfs", *args]
+        r = subprocess.run(engines.hide_var_lib(argv) if hide else argv, capture_output=True,
+                           text=True, timeout=timeout, env=env)
         if check and r.returncode != 0:
             raise AssertionError("podman %s failed (%d): %s" % (" ".join(args), r.returncode,
                                                                 r.stderr))
@@ -81,7 +88,7 @@ class Podman:
 
     def teardown(self):
         self.podman("rm", "-af", "-t", "0", check=False)
-        subprocess.run(["umount", "-R", self.d], capture_output=True)
+        engines.unmount_under(self.d)
 
 
 def setUpModule():
@@ -92,7 +99,8 @@ def setUpModule():
         H.wrapper("gpufrac-runtime-crun")
         H.podman = Podman(H)
         H.install("podman")  # the real runtime from containers.conf: runc
-        image = H.podman.podman("pull", "-q", "oci:%s:probe" % H.layout).stdout.split()[-1]
+        image = H.podman.podman("pull", "-q", "oci:%s:probe" % H.layout,
+                                hide=True).stdout.split()[-1]
         H.podman.podman("tag", image, IMAGE)
     except BaseException:
         tearDownModule()
