@@ -227,10 +227,13 @@ int rt_bundle_decode(rt_bundle *b, const rt_bundle_opts *o, gf_error *err)
         return -1;
     }
     named = env ? &kv[0] : rt_bundle_naming_key(b->kv, b->n_kv, b->id.container);
-    if (!b->pf.fractional && named) {
-        unasked(b, o, named, err);
-        rt_engine_env_error(b, err);
-        return -1;
-    }
+    if (!b->pf.fractional && env)
+        return gf_error_set(err, GF_EINVAL,
+                            "the GPUFRAC_GPU_* environment asks no GPU memory (expected "
+                            "GPUFRAC_GPU_MEMORY_REQUEST too); container %s is not started with "
+                            "the whole GPU instead",
+                            b->id.container);
+    if (!b->pf.fractional && named)
+        return unasked(b, o, named, err);
     return 0;
 }

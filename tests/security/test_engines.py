@@ -85,6 +85,7 @@ class EnvFormAttackTest(EngineAttackCase):
                           "GPUFRAC_GPU_MEMORY is not one gpufrac reads"),
                          ([REQ + "1Gi", REQ + "3Gi"], "set twice"),
                          ([REQ], "is empty"),
+                         (["GPUFRAC_GPU_COMPUTE_MODE=time-slicing"], "asks no GPU memory"),
                          ([REQ + "-1Gi"], "GPUFRAC_GPU_MEMORY_REQUEST"),
                          ([REQ + "1Gi", "GPUFRAC_GPU_MEMORY_LIMIT=512Mi"],
                           "GPUFRAC_GPU_MEMORY_LIMIT")):
