@@ -236,14 +236,14 @@ class DockerTest(unittest.TestCase):
         H.wait_released("the container's release")
         run = H.gpufrac_run("--memory", "3Gi", "--name", "host-job", "--", engines.PROBE,
                             "hold", "300")
-        self.addCleanup(lambda: run.poll() is None and (run.terminate(), run.wait()))
+        self.addCleanup(lambda: run.poll() is None and (run.terminate(), run.communicate()))
         wait_for(lambda: "host-job" in H.fractions(), "gpufrac run's fraction")
         r = self.docker(*run_args("--rm", env=[REQ + "2Gi"]), "true", check=False)
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("no GPU of this node fits", r.stderr)
         self.assertEqual(H.fractions(), ["host-job"])
         run.terminate()
-        run.wait(timeout=30)
+        run.communicate(timeout=30)
 
 
 if __name__ == "__main__":

@@ -238,7 +238,7 @@ class PodmanTest(unittest.TestCase):
     def test_containers_and_gpufrac_run_are_admitted_against_each_other(self):
         run = H.gpufrac_run("--memory", "3Gi", "--name", "host-job", "--", engines.PROBE,
                             "hold", "300")
-        self.addCleanup(lambda: run.poll() is None and (run.terminate(), run.wait()))
+        self.addCleanup(lambda: run.poll() is None and (run.terminate(), run.communicate()))
         wait_for(lambda: "host-job" in H.fractions(), "gpufrac run's fraction")
         r = self.podman(*run_args("--rm", ann={"gpu-fraction": "0.5"}), "true", check=False)
         self.assertNotEqual(r.returncode, 0)
