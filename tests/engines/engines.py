@@ -72,8 +72,11 @@ class Host:
     """gpusim, gpufracd and the images, shared by a suite."""
 
     def __init__(self, prefix):
-        import tempfile
-        self.tmp = tempfile.mkdtemp(prefix="gpufrac-engines-").rstrip("/")
+        import uuid
+        # lower-case letters and digits only (not $TMPDIR's): podman names an oci: image after
+        # its path
+        self.tmp = "/tmp/gpufrac-engines-" + uuid.uuid4().hex[:10]
+        os.mkdir(self.tmp, 0o700)
         os.chmod(self.tmp, 0o755)
         self.gpusim_dir = os.path.join(self.tmp, "gpusim")
         self.state = os.path.join(self.tmp, "gpufrac")
