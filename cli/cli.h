@@ -22,6 +22,7 @@ int gf_cmd_status(int argc, char **argv);
 int gf_cmd_top(int argc, char **argv);
 int gf_cmd_demo(int argc, char **argv);
 int gf_cmd_stop(int argc, char **argv);
+int gf_cmd_install(int argc, char **argv);
 
 /* Prints "gpufrac <cmd>: <message>" on stderr and returns code. */
 int gf_cli_fail(const char *cmd, int code, const gf_error *err);

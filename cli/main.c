@@ -19,6 +19,7 @@ static const char main_help[] =
     "  top      the same, redrawn every second\n"
     "  stop     stop one of your fractions (gpufrac stop NAME)\n"
     "  demo     show what a fraction does, on a simulated GPU when there is no real one\n"
+    "  install  add gpufrac-runtime to Docker's or Podman's runtimes (gpufrac install docker)\n"
     "\n"
     "Flags:\n"
     "  -h, --help     show this help (gpufrac COMMAND --help for a command's flags)\n"
@@ -64,7 +65,7 @@ static const struct {
     int (*fn)(int, char **);
 } commands[] = {
     {"run", gf_cmd_run},   {"status", gf_cmd_status}, {"top", gf_cmd_top},
-    {"demo", gf_cmd_demo}, {"stop", gf_cmd_stop},
+    {"demo", gf_cmd_demo}, {"stop", gf_cmd_stop},     {"install", gf_cmd_install},
 };
 
 int main(int argc, char **argv)

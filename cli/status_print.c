@@ -63,10 +63,14 @@ const char *status_state_name(const status_fraction *f)
     return gf_fraction_state_name(f->state);
 }
 
-/* Who the fraction is: the pod's namespace/pod/container, else its name. */
+/* Who the fraction is: the pod's namespace/pod/container; a Docker or
+ * Podman container (no pod) as engine/name; else the fraction's name. */
 static void label_of(const status_fraction *f, char *out, size_t len)
 {
-    if (f->pod[0])
+    if (strcmp(f->pod, "-") == 0 && f->container[0] &&
+        (strcmp(f->ns, "docker") == 0 || strcmp(f->ns, "podman") == 0))
+        snprintf(out, len, "%s/%s", f->ns, f->container);
+    else if (f->pod[0])
         snprintf(out, len, "%s/%s/%s", f->ns, f->pod, f->container);
     else
         snprintf(out, len, "%s", f->name);

@@ -151,6 +151,8 @@ int rt_bundle_read(const char *path, rt_bundle *b, gf_error *err)
 void rt_bundle_free(rt_bundle *b)
 {
     free(b->kv);
+    free(b->env_keys);
+    b->env_keys = NULL;
     json_decref(b->spec);
     b->kv = NULL;
     b->spec = NULL;

@@ -132,10 +132,10 @@ static int admit_and_edit(create_ctx *c, gf_error *err)
         rt_devices_resolve(&c->b.pf, key, rt_spec_env_get(c->b.spec, "NVIDIA_VISIBLE_DEVICES"),
                            &c->devs, err) < 0)
         return -1;
-    if (rt_fraction_name(c->b.id.sandbox, c->b.id.container, c->a->id, c->b.id.name,
-                         sizeof(c->b.id.name)) < 0)
+    if (rt_fraction_name(&c->b.id, c->b.engine, c->a->id, c->b.id.name, sizeof(c->b.id.name)) < 0)
         return gf_error_set(err, GF_EINVAL, "no usable fraction name for container %s",
                             c->b.id.container);
+    rt_map_prune(c->s);
     if (rt_agent_admit(c->s, &c->b.id, &c->b.pf, &c->devs, &c->adm, err) < 0)
         return gf_error_wrap(err, "admitting fraction %s", c->b.id.name);
     c->admitted = true;
@@ -214,12 +214,22 @@ static int claim(const void *s, const char *sandbox, const char *container, bool
     return rt_pod_claim(s, sandbox, container, mine, err);
 }
 
+static bool from_podman(const rt_bundle *b)
+{
+    const char *mgr = rt_spec_annotation(b->spec, "io.container.manager");
+    return mgr && strcmp(mgr, "libpod") == 0;
+}
+
 int rt_create(const rt_args *a, rt_settings *s)
 {
     create_ctx c = {.a = a, .s = s};
-    rt_bundle_opts o = {
-        .nvfractions = s->nvfractions, .fallback_name = a->id, .claim = claim, .claim_ctx = s};
     const char *dir = a->bundle && *a->bundle ? a->bundle : "."; /* runc: "" is the cwd */
+    rt_bundle_opts o = {.nvfractions = s->nvfractions,
+                        .fallback_name = a->id,
+                        .claim = claim,
+                        .claim_ctx = s,
+                        .id = a->id,
+                        .bundle_dir = dir};
     gf_error err = {0};
     int rc;
 
@@ -229,8 +239,8 @@ int rt_create(const rt_args *a, rt_settings *s)
     }
     if (rt_bundle_read(c.path, &c.b, &err) < 0)
         return refuse_bundle(&c, &err);
-    if (c.b.sandbox)
-        return pass(&c);
+    if (c.b.sandbox && !from_podman(&c.b))
+        return pass(&c); /* a pod's pause container (podman's bundles are never one) */
     if (rt_bundle_decode(&c.b, &o, &err) < 0)
         rc = fail(&c, &err);
     else if (!c.b.pf.fractional)

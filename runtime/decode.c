@@ -112,6 +112,16 @@ static void identity(rt_bundle *b, const rt_bundle_opts *o)
 {
     json_t *sp = b->spec;
 
+    if (b->engine == RT_ENGINE_DOCKER || b->engine == RT_ENGINE_PODMAN) {
+        /* one container, no pod: the engine's name, the engine as namespace */
+        b->id.container = b->engine_name;
+        b->id.ns = rt_engine_label(b->engine);
+        b->id.pod = "-";
+        b->id.sandbox = NULL;
+        b->id.termlog = NULL;
+        return;
+    }
+
     b->id.container = rt_spec_annotation(sp, CRI "container-name");
     if (!b->id.container || !*b->id.container)
         b->id.container = o->fallback_name ? o->fallback_name : "";
@@ -136,25 +146,94 @@ static int unasked(const rt_bundle *b, const rt_bundle_opts *o, const gf_kv *nam
                                          "nvfractions=1");
 }
 
+/* A docker or podman container is alone: per-container keys name it or
+ * ask for no one, which would start it with the whole GPU. */
+static int foreign_key(const rt_bundle *b, gf_error *err)
+{
+    size_t pl = strlen(GF_NVFRACTIONS_PREFIX);
+    char q[GF_QUOTE_MAX];
+
+    for (size_t i = 0; i < b->n_kv; i++)
+        if (strncmp(b->kv[i].key, GF_NVFRACTIONS_PREFIX, pl) == 0 &&
+            !under(b->kv[i].key, GF_NVFRACTIONS_PREFIX, b->id.container))
+            return gf_error_set(err, GF_EINVAL,
+                                "annotation %s names another container than this %s "
+                                "container, %s (expected %s%s.<key>, or gpu-fraction / "
+                                "gpu-memory)",
+                                gf_quote(b->kv[i].key, q, sizeof(q)), rt_engine_label(b->engine),
+                                b->id.container, GF_NVFRACTIONS_PREFIX, b->id.container);
+    return 0;
+}
+
+static bool alone(const rt_bundle *b)
+{
+    return b->engine == RT_ENGINE_DOCKER || b->engine == RT_ENGINE_PODMAN;
+}
+
+/* The env form's keys name this one container segment: a container's
+ * name (or, without one, its id) need not fit Kubernetes' key length. */
+#define ENV_CONTAINER "c"
+
+/* The annotations, or the env form's keys in their place (the two forms
+ * together are refused); the env form is read by create only. */
+static int collect(rt_bundle *b, const rt_bundle_opts *o, gf_kv *kv, size_t *n, bool *env,
+                   gf_error *err)
+{
+    size_t added = 0;
+
+    if (b->n_kv)
+        memcpy(kv, b->kv, b->n_kv * sizeof(*kv));
+    *n = b->n_kv;
+    *env = false;
+    if (!o->bundle_dir)
+        return 0;
+    if (rt_engine_env_form(b, ENV_CONTAINER, kv, *n, &added, err) < 0)
+        return -1;
+    if (added) {
+        memmove(kv, kv + *n, added * sizeof(*kv));
+        *n = added;
+        *env = true;
+    }
+    return 0;
+}
+
 int rt_bundle_decode(rt_bundle *b, const rt_bundle_opts *o, gf_error *err)
 {
     gf_annotation_opts ao = {.prefix = GF_NVFRACTIONS_PREFIX, .allow_extensions = true};
-    gf_cleanup_free gf_kv *kv = calloc(b->n_kv + 1, sizeof(*kv));
+    gf_cleanup_free gf_kv *kv = calloc(b->n_kv + RT_ENV_FORMS + 1, sizeof(*kv));
     const gf_kv *named;
-    size_t n = b->n_kv;
+    size_t n = 0;
+    bool env;
 
     memset(&b->pf, 0, sizeof(b->pf));
+    if (rt_engine_detect(b, o, err) < 0)
+        return -1;
     identity(b, o);
     if (!kv)
         return gf_error_sys(err, "allocating annotations");
-    if (n)
-        memcpy(kv, b->kv, n * sizeof(*kv));
+    if (collect(b, o, kv, &n, &env, err) < 0 || (alone(b) && foreign_key(b, err) < 0))
+        return -1;
     if (!o->nvfractions)
         n = only_per_container_keys(kv, n);
-    ao.container = b->id.container;
-    if (container_is_first(b, o, &ao.container_is_first, err) < 0 ||
-        gf_annotations_decode(kv, n, &ao, &b->pf, err) < 0)
+    ao.container = env ? ENV_CONTAINER : b->id.container;
+    if (env)
+        ao.container_is_first = false;
+    else if (alone(b))
+        ao.container_is_first = true; /* the pod-level forms are its own */
+    else if (container_is_first(b, o, &ao.container_is_first, err) < 0)
         return -1;
-    named = rt_bundle_naming_key(b->kv, b->n_kv, b->id.container);
-    return !b->pf.fractional && named ? unasked(b, o, named, err) : 0;
+    if (gf_annotations_decode(kv, n, &ao, &b->pf, err) < 0) {
+        rt_engine_env_error(b, err);
+        return -1;
+    }
+    named = env ? &kv[0] : rt_bundle_naming_key(b->kv, b->n_kv, b->id.container);
+    if (!b->pf.fractional && env)
+        return gf_error_set(err, GF_EINVAL,
+                            "the GPUFRAC_GPU_* environment asks no GPU memory (expected "
+                            "GPUFRAC_GPU_MEMORY_REQUEST too); container %s is not started with "
+                            "the whole GPU instead",
+                            b->id.container);
+    if (!b->pf.fractional && named)
+        return unasked(b, o, named, err);
+    return 0;
 }

@@ -24,7 +24,7 @@ int main(int argc, char **argv)
         printf(RT_NAME " %s\n", GPUFRAC_VERSION);
         fflush(stdout);
     }
-    if (rt_settings_load(&s, &err) < 0 || rt_settings_real(&s, &err) < 0) {
+    if (rt_settings_load(&s, &err) < 0 || rt_settings_real(&s, argv[0], &err) < 0) {
         rt_report(&a, "error", err.msg);
         return 1;
     }

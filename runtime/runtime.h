@@ -49,8 +49,11 @@ typedef struct rt_settings {
 } rt_settings;
 
 int rt_settings_load(rt_settings *s, gf_error *err);
-/* Finds the real runtime (GPUFRAC_REAL_RUNTIME, real_runtime=, runc on PATH). */
-int rt_settings_real(rt_settings *s, gf_error *err);
+/* Finds the real runtime: GPUFRAC_REAL_RUNTIME, else the name this program
+ * was called by (gpufrac-runtime-crun: crun; how an engine whose runtime
+ * entry cannot carry flags or env picks its own), else real_runtime=, else
+ * runc on PATH. */
+int rt_settings_real(rt_settings *s, const char *argv0, gf_error *err);
 /* The host path of the shim (GPUFRAC_SHIM, <exe dir>/../lib, /usr/local). */
 int rt_settings_shim(rt_settings *s, gf_error *err);
 
@@ -121,13 +124,31 @@ int rt_agent_release(const rt_settings *s, const char *name, gf_error *err);
 /* ---- the bundle: config.json read completely, then its fraction ---------- */
 #define RT_SPEC_MAX (16u << 20) /* bytes of config.json */
 
+/* Who made the bundle (runtime/engine.c). */
+typedef enum rt_engine {
+    RT_ENGINE_OCI = 0, /* none we know: a plain OCI caller */
+    RT_ENGINE_CRI,     /* containerd's CRI (io.kubernetes.cri.* annotations) */
+    RT_ENGINE_DOCKER,  /* dockerd (its <data-root>/containers/<id>/config.v2.json) */
+    RT_ENGINE_PODMAN,  /* podman (io.container.manager: libpod) */
+} rt_engine;
+
+/* The request in the container's environment (an engine without
+ * annotations: Docker 20.10), each the per-container annotation key it
+ * stands for. */
+#define RT_ENV_PREFIX "GPUFRAC_GPU"
+#define RT_ENV_NAME_MAX 64 /* bytes of an engine's container name, NUL included */
+#define RT_ENV_KEY_MAX 400 /* bytes of the key one stands for (the container: up to an id) */
+
 typedef struct rt_bundle {
     json_t *spec;
     gf_kv *kv; /* every annotation (all strings), pointing into spec */
     size_t n_kv;
-    bool sandbox;       /* io.kubernetes.cri.container-type: sandbox */
-    rt_identity id;     /* from rt_bundle_decode; id.name is create's */
-    gf_pod_fraction pf; /* from rt_bundle_decode */
+    bool sandbox;                      /* io.kubernetes.cri.container-type: sandbox */
+    rt_engine engine;                  /* from rt_bundle_decode */
+    char engine_name[RT_ENV_NAME_MAX]; /* the engine's container name (docker, podman) */
+    char (*env_keys)[RT_ENV_KEY_MAX];  /* the annotation keys the env form stands for (owned) */
+    rt_identity id;                    /* from rt_bundle_decode; id.name is create's */
+    gf_pod_fraction pf;                /* from rt_bundle_decode */
 } rt_bundle;
 
 typedef struct rt_bundle_opts {
@@ -138,6 +159,11 @@ typedef struct rt_bundle_opts {
     int (*claim)(const void *ctx, const char *sandbox, const char *container, bool *mine,
                  gf_error *err);
     const void *claim_ctx;
+    /* create's: the container id and the bundle directory, from which the
+     * engine's own records name the container (NULL: not looked at, and
+     * the env form is not read: the fuzzer's decoder knows annotations) */
+    const char *id;
+    const char *bundle_dir;
 } rt_bundle_opts;
 
 /* A regular file (no link followed, no FIFO waited on) of at most
@@ -156,6 +182,23 @@ int rt_bundle_decode(rt_bundle *b, const rt_bundle_opts *o, gf_error *err);
 const gf_kv *rt_bundle_naming_key(const gf_kv *kv, size_t n, const char *container);
 void rt_bundle_free(rt_bundle *b);
 
+/* Sets b->engine and, for docker and podman, b->engine_name (the engine's
+ * own name for the container, from its root-owned records; the container
+ * id's first 12 characters when they cannot be read). A podman bundle that
+ * carries CRI's identity annotations is refused. */
+int rt_engine_detect(rt_bundle *b, const rt_bundle_opts *o, gf_error *err);
+const char *rt_engine_label(rt_engine e);
+/* The env form (GPUFRAC_GPU_* in process.env) as annotation keys of
+ * container, appended to kv (room for RT_ENV_FORMS more entries); *added is
+ * how many. Refused under CRI, for an unknown GPUFRAC_GPU_* name, a name set
+ * twice, and next to an annotation asking for the same container. */
+#define RT_ENV_FORMS 5
+int rt_engine_env_form(rt_bundle *b, const char *container, gf_kv *kv, size_t n, size_t *added,
+                       gf_error *err);
+/* Rewrites the annotation key an env-form error names back to the env
+ * variable the user wrote. */
+void rt_engine_env_error(const rt_bundle *b, gf_error *err);
+
 /* ---- <state>/containers/<id>: container id -> fraction name -------------- */
 /* The first line is the fraction's name; then the NAME=value lines of the
  * environment the fraction's processes get (for exec). */
@@ -173,6 +216,8 @@ int rt_pod_claim(const rt_settings *s, const char *sandbox, const char *containe
                  gf_error *err);
 void rt_pod_claim_remove(const rt_settings *s, const char *sandbox);
 void rt_map_remove(const rt_settings *s, const char *id);
+/* Removes the entries whose fraction the agent no longer holds. */
+void rt_map_prune(const rt_settings *s);
 /* <state>/ld.so.preload naming RT_SHIM_IN; created when missing. */
 int rt_preload_file(const rt_settings *s, char *path, size_t len, gf_error *err);
 
@@ -182,8 +227,9 @@ int rt_delete(const rt_args *a, const rt_settings *s);
 int rt_exec_verb(const rt_args *a, const rt_settings *s);
 int rt_hook(int argc, char **argv, const rt_settings *s);
 
-/* The fraction's name for a container: k8s.<sandbox id:12>.<container>. */
-int rt_fraction_name(const char *sandbox, const char *container, const char *id, char *out,
+/* The fraction's name for a container: k8s.<sandbox id:12>.<container>;
+ * docker.<id:12>.<name> and podman.<id:12>.<name> for those engines'. */
+int rt_fraction_name(const rt_identity *who, rt_engine engine, const char *id, char *out,
                      size_t len);
 
 #endif

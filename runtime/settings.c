@@ -74,11 +74,30 @@ static bool same_file(const char *a, const char *b)
            sa.st_ino == sb.st_ino;
 }
 
-int rt_settings_real(rt_settings *s, gf_error *err)
+/* gpufrac-runtime-<name>: the name of a runtime on PATH ([a-z0-9-]). */
+static bool invoked_as(const char *argv0, char *out, size_t len)
 {
+    const char *base = argv0 ? strrchr(argv0, '/') : NULL;
+    const char *tail;
+
+    base = base ? base + 1 : argv0;
+    if (!base || strncmp(base, RT_NAME "-", strlen(RT_NAME) + 1) != 0)
+        return false;
+    tail = base + strlen(RT_NAME) + 1;
+    if (!*tail || strlen(tail) >= len ||
+        strspn(tail, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(tail))
+        return false;
+    snprintf(out, len, "%s", tail);
+    return true;
+}
+
+int rt_settings_real(rt_settings *s, const char *argv0, gf_error *err)
+{
+    const char *env = getenv("GPUFRAC_REAL_RUNTIME");
     char name[GF_PATH_MAX];
 
-    pick("GPUFRAC_REAL_RUNTIME", "real_runtime", "runc", name, sizeof(name));
+    if ((env && *env) || !invoked_as(argv0, name, sizeof(name)))
+        pick("GPUFRAC_REAL_RUNTIME", "real_runtime", "runc", name, sizeof(name));
     if (find_on_path(name, s->real_runtime, sizeof(s->real_runtime)) < 0)
         return gf_error_set(err, GF_ENOTFOUND,
                             "real runtime \"%s\" not found or not executable (set "

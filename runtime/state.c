@@ -4,6 +4,7 @@
  *                               then the fraction's env lines (for exec)
  *   pods/<sandbox id>           the container that took a pod's pod-level forms
  *   ld.so.preload               one line: the shim's path inside containers */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -199,6 +200,30 @@ void rt_map_remove(const rt_settings *s, const char *id)
     unlink(path);
 }
 
+/* An entry whose fraction the agent no longer holds: its container ended
+ * without a delete reaching the wrapper (Podman after its conmon was
+ * killed). An entry is written after its admit, so a live one always has
+ * its fraction. */
+void rt_map_prune(const rt_settings *s)
+{
+    char dir[GF_PATH_MAX + 32], name[GF_NAME_MAX], frac[GF_PATH_MAX + GF_NAME_MAX + 32];
+    struct dirent *de;
+    struct stat st;
+    DIR *d;
+
+    snprintf(dir, sizeof(dir), "%s/" GF_STATE_CONTAINERS, s->state);
+    if (!(d = opendir(dir)))
+        return;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.' || rt_map_read(s, de->d_name, name, sizeof(name)) < 0)
+            continue;
+        snprintf(frac, sizeof(frac), "%s/" GF_STATE_FRACTIONS "/%s", s->state, name);
+        if (lstat(frac, &st) < 0 && errno == ENOENT)
+            rt_map_remove(s, de->d_name);
+    }
+    closedir(d);
+}
+
 int rt_preload_file(const rt_settings *s, char *path, size_t len, gf_error *err)
 {
     if (ensure_dir(s->state, err) < 0)
@@ -224,13 +249,17 @@ static void sanitize(char *s)
             *s = '_';
 }
 
-int rt_fraction_name(const char *sandbox, const char *container, const char *id, char *out,
+int rt_fraction_name(const rt_identity *who, rt_engine engine, const char *id, char *out,
                      size_t len)
 {
+    const char *sandbox = who->sandbox, *container = who->container;
     char full[512];
     int n;
 
-    if (sandbox && *sandbox && container && *container)
+    if ((engine == RT_ENGINE_DOCKER || engine == RT_ENGINE_PODMAN) && container && *container)
+        n = snprintf(full, sizeof(full), "%s.%.12s.%s", rt_engine_label(engine), id ? id : "",
+                     container);
+    else if (sandbox && *sandbox && container && *container)
         n = snprintf(full, sizeof(full), "k8s.%.12s.%s", sandbox, container);
     else
         n = snprintf(full, sizeof(full), "oci.%s", id ? id : "");

@@ -24,6 +24,10 @@ if [ "$GROUP" = all ]; then
     # tests/cri: real containerd (started by the test on its own socket), a CRI
     # client (grpcio + grpc-tools compile the CRI subset), local images (umoci)
     PKGS="$PKGS containerd python3-grpcio python3-grpc-tools umoci"
+    # tests/engines: the real Docker 20.10 and Podman 4.3 (a private dockerd, rootful
+    # podman, both started by the tests), crun (Podman's default real runtime), skopeo
+    # (the umoci layout as a docker-archive for docker load)
+    PKGS="$PKGS docker.io podman crun skopeo"
     # tests/kube/test_node.py: the kubelet's CNI (a loopback-only conflist)
     PKGS="$PKGS containernetworking-plugins util-linux"
     # man pages (scdoc) and their check; the Debian packages and lintian; make image

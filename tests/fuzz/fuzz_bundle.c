@@ -385,11 +385,51 @@ static void check(rt_bundle *b, const reader *r, const setting *s)
         FUZZ_CHECK(!b->pf.fractional);
         return;
     }
+    if (b->engine == RT_ENGINE_PODMAN) { /* a lone container, never with a pod's identity */
+        for (size_t i = 0; i < r->n; i++)
+            FUZZ_CHECK(!starts(r->kv[i].key, "io.kubernetes.cri."));
+        FUZZ_CHECK(b->pf.fractional || !names(r, b->id.container));
+        return;
+    }
     FUZZ_CHECK(strcmp(b->id.container, c) == 0);
     FUZZ_CHECK(expected(r, s, c, &want, &err2) == 0);
     FUZZ_CHECK(same(&b->pf, &want));
     /* never the whole GPU for a container an annotation names */
     FUZZ_CHECK(b->pf.fractional || !names(r, c));
+}
+
+static bool env_asks(json_t *spec)
+{
+    json_t *env = json_object_get(json_object_get(spec, "process"), "env"), *e;
+    size_t i;
+
+    json_array_foreach(env, i, e)
+    {
+        const char *v = json_string_value(e);
+        if (v && strncmp(v, RT_ENV_PREFIX, strlen(RT_ENV_PREFIX)) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* As create decodes it (the env form read): a container whose environment
+ * asks gpufrac anything is fractional or refused, never the whole GPU. */
+static void check_env_form(rt_bundle *b, const setting *s)
+{
+    rt_bundle_opts o = {.nvfractions = s->nvfractions,
+                        .fallback_name = FALLBACK,
+                        .claim = claim,
+                        .claim_ctx = s,
+                        .id = FALLBACK,
+                        .bundle_dir = "/nonexistent/fuzz"};
+    gf_error err = {0};
+
+    if (rt_bundle_decode(b, &o, &err) < 0) {
+        FUZZ_CHECK(err.msg[0] != '\0');
+        FUZZ_CHECK(!b->pf.fractional);
+        return;
+    }
+    FUZZ_CHECK(b->pf.fractional || !env_asks(b->spec));
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -422,8 +462,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                    strcmp(r.kv[i].value, b.kv[i].value) == 0);
     type = get(&r, "io.kubernetes.cri.container-type");
     FUZZ_CHECK(b.sandbox == (type && strcmp(type, "sandbox") == 0));
-    for (size_t i = 0; !b.sandbox && i < sizeof(settings) / sizeof(settings[0]); i++)
+    for (size_t i = 0; !b.sandbox && i < sizeof(settings) / sizeof(settings[0]); i++) {
         check(&b, &r, &settings[i]);
+        check_env_form(&b, &settings[i]);
+    }
     rt_bundle_free(&b);
     free(r.arena);
     return 0;

@@ -62,7 +62,7 @@ class ManPages(unittest.TestCase):
     def test_gpufrac_page_has_every_flag(self):
         gpufrac = os.path.join(BIN, "gpufrac")
         self.check_flags("gpufrac.1", gpufrac)
-        for cmd in ("run", "status", "top", "demo"):
+        for cmd in ("run", "status", "top", "demo", "install"):
             self.check_flags("gpufrac.1", gpufrac, cmd)
 
     def test_gpufracd_page_has_every_flag(self):

@@ -270,6 +270,35 @@ class FractionalContainerTest(RuntimeTestCase):
         self.assertEqual(self.wrapper("delete", "--force", "frac2").returncode, 0)
         self.assertEqual(self.fractions(), [])
 
+    def test_the_rest_of_the_spec_is_kept_nvidias_hooks_included(self):
+        # what docker run --gpus (or the NVIDIA Container Toolkit) puts in a spec: a prestart
+        # hook and its env; plus an engine's own createRuntime hook, rlimits and annotations
+        nv_hook = {"path": "/bin/true", "args": ["nvidia-container-runtime-hook", "prestart"]}
+        own_hook = {"path": "/bin/true", "args": ["true", "engine's own"]}
+        b = self.bundle(["/usr/bin/shimprobe", "info"], self.pod(**{"gpu-memory.request": "1Gi"}),
+                        env=["NVIDIA_DRIVER_CAPABILITIES=compute,utility", "KEEP=1"])
+        spec = self.spec_of(b)
+        spec["hooks"] = {"prestart": [nv_hook], "createRuntime": [own_hook]}
+        spec["process"]["rlimits"] = [{"type": "RLIMIT_NOFILE", "hard": 4096, "soft": 1024}]
+        spec["annotations"]["org.example/kept"] = "yes"
+        with open(os.path.join(b, "config.json"), "w") as f:
+            json.dump(spec, f)
+        r = self.create(b, "keep")
+        self.assertEqual(r.returncode, 0, r.output)
+        after = self.spec_of(b)
+        self.assertEqual(after["hooks"]["prestart"], [nv_hook])
+        self.assertEqual(after["hooks"]["createRuntime"][0], own_hook)
+        self.assertEqual(len(after["hooks"]["createRuntime"]), 2)
+        for key in set(spec) - {"process", "mounts", "hooks"}:
+            self.assertEqual(after[key], spec[key], key)
+        for key in set(spec["process"]) - {"env"}:
+            self.assertEqual(after["process"][key], spec["process"][key], key)
+        for e in ("NVIDIA_DRIVER_CAPABILITIES=compute,utility", "KEEP=1"):
+            self.assertIn(e, after["process"]["env"])
+        for m in spec["mounts"]:
+            self.assertIn(m, after["mounts"])
+        self.assertEqual(self.wrapper("delete", "--force", "keep").returncode, 0)
+
     def test_two_processes_share_the_limit(self):
         script = ("shimprobe alloc 700Mi hold 30 > /tmp/a & "
                   "while ! grep -q holding /tmp/a; do sleep 0.1; done; "
