@@ -21,7 +21,7 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "runtime"))
-from test_runtime import CRI, NV, RUNC, SANDBOX, RuntimeTestCase, read  # noqa: E402
+from test_runtime import CRI, NV, RUNC, SANDBOX, RuntimeTestCase, read, skip_reason  # noqa: E402
 from harness import Gi, kv  # noqa: E402
 
 REFUSING = "refusing bundle "
@@ -442,7 +442,7 @@ class StillPassesTest(BundleAttackCase):
 
 
 if __name__ == "__main__":
-    if os.geteuid() != 0:
-        print("security.bundle: needs root (runc creates namespaces, cgroups and mounts); skipped")
+    if skip_reason():
+        print("security.bundle: skipped: " + skip_reason())
         sys.exit(77)
     unittest.main(verbosity=2)
