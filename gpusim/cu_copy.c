@@ -128,8 +128,13 @@ int gs_range_add(uint64_t base, uint64_t size, int pdev, int kind, void *ctx, un
         goto out;
     }
     memmove(&ranges[i + 1], &ranges[i], (nranges - i) * sizeof *ranges);
-    ranges[i] = (gs_range){.base = base, .size = size, .pdev = pdev, .kind = kind, .ctx = ctx,
-                           .flags = flags, .id = next_id++};
+    ranges[i] = (gs_range){.base = base,
+                           .size = size,
+                           .pdev = pdev,
+                           .kind = kind,
+                           .ctx = ctx,
+                           .flags = flags,
+                           .id = next_id++};
     nranges++;
 out:
     pthread_rwlock_unlock(&ranges_mu);
@@ -315,8 +320,8 @@ GS_API CUresult cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice, size_
     return rc ? rc : copy_dtoh(dstHost, srcDevice, ByteCount);
 }
 
-GS_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice,
-                                     size_t ByteCount, CUstream hStream)
+GS_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount,
+                                     CUstream hStream)
 {
     CUresult rc;
     GS_FAILPOINT("cuMemcpyDtoDAsync_v2");
@@ -330,8 +335,7 @@ GS_API CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N)
     return set_d8(dstDevice, uc, N);
 }
 
-GS_API CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N,
-                                CUstream hStream)
+GS_API CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream)
 {
     CUresult rc;
     GS_FAILPOINT("cuMemsetD8Async");
@@ -485,38 +489,26 @@ static CUresult pointer_attr(void *data, CUpointer_attribute a, CUdeviceptr ptr,
     unsigned long long id = r->id;
     size_t size = r->size;
     switch (a) {
-    case CU_POINTER_ATTRIBUTE_CONTEXT:
-        memcpy(data, &r->ctx, sizeof r->ctx);
-        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_CONTEXT: memcpy(data, &r->ctx, sizeof r->ctx); return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
         return put_int(data, host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE);
-    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
-        memcpy(data, &ptr, sizeof ptr);
-        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER: memcpy(data, &ptr, sizeof ptr); return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_HOST_POINTER:
         if (!host && r->kind != GS_RANGE_MANAGED)
             return CUDA_ERROR_INVALID_VALUE;
         memcpy(data, &hp, sizeof hp);
         return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_BUFFER_ID:
-        memcpy(data, &id, sizeof id);
-        return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
-        return put_int(data, r->kind == GS_RANGE_MANAGED);
-    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
-        return put_int(data, gs_pdev_ordinal(r->pdev));
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID: memcpy(data, &id, sizeof id); return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED: return put_int(data, r->kind == GS_RANGE_MANAGED);
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: return put_int(data, gs_pdev_ordinal(r->pdev));
     case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
         return put_int(data, r->kind == GS_RANGE_DEVICE);
     case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
         memcpy(data, &r->base, sizeof r->base);
         return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
-        memcpy(data, &size, sizeof size);
-        return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_MAPPED:
-        return put_int(data, 1);
-    default:
-        return CUDA_ERROR_INVALID_VALUE;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE: memcpy(data, &size, sizeof size); return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_MAPPED: return put_int(data, 1);
+    default: return CUDA_ERROR_INVALID_VALUE;
     }
 }
 

@@ -21,8 +21,7 @@ struct CUevent_st {
     struct timespec at;
 };
 
-#define GS_EVENT_FLAGS \
-    (CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS)
+#define GS_EVENT_FLAGS (CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS)
 
 static bool event_ok(CUevent e)
 {

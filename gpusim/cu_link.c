@@ -85,8 +85,7 @@ GS_API CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, CUfu
 }
 
 GS_API CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks,
-                                                                     CUfunction func,
-                                                                     int blockSize,
+                                                                     CUfunction func, int blockSize,
                                                                      size_t dynamicSMemSize,
                                                                      unsigned int flags)
 {
@@ -156,8 +155,8 @@ static bool options_ok(unsigned n, CUjit_option *options, void **values)
     return n == 0 || (options && values);
 }
 
-GS_API CUresult cuLinkCreate_v2(unsigned int numOptions, CUjit_option *options,
-                                void **optionValues, CUlinkState *stateOut)
+GS_API CUresult cuLinkCreate_v2(unsigned int numOptions, CUjit_option *options, void **optionValues,
+                                CUlinkState *stateOut)
 {
     gs_link *l;
     GS_FAILPOINT("cuLinkCreate_v2");
