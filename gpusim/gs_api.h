@@ -166,8 +166,10 @@
       (CUarray * pHandle, const CUDA_ARRAY_DESCRIPTOR *desc))                                      \
     X(cuArray3DCreate_v2, cuArray3DCreate, 3020, 0,                                                \
       (CUarray * pHandle, const CUDA_ARRAY3D_DESCRIPTOR *desc))                                    \
-    X(cuArrayCreate, cuArrayCreate, 2000, 0, (CUarray * pHandle, const void *desc))                \
-    X(cuArray3DCreate, cuArray3DCreate, 2000, 0, (CUarray * pHandle, const void *desc))            \
+    X(cuArrayCreate, cuArrayCreate, 2000, 0,                                                       \
+      (CUarray * pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *desc))                                   \
+    X(cuArray3DCreate, cuArray3DCreate, 2000, 0,                                                   \
+      (CUarray * pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1 *desc))                                 \
     X(cuArrayDestroy, cuArrayDestroy, 2000, 0, (CUarray hArray))                                   \
     X(cuMipmappedArrayCreate, cuMipmappedArrayCreate, 5000, 0,                                     \
       (CUmipmappedArray * pHandle, const CUDA_ARRAY3D_DESCRIPTOR *desc, unsigned int levels))      \
@@ -280,9 +282,11 @@
       (const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,                          \
        CUdriverProcAddressQueryResult *symbolStatus))
 
+#ifndef GS_NO_PROTOTYPES /* tests/abi checks the list against cuda.h's own */
 #define GS_PROTO(name, base, since, ptsz, params) CUresult name params;
 GS_CU_EXPORTS(GS_PROTO)
 #undef GS_PROTO
+#endif
 
 /* cuGetProcAddress("cuGraphInstantiate") from 12.0 on is the 3-argument form */
 #define GS_CU_ALIASES(X) X(cuGraphInstantiateWithFlags, cuGraphInstantiate, 12000, 0, ())
