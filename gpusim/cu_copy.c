@@ -391,7 +391,7 @@ GS_API CUresult cuMemFreeHost(void *p)
 static bool host_mapped(uint64_t p, uint64_t size)
 {
     uint64_t lo = p / GS_PAGE * GS_PAGE;
-    if (p > UINT64_MAX - size - GS_PAGE)
+    if (size > UINT64_MAX - 2 * GS_PAGE || p > UINT64_MAX - 2 * GS_PAGE - size)
         return false;
     return msync((void *)(uintptr_t)lo, gs_round_up(p + size, GS_PAGE) - lo, MS_ASYNC) == 0;
 }
