@@ -34,6 +34,9 @@ if [ "$GROUP" = all ]; then
     PKGS="$PKGS python3-jsonschema tmux"
     # a real Prometheus server and promtool check the metrics, the alert rules and the dashboard
     PKGS="$PKGS prometheus"
+    # tests/integration/test_numba.py and the README's numba example: a real CUDA client
+    # (numba's ctypes driver binding, unmodified) inside fractions over gpusim
+    PKGS="$PKGS python3-numba"
 fi
 missing=""
 for p in $PKGS; do
