@@ -4,7 +4,8 @@ that both `make check` (tests/integration/test_numba.py, over gpusim) and
 tests/gpu/run.sh (on a real driver) run.
 
   numba_probe.py [all]   cuda.detect() names the fraction's GPU; the context's
-                         memory info total = the limit; device arrays round-trip
+                         memory info total = the limit; every entry point numba
+                         binds resolves; device arrays round-trip
                          exactly (HtoD, DtoH, DtoD, slices, pinned async copies,
                          memset); numba's deallocate-and-retry succeeds where
                          only its pending frees stood in the way; filling past
@@ -75,6 +76,17 @@ def shows_fraction(cuda, uuid, limit):
     kv("mem_get_info_free", free)
     check(total == limit, "numba get_memory_info total %d != limit %d", total, limit)
     check(free <= total, "free %d > total %d", free, total)
+
+
+def binds_everything(driver):
+    """Every driver entry point numba's ctypes binding knows resolves (numba
+    would otherwise raise "Driver missing function" at its first use)."""
+    drvapi = need("numba.cuda.cudadrv.drvapi")
+    missing = [n for n in sorted(drvapi.API_PROTOTYPES)
+               if getattr(driver.driver._find_api(n), "__name__", "") == "absent_function"]
+    kv("driver_api_bound", len(drvapi.API_PROTOTYPES) - len(missing))
+    kv("driver_api_missing", ",".join(missing) or "none")
+    check(not missing, "the driver lacks %s", ", ".join(missing))
 
 
 def round_trip(cuda, np, driver):
@@ -221,6 +233,7 @@ def run():
     check(mode == "all", "unknown mode %r (all, hold N)", mode)
     uuid, limit = fraction()
     shows_fraction(cuda, uuid, limit)
+    binds_everything(driver)
     round_trip(cuda, np, driver)
     retry_after_flush(cuda, np, driver)
     out_of_memory(cuda, np, driver, limit)

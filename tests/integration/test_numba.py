@@ -61,6 +61,8 @@ class WorkloadsTest(NumbaTestCase):
         self.assertIn(out["detect_uuid"], uuid.stdout)  # the fraction's GPU, as numba names it
         self.assertEqual(int(out["mem_get_info_total"]), 1 * Gi)
         self.assertEqual(int(out["mem_get_info_free"]), 1 * Gi)
+        self.assertEqual(out["driver_api_missing"], "none")
+        self.assertEqual(int(out["driver_api_bound"]), 75)
         self.assertEqual(out["roundtrip"], "exact")
         self.assertEqual(out["retry_after_flush"], "ok")
         self.assertEqual(out["oom_error"], "[2] Call to cuMemAlloc results in "
