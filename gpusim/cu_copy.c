@@ -16,6 +16,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "cleanup.h"
 #include "gs.h"
 #include "gs_api.h"
 
@@ -26,31 +27,31 @@ static pthread_mutex_t arena_mu = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int arena_state; /* 0: not tried, 1: mapped, -1: unavailable */
 static int arena_fd = -1;
 
-static void arena_make(void)
+/* the window, mapped from a new memfd; -1 when it cannot be made */
+static int arena_map(void)
 {
     void *m;
-    int fd = memfd_create("gpusim-device-memory", MFD_CLOEXEC);
-    if (fd < 0)
-        goto fail;
-    if (ftruncate(fd, (off_t)(GS_ARENA_HDR + GS_ARENA_SIZE)) != 0)
-        goto fail;
+    gf_cleanup_close int fd = memfd_create("gpusim-device-memory", MFD_CLOEXEC);
+    if (fd < 0 || ftruncate(fd, (off_t)(GS_ARENA_HDR + GS_ARENA_SIZE)) != 0)
+        return -1;
     m = mmap((void *)GS_ARENA_BASE, GS_ARENA_SIZE, PROT_READ | PROT_WRITE,
              MAP_SHARED | MAP_NORESERVE | MAP_FIXED_NOREPLACE, fd, (off_t)GS_ARENA_HDR);
     if (m == MAP_FAILED)
-        goto fail;
+        return -1;
     if (m != (void *)GS_ARENA_BASE) { /* a kernel without MAP_FIXED_NOREPLACE */
         munmap(m, GS_ARENA_SIZE);
-        goto fail;
+        return -1;
     }
     madvise(m, GS_ARENA_SIZE, MADV_DONTFORK); /* a fork child gets an arena of its own */
-    arena_fd = fd;
-    atomic_store(&arena_state, 1);
-    return;
-fail:
-    gs_log("gpusim: no device memory backing (copies will be refused)");
-    if (fd >= 0)
-        close(fd);
-    atomic_store(&arena_state, -1);
+    return gf_steal_fd(&fd);
+}
+
+static void arena_make(void)
+{
+    arena_fd = arena_map();
+    if (arena_fd < 0)
+        gs_log("gpusim: no device memory backing (copies will be refused)");
+    atomic_store(&arena_state, arena_fd >= 0 ? 1 : -1);
 }
 
 int gs_arena_fd(void)

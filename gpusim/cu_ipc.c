@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cleanup.h"
 #include "gs.h"
 #include "gs_api.h"
 
@@ -159,7 +160,7 @@ static int open_exporter(const gs_ipc_handle *h)
 {
     char path[64];
     struct stat st;
-    int fd;
+    gf_cleanup_close int fd = -1;
     snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)h->pid, (int)h->fd);
     /* look before opening: a FIFO or a device must never be opened */
     if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_ino != h->ino)
@@ -168,11 +169,9 @@ static int open_exporter(const gs_ipc_handle *h)
     if (fd < 0)
         return -1;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_ino != h->ino ||
-        (uint64_t)st.st_size != GS_ARENA_HDR + GS_ARENA_SIZE || fcntl(fd, F_GET_SEALS) < 0) {
-        close(fd);
+        (uint64_t)st.st_size != GS_ARENA_HDR + GS_ARENA_SIZE || fcntl(fd, F_GET_SEALS) < 0)
         return -1;
-    }
-    return fd;
+    return gf_steal_fd(&fd);
 }
 
 static bool handle_sane(const gs_ipc_handle *h)
@@ -236,7 +235,8 @@ GS_API CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle,
     gs_ipc_handle h;
     CUcontext ctx;
     CUresult rc;
-    int p, fd;
+    int p;
+    gf_cleanup_close int fd = -1;
     GS_FAILPOINT("cuIpcOpenMemHandle_v2");
     NEED_INIT();
     if (!pdptr || (Flags & ~(unsigned)CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS))
@@ -252,9 +252,7 @@ GS_API CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle,
     fd = open_exporter(&h);
     if (fd < 0)
         return CUDA_ERROR_INVALID_VALUE;
-    rc = record_matches(fd, &h) ? map_export(fd, &h, ctx, pdptr) : CUDA_ERROR_INVALID_VALUE;
-    close(fd);
-    return rc;
+    return record_matches(fd, &h) ? map_export(fd, &h, ctx, pdptr) : CUDA_ERROR_INVALID_VALUE;
 }
 
 GS_API CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cleanup.h"
 #include "gs.h"
 #include "gs_api.h"
 
@@ -200,7 +201,7 @@ GS_API CUresult cuLinkAddFile_v2(CUlinkState state, CUjitInputType type, const c
                                  void **optionValues)
 {
     struct stat st;
-    int fd;
+    gf_cleanup_close int fd = -1;
     GS_FAILPOINT("cuLinkAddFile_v2");
     NEED_INIT();
     if (!path || !options_ok(numOptions, options, optionValues))
@@ -210,11 +211,8 @@ GS_API CUresult cuLinkAddFile_v2(CUlinkState state, CUjitInputType type, const c
     fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0)
         return CUDA_ERROR_FILE_NOT_FOUND;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
         return CUDA_ERROR_INVALID_SOURCE;
-    }
-    close(fd);
     return link_add(state, type, (uint64_t)st.st_size);
 }
 

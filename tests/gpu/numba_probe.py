@@ -232,14 +232,20 @@ def run():
         return hold(cuda, np, driver, int(sys.argv[2]))
     check(mode == "all", "unknown mode %r (all, hold N)", mode)
     uuid, limit = fraction()
-    shows_fraction(cuda, uuid, limit)
-    binds_everything(driver)
-    round_trip(cuda, np, driver)
-    retry_after_flush(cuda, np, driver)
-    out_of_memory(cuda, np, driver, limit)
-    share(cuda, np, driver, limit)
-    ipc(cuda, np, driver, limit)
-
+    try:
+        shows_fraction(cuda, uuid, limit)
+        binds_everything(driver)
+        round_trip(cuda, np, driver)
+        retry_after_flush(cuda, np, driver)
+        out_of_memory(cuda, np, driver, limit)
+        share(cuda, np, driver, limit)
+        ipc(cuda, np, driver, limit)
+    except driver.CudaAPIError as e:
+        # a 13.0 driver's cuCtxGetDevice_v2 takes a context this numba does not pass
+        check("cuCtxGetDevice" not in str(e), "%s: this numba's ctypes binding predates CUDA "
+              "13.0 (it calls cuCtxGetDevice_v2 without its context); use a 12.x driver or a "
+              "numba that knows 13.0", e)
+        raise
 
 if __name__ == "__main__":
     main(run)
