@@ -71,28 +71,68 @@ bool gs_arena_backed(uint64_t addr, uint64_t size)
            addr - GS_ARENA_BASE <= GS_ARENA_SIZE - size;
 }
 
+/* Smaller frees keep their touched pages until the process exits (addresses are
+ * never reused, so this is resident memory only): a syscall per free would make
+ * gpusim's alloc+free pair, the baseline the benchmarks measure the shim against,
+ * ten times slower. */
+#define GS_DISCARD_MIN (64ULL << 20)
+
 void gs_arena_discard(uint64_t addr, uint64_t size)
 {
     uint64_t lo = gs_round_up(addr, GS_PAGE), hi = (addr + size) / GS_PAGE * GS_PAGE;
-    if (hi <= lo || !gs_arena_backed(addr, size))
+    if (size < GS_DISCARD_MIN || hi <= lo || !gs_arena_backed(addr, size))
         return;
     fallocate(arena_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
               (off_t)(GS_ARENA_HDR + lo - GS_ARENA_BASE), (off_t)(hi - lo));
 }
 
-/* ---- the range index: sorted by base, no two ranges overlap --------------- */
-static pthread_rwlock_t ranges_mu = PTHREAD_RWLOCK_INITIALIZER;
-static gs_range *ranges;
-static size_t nranges, cap_ranges;
-static uint64_t next_id = 1;
+/* ---- the range index ------------------------------------------------------------
+ * Striped so that threads allocating at once rarely meet: a range lives in the
+ * stripe of its base's 2 MiB chunk (chunk % GS_RSTRIPES), each stripe a sorted
+ * array under its own mutex. Invariant: no two ranges overlap (device
+ * allocations cannot, their addresses are never reused; every other kind is
+ * added under add_mu after checking), so in each stripe only the last range
+ * starting at or before p can hold p: a lookup asks every stripe once, its
+ * own first. */
+#define GS_RSTRIPES 64
+#define GS_CHUNK_SHIFT 21
 
-/* first index whose base is >= key */
-static size_t lower_bound(uint64_t key)
+typedef struct gs_rstripe {
+    pthread_mutex_t mu;
+    gs_range *v;
+    size_t n, cap;
+    char pad[64];
+} gs_rstripe;
+
+static gs_rstripe rstripes[GS_RSTRIPES];
+static pthread_once_t rstripes_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t add_mu = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic uint64_t next_id = 1;
+
+static void rstripes_init(void)
 {
-    size_t lo = 0, hi = nranges;
+    for (int i = 0; i < GS_RSTRIPES; i++)
+        pthread_mutex_init(&rstripes[i].mu, NULL);
+}
+
+static gs_rstripe *stripe_at(unsigned i)
+{
+    pthread_once(&rstripes_once, rstripes_init);
+    return &rstripes[i % GS_RSTRIPES];
+}
+
+static unsigned stripe_index(uint64_t addr)
+{
+    return (unsigned)((addr >> GS_CHUNK_SHIFT) % GS_RSTRIPES);
+}
+
+/* first index of st whose base is >= key */
+static size_t lower_bound(const gs_rstripe *st, uint64_t key)
+{
+    size_t lo = 0, hi = st->n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (ranges[mid].base < key)
+        if (st->v[mid].base < key)
             lo = mid + 1;
         else
             hi = mid;
@@ -100,105 +140,145 @@ static size_t lower_bound(uint64_t key)
     return lo;
 }
 
-static bool overlaps(size_t i, uint64_t base, uint64_t size)
+/* the range of st holding [p, p+n); the caller holds st->mu */
+static gs_range *holding(gs_rstripe *st, uint64_t p, uint64_t n)
 {
-    if (i > 0 && ranges[i - 1].base + ranges[i - 1].size > base)
+    size_t i = p == UINT64_MAX ? st->n : lower_bound(st, p + 1);
+    gs_range *r = i ? &st->v[i - 1] : NULL;
+    if (!r || p - r->base >= r->size || n > r->size - (p - r->base))
+        return NULL;
+    return r;
+}
+
+/* calls fn on the range holding [p, p+n) under its stripe's mutex */
+static bool with_range(uint64_t p, uint64_t n, void (*fn)(gs_range *, void *), void *arg)
+{
+    unsigned own = stripe_index(p);
+    for (unsigned k = 0; k < GS_RSTRIPES; k++) {
+        gs_rstripe *st = stripe_at(own + k);
+        gs_range *r;
+        pthread_mutex_lock(&st->mu);
+        r = holding(st, p, n ? n : 1);
+        if (r)
+            fn(r, arg);
+        pthread_mutex_unlock(&st->mu);
+        if (r)
+            return true;
+    }
+    return false;
+}
+
+static void copy_out(gs_range *r, void *out)
+{
+    if (out)
+        *(gs_range *)out = *r;
+}
+
+/* whether any range meets [base, base+size): one holds base, or one starts inside */
+static bool meets(uint64_t base, uint64_t size)
+{
+    if (with_range(base, 1, copy_out, NULL))
         return true;
-    return i < nranges && ranges[i].base < base + size;
+    for (unsigned k = 0; k < GS_RSTRIPES; k++) {
+        gs_rstripe *st = stripe_at(k);
+        size_t i;
+        bool hit;
+        pthread_mutex_lock(&st->mu);
+        i = lower_bound(st, base + 1);
+        hit = i < st->n && st->v[i].base - base < size;
+        pthread_mutex_unlock(&st->mu);
+        if (hit)
+            return true;
+    }
+    return false;
+}
+
+static int insert(const gs_range *r)
+{
+    gs_rstripe *st = stripe_at(stripe_index(r->base));
+    size_t i;
+    pthread_mutex_lock(&st->mu);
+    if (st->n == st->cap) {
+        size_t ncap = st->cap ? st->cap * 2 : 64;
+        gs_range *v = realloc(st->v, ncap * sizeof *v);
+        if (!v) {
+            pthread_mutex_unlock(&st->mu);
+            return -1;
+        }
+        st->v = v, st->cap = ncap;
+    }
+    i = lower_bound(st, r->base);
+    memmove(&st->v[i + 1], &st->v[i], (st->n - i) * sizeof *st->v);
+    st->v[i] = *r;
+    st->n++;
+    pthread_mutex_unlock(&st->mu);
+    return 0;
 }
 
 int gs_range_add(uint64_t base, uint64_t size, int pdev, int kind, void *ctx, unsigned flags)
 {
-    size_t i;
-    int rc = 0;
+    gs_range r = {
+        .base = base, .size = size, .pdev = pdev, .kind = kind, .ctx = ctx, .flags = flags};
+    int rc;
     if (size == 0 || base > UINT64_MAX - size)
         return -1;
-    pthread_rwlock_wrlock(&ranges_mu);
-    if (nranges == cap_ranges) {
-        size_t ncap = cap_ranges ? cap_ranges * 2 : 256;
-        gs_range *n = realloc(ranges, ncap * sizeof *n);
-        if (!n) {
-            rc = -1;
-            goto out;
-        }
-        ranges = n, cap_ranges = ncap;
-    }
-    i = lower_bound(base);
-    if (overlaps(i, base, size)) {
-        rc = -2;
-        goto out;
-    }
-    memmove(&ranges[i + 1], &ranges[i], (nranges - i) * sizeof *ranges);
-    ranges[i] = (gs_range){.base = base,
-                           .size = size,
-                           .pdev = pdev,
-                           .kind = kind,
-                           .ctx = ctx,
-                           .flags = flags,
-                           .id = next_id++};
-    nranges++;
-out:
-    pthread_rwlock_unlock(&ranges_mu);
+    r.id = atomic_fetch_add(&next_id, 1);
+    if (kind == GS_RANGE_DEVICE || kind == GS_RANGE_MANAGED || kind == GS_RANGE_POOL)
+        return insert(&r);
+    pthread_mutex_lock(&add_mu);
+    rc = meets(base, size) ? -2 : insert(&r);
+    pthread_mutex_unlock(&add_mu);
     return rc;
 }
 
 bool gs_range_del(uint64_t base, int kind, gs_range *out)
 {
+    gs_rstripe *st = stripe_at(stripe_index(base));
     bool found = false;
     size_t i;
-    pthread_rwlock_wrlock(&ranges_mu);
-    i = lower_bound(base);
-    if (i < nranges && ranges[i].base == base && (kind == 0 || ranges[i].kind == kind)) {
+    pthread_mutex_lock(&st->mu);
+    i = lower_bound(st, base);
+    if (i < st->n && st->v[i].base == base && (kind == 0 || st->v[i].kind == kind)) {
         if (out)
-            *out = ranges[i];
-        memmove(&ranges[i], &ranges[i + 1], (nranges - i - 1) * sizeof *ranges);
-        nranges--;
+            *out = st->v[i];
+        memmove(&st->v[i], &st->v[i + 1], (st->n - i - 1) * sizeof *st->v);
+        st->n--;
         found = true;
     }
-    pthread_rwlock_unlock(&ranges_mu);
+    pthread_mutex_unlock(&st->mu);
     return found;
 }
 
 bool gs_range_find(uint64_t p, uint64_t n, gs_range *out)
 {
-    bool found = false;
-    size_t i;
-    pthread_rwlock_rdlock(&ranges_mu);
-    i = p == UINT64_MAX ? nranges : lower_bound(p + 1); /* first base > p */
-    if (i > 0) {
-        const gs_range *r = &ranges[i - 1];
-        uint64_t off = p - r->base;
-        if (off < r->size && n <= r->size - off) {
-            if (out)
-                *out = *r;
-            found = true;
-        }
-    }
-    pthread_rwlock_unlock(&ranges_mu);
-    return found;
+    return with_range(p, n, copy_out, out);
+}
+
+static void add_flags(gs_range *r, void *flags)
+{
+    r->flags |= *(unsigned *)flags;
 }
 
 void gs_range_set_flags(uint64_t base, unsigned flags)
 {
-    size_t i;
-    pthread_rwlock_wrlock(&ranges_mu);
-    i = lower_bound(base);
-    if (i < nranges && ranges[i].base == base)
-        ranges[i].flags |= flags;
-    pthread_rwlock_unlock(&ranges_mu);
+    with_range(base, 1, add_flags, &flags);
 }
 
 /* fork child (single-threaded): none of the parent's memory is the child's */
 void gs_copy_after_fork(void)
 {
     pthread_mutex_init(&arena_mu, NULL);
-    pthread_rwlock_init(&ranges_mu, NULL);
+    pthread_mutex_init(&add_mu, NULL);
     if (arena_fd >= 0)
         close(arena_fd);
     arena_fd = -1;
     atomic_store(&arena_state, 0);
-    free(ranges);
-    ranges = NULL, nranges = cap_ranges = 0;
+    for (int i = 0; i < GS_RSTRIPES; i++) {
+        pthread_mutex_init(&rstripes[i].mu, NULL);
+        free(rstripes[i].v);
+        rstripes[i].v = NULL;
+        rstripes[i].n = rstripes[i].cap = 0;
+    }
 }
 
 /* ---- copies and memsets ---------------------------------------------------- */
