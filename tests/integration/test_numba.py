@@ -8,6 +8,7 @@ numba 0.56 looks up "<name>_v2" before "<name>": on a CUDA 13.0 driver it finds
 cuCtxGetDevice_v2 and cuCtxSynchronize_v2, which take a context it does not
 pass, so it runs on gpusim's 12.8 build (lib/gpusim-cuda12), as on a 12.x
 driver."""
+import json
 import os
 import re
 import subprocess
@@ -15,7 +16,6 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "agent"))
 from harness import BUILD, GPUFRAC, PROBE, Gi, Mi, SimTestCase, kv  # noqa: E402
 
 SCRIPT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "gpu", "numba_probe.py"))
@@ -98,7 +98,6 @@ class BurstTest(NumbaTestCase):
         super().tearDown()
 
     def status(self):
-        import json
         r = subprocess.run([GPUFRAC, "status", "--json"], env=self.env, capture_output=True,
                            text=True, check=True)
         return {f["name"]: f for f in json.loads(r.stdout)["fractions"]}
