@@ -111,7 +111,7 @@ static CUresult export_new(int fd, const gs_range *r, gs_ipc_handle *out)
 GS_API CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
 {
     gs_range r;
-    gs_ipc_handle h;
+    gs_ipc_handle h = {0};
     CUresult rc = CUDA_SUCCESS;
     int fd;
     GS_FAILPOINT("cuIpcGetMemHandle");
@@ -125,9 +125,10 @@ GS_API CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
     fd = gs_arena_fd();
     pthread_mutex_lock(&ipc_mu);
     if (r.flags & GS_RANGE_EXPORTED) {
+        rc = CUDA_ERROR_INVALID_VALUE; /* freed meanwhile */
         for (unsigned i = 0; i < GS_IPC_SLOTS; i++)
             if (exports[i].base == dptr)
-                h = exports[i].h;
+                h = exports[i].h, rc = CUDA_SUCCESS;
     } else {
         rc = export_new(fd, &r, &h);
         if (rc == CUDA_SUCCESS)
