@@ -31,7 +31,7 @@ build: deps
 	cmake --build $(BUILD) -j$(JOBS)
 
 # What the demo runs: the CLI, the agent, the shim, the probe and gpusim.
-DEMO_TARGETS = gpufrac_cli gpufracd gpufrac gpufrac-probe gpusim_cuda gpusim_cuda12 gpusim_nvml
+DEMO_TARGETS = gpufrac_cli gpufracd gpufrac gpufrac-probe gpusim_cuda gpusim_nvml
 demo: deps-build
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUFRAC_TESTS=OFF
 	cmake --build $(BUILD) -j$(JOBS) --target $(DEMO_TARGETS)
