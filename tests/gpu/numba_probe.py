@@ -18,6 +18,7 @@ tests/gpu/run.sh (on a real driver) run.
 
 Prints key=value lines (see gpuprobe.py); a failed check exits 1."""
 import contextlib
+import gc
 import io
 import os
 import pickle
@@ -53,7 +54,12 @@ def device_array(cuda, np, driver, n):
 
 
 def flush(cuda):
-    cuda.current_context().deallocations.clear()
+    """Frees what nothing holds now: arrays kept only by a spent exception's
+    frames are collected first, so each step starts from what it holds."""
+    ctx = cuda.current_context()
+    gc.collect()
+    ctx.memory_manager.deallocations.clear()  # device memory (numba's own queue)
+    ctx.deallocations.clear()  # streams, events
 
 
 def pattern(np, n):

@@ -69,7 +69,7 @@ class WorkloadsTest(NumbaTestCase):
                          "CUDA_ERROR_OUT_OF_MEMORY")
         self.assertEqual(int(out["oom_reached_bytes"]), 1 * Gi)
         # two numba processes of one fraction: the second sees the first's 512 MiB
-        self.assertLessEqual(int(out["share_child_free"]), 512 * Mi)
+        self.assertEqual(int(out["share_child_free"]), 512 * Mi)
         self.assertEqual(out["share_child_over"], "CUDA_ERROR_OUT_OF_MEMORY")
         # IPC: the exporter's 128 MiB counted once, the import adds nothing
         self.assertEqual(out["ipc_child_data"], "exact")
