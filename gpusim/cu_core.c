@@ -121,6 +121,8 @@ static void atfork_child(void)
     gs_pools_reset();
     gs_table_forget_all(&gs_ptrs);
     gs_table_forget_all(&gs_handles);
+    gs_copy_after_fork();
+    gs_ipc_after_fork();
     tls_depth = 0; /* the slot is dropped by state.c's own handler */
 }
 
@@ -161,13 +163,6 @@ CUresult gs_need_init(void)
                : CUDA_SUCCESS;
 }
 
-#define NEED_INIT()                    \
-    do {                               \
-        CUresult ni_ = gs_need_init(); \
-        if (ni_)                       \
-            return ni_;                \
-    } while (0)
-
 GS_API CUresult cuDriverGetVersion(int *version)
 {
     GS_FAILPOINT("cuDriverGetVersion");
@@ -193,13 +188,6 @@ int gs_pdev_ordinal(int pdev)
             return i;
     return -1;
 }
-
-#define DEV_ARG(d, p)                     \
-    do {                                  \
-        CUresult da_ = gs_ordinal(d, &p); \
-        if (da_)                          \
-            return da_;                   \
-    } while (0)
 
 GS_API CUresult cuDeviceGet(CUdevice *device, int ordinal)
 {
@@ -482,7 +470,7 @@ GS_API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, in
         return CUDA_ERROR_INVALID_VALUE;
     DEV_ARG(dev, p);
     pthread_mutex_lock(&gsp.pdev[p].mu);
-    *flags = 0;
+    *flags = gsp.pdev[p].primary_flags;
     *active = gsp.pdev[p].primary_refs > 0;
     pthread_mutex_unlock(&gsp.pdev[p].mu);
     return CUDA_SUCCESS;
@@ -719,6 +707,7 @@ GS_API CUresult cuCtxGetDevice(CUdevice *device)
     return CUDA_SUCCESS;
 }
 
+#if GS_DRIVER_VERSION >= 13000
 GS_API CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
 {
     GS_FAILPOINT("cuCtxGetDevice_v2");
@@ -733,6 +722,8 @@ GS_API CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
     return CUDA_SUCCESS;
 }
 
+#endif
+
 GS_API CUresult cuCtxSynchronize(void)
 {
     int p;
@@ -745,6 +736,7 @@ GS_API CUresult cuCtxSynchronize(void)
     return CUDA_SUCCESS;
 }
 
+#if GS_DRIVER_VERSION >= 13000
 GS_API CUresult cuCtxSynchronize_v2(CUcontext ctx)
 {
     GS_FAILPOINT("cuCtxSynchronize_v2");
@@ -756,6 +748,7 @@ GS_API CUresult cuCtxSynchronize_v2(CUcontext ctx)
     gs_pools_sync(ctx->pdev);
     return CUDA_SUCCESS;
 }
+#endif
 
 /* ---- streams --------------------------------------------------------------- */
 #define GS_STREAM_LEGACY ((CUstream)0x1)

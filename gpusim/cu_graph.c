@@ -364,6 +364,17 @@ GS_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, u
     return launch_kernel(f);
 }
 
+GS_API CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy,
+                                          unsigned int gz, unsigned int bx, unsigned int by,
+                                          unsigned int bz, unsigned int sharedMemBytes,
+                                          CUstream hStream, void **kernelParams)
+{
+    GS_FAILPOINT("cuLaunchCooperativeKernel");
+    (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)sharedMemBytes;
+    (void)hStream, (void)kernelParams;
+    return launch_kernel(f);
+}
+
 GS_API CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                                     unsigned int bx, unsigned int by, unsigned int bz,
                                     unsigned int sharedMemBytes, CUstream hStream,

@@ -15,6 +15,7 @@ static _Atomic uint64_t next_low = GS_LOW_BASE;
 
 uint64_t gs_fake_addr(uint64_t size)
 {
+    gs_arena_fd(); /* the window exists before its first address is handed out */
     return atomic_fetch_add_explicit(&next_addr, gs_round_up(size, GS_ALIGN) + GS_ALIGN,
                                      memory_order_relaxed);
 }
@@ -33,6 +34,12 @@ static CUresult alloc_on(int p, CUcontext ctx, CUdeviceptr *dptr, uint64_t size,
         return CUDA_ERROR_OUT_OF_MEMORY;
     a = kind == GS_KIND_LEGACY ? fake_low_addr(size) : gs_fake_addr(size);
     if (!a || gs_table_put(&gs_ptrs, a, size, p, kind, ctx) != 0) {
+        gs_uncharge(p, size);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (gs_range_add(a, size, p, kind == GS_KIND_MANAGED ? GS_RANGE_MANAGED : GS_RANGE_DEVICE, ctx,
+                     0) != 0) {
+        gs_entry_free(gs_table_take(&gs_ptrs, a));
         gs_uncharge(p, size);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -55,8 +62,22 @@ CUresult gs_alloc(CUdeviceptr *dptr, uint64_t size, int kind)
 
 void gs_pool_free_entry(gs_entry *e); /* cu_pool.c */
 
+/* the bytes go with the allocation, unless an IPC handle named it: another
+ * process may still map them, and the driver keeps them for it */
+static void release_bytes(uint64_t base)
+{
+    gs_range r;
+    if (!gs_range_del(base, 0, &r))
+        return;
+    if (r.flags & GS_RANGE_EXPORTED)
+        gs_ipc_forget(base);
+    else
+        gs_arena_discard(r.base, r.size);
+}
+
 static void release_entry(gs_entry *e)
 {
+    release_bytes(e->key);
     if (e->kind == GS_KIND_POOL)
         gs_pool_free_entry(e);
     else

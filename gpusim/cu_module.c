@@ -169,3 +169,23 @@ GS_API CUresult cuLibraryUnload(CUlibrary library)
     GS_FAILPOINT("cuLibraryUnload");
     return code_unload(library, GS_MAGIC_LIBRARY);
 }
+
+bool gs_func_ok(CUfunction f)
+{
+    const gs_code *m = (const gs_code *)(void *)f;
+    return gs_obj_ok(m, GS_MAGIC_MODULE) && m->alive;
+}
+
+/* gpusim images define no variables: every name is CUDA_ERROR_NOT_FOUND */
+GS_API CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod,
+                                     const char *name)
+{
+    GS_FAILPOINT("cuModuleGetGlobal_v2");
+    NEED_INIT();
+    (void)dptr, (void)bytes;
+    if (!name)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!gs_func_ok((CUfunction)(void *)hmod))
+        return CUDA_ERROR_INVALID_HANDLE;
+    return CUDA_ERROR_NOT_FOUND;
+}

@@ -130,6 +130,11 @@ static CUresult pool_alloc(gs_pool *pl, CUdeviceptr *dptr, uint64_t size)
         pool_give(pl, size);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
+    if (gs_range_add(a, size, pl->pdev, GS_RANGE_POOL, NULL, 0) != 0) {
+        gs_entry_free(gs_table_take(&gs_ptrs, a));
+        pool_give(pl, size);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     *dptr = a;
     return CUDA_SUCCESS;
 }

@@ -325,14 +325,14 @@ GS_API CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPT
 }
 
 /* pre-3.2 descriptors (32-bit sizes): not simulated */
-GS_API CUresult cuArrayCreate(CUarray *pHandle, const void *desc)
+GS_API CUresult cuArrayCreate(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *desc)
 {
     GS_FAILPOINT("cuArrayCreate");
     (void)pHandle, (void)desc;
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 
-GS_API CUresult cuArray3DCreate(CUarray *pHandle, const void *desc)
+GS_API CUresult cuArray3DCreate(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1 *desc)
 {
     GS_FAILPOINT("cuArray3DCreate");
     (void)pHandle, (void)desc;

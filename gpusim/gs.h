@@ -23,7 +23,9 @@
 #define GS_MAX_DEV 16
 #define GS_MAX_SLOTS 4096
 #define GS_GRAN (2ULL << 20) /* VMM / pool / array granularity */
+#ifndef GS_DRIVER_VERSION
 #define GS_DRIVER_VERSION 13000
+#endif
 #define GS_SM_COUNT 132
 #define GS_DEFAULT_DEVICES "16Gi"
 #define GS_DEFAULT_CTX_OVERHEAD (64ULL << 20)
@@ -132,7 +134,9 @@ enum {
     GS_MAGIC_NODE,
     GS_MAGIC_EXEC,
     GS_MAGIC_MODULE,
-    GS_MAGIC_LIBRARY
+    GS_MAGIC_LIBRARY,
+    GS_MAGIC_EVENT,
+    GS_MAGIC_LINK
 };
 
 typedef struct gs_obj {
@@ -173,6 +177,8 @@ typedef struct gs_pdev {
     bool implicit;
     gs_pool *default_pool;
     gs_pool *cur_pool;
+    unsigned primary_flags; /* cuDevicePrimaryCtxSetFlags */
+    uint32_t peers;         /* devices this one's contexts have peer access to */
     uint64_t graph_reserved, graph_used, graph_reserved_high, graph_used_high;
 } gs_pdev;
 
@@ -249,6 +255,64 @@ uint64_t gs_fake_addr(uint64_t size);
 CUresult gs_alloc(CUdeviceptr *dptr, uint64_t size, int kind);
 CUresult gs_free_ptr(CUdeviceptr p);
 void gs_free_ctx_allocations(CUcontext ctx);
+
+#define NEED_INIT()                    \
+    do {                               \
+        CUresult ni_ = gs_need_init(); \
+        if (ni_)                       \
+            return ni_;                \
+    } while (0)
+
+#define DEV_ARG(d, p)                     \
+    do {                                  \
+        CUresult da_ = gs_ordinal(d, &p); \
+        if (da_)                          \
+            return da_;                   \
+    } while (0)
+
+/* cu_copy.c: device memory backed by host memory. Every address that
+ * gs_fake_addr hands out lies in one window of this process, mapped (sparse,
+ * MAP_NORESERVE) from a memfd the process keeps open, so copies move real
+ * bytes and another process can map an exported range (cu_ipc.c). The ranges
+ * that copies may touch are kept in a sorted index. */
+#define GS_ARENA_BASE 0x200000000000ULL /* data of the window starts here */
+#define GS_ARENA_SIZE (32ULL << 40)     /* 32 TiB of address space, never reused */
+#define GS_ARENA_HDR (1ULL << 20)       /* memfd bytes before the data: the IPC export table */
+enum {
+    GS_RANGE_DEVICE = 1, /* a device allocation in the arena */
+    GS_RANGE_MANAGED,
+    GS_RANGE_HOST,    /* cuMemHostAlloc */
+    GS_RANGE_HOSTREG, /* cuMemHostRegister */
+    GS_RANGE_IPC,     /* another process's allocation, opened here */
+    GS_RANGE_POOL     /* a stream-ordered allocation */
+};
+typedef struct gs_range {
+    uint64_t base, size;
+    int pdev;  /* physical device (-1 for host memory) */
+    int kind;  /* GS_RANGE_* */
+    void *ctx; /* the context it was made in */
+    unsigned flags;
+    uint64_t id; /* process-wide unique buffer id */
+} gs_range;
+/* the memfd behind the window (-1 if the window could not be made) */
+int gs_arena_fd(void);
+bool gs_arena_backed(uint64_t addr, uint64_t size);
+/* give the pages of a freed range back (no-op outside the window) */
+void gs_arena_discard(uint64_t addr, uint64_t size);
+int gs_range_add(uint64_t base, uint64_t size, int pdev, int kind, void *ctx, unsigned flags);
+bool gs_range_del(uint64_t base, int kind, gs_range *out);
+/* the range holding [p, p+n) (n 0: just p) */
+bool gs_range_find(uint64_t p, uint64_t n, gs_range *out);
+void gs_range_set_flags(uint64_t base, unsigned flags);
+void gs_copy_after_fork(void);
+#define GS_RANGE_EXPORTED 0x100u /* set in flags once an IPC handle names it */
+
+/* cu_ipc.c */
+void gs_ipc_forget(uint64_t base); /* a freed allocation's exports stop opening */
+void gs_ipc_after_fork(void);
+
+/* cu_module.c: a function handle that cuLaunchKernel and friends accept */
+bool gs_func_ok(CUfunction f);
 
 static inline uint64_t gs_round_up(uint64_t v, uint64_t a)
 {

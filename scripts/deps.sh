@@ -41,6 +41,9 @@ if [ "$GROUP" = all ]; then
     # gpufrac-bench counts instructions per alloc/free pair under callgrind
     # (noise-free on a shared machine; bench.quick reports it skipped without)
     PKGS="$PKGS valgrind"
+    # tests/integration/test_numba.py and the README's numba example: a real CUDA client
+    # (numba's ctypes driver binding, unmodified) inside fractions over gpusim
+    PKGS="$PKGS python3-numba"
 fi
 missing=""
 for p in $PKGS; do

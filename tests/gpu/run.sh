@@ -72,7 +72,7 @@ PLAN='
 3 cupy              14  45 CuPy: memGetInfo total = limit, OOM past it
 3 jax.noprealloc    18  60 JAX, XLA_PYTHON_CLIENT_PREALLOCATE=false
 3 jax.prealloc      18  60 JAX, XLA_PYTHON_CLIENT_PREALLOCATE=true
-3 numba             12  45 numba-cuda: memory info total = limit, OOM past it
+3 numba             18  60 numba: detect, exact round trips, OOM past the limit, 2 processes, IPC charged once
 4 status             2  15 gpufrac status --json
 4 agent.reclaim     20  60 agent: burst borrowed, reclaimed, eviction reason
 4 agent.watchdog    14  45 agent: the watchdog kills a process without the preload

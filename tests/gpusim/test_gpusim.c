@@ -954,6 +954,466 @@ static void test_get_proc_address(void **state)
     run_child(procaddr_body, NULL);
 }
 
+/* ---- bytes: copies, memsets, pinned and registered host memory ------------------- */
+static long rss_pages(void)
+{
+    long size = 0, rss = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    CHECK(f && fscanf(f, "%ld %ld", &size, &rss) == 2);
+    fclose(f);
+    return rss;
+}
+
+static void copies_body(void)
+{
+    CUdeviceptr a, b, p, lg, big;
+    CUstream s;
+    unsigned char src[4096], dst[4096];
+    CUdeviceptr_v1 legacy;
+    long before;
+    init_ctx();
+    for (int i = 0; i < 4096; i++)
+        src[i] = (unsigned char)(i * 7 + 3);
+    OK(cu.cuMemAlloc_v2(&a, 4096));
+    OK(cu.cuMemAlloc_v2(&b, 4096));
+    OK(cu.cuMemcpyHtoD_v2(a, src, 4096));
+    OK(cu.cuMemcpyDtoD_v2(b, a, 4096));
+    memset(dst, 0, sizeof dst);
+    OK(cu.cuMemcpyDtoH_v2(dst, b, 4096));
+    CHECK(memcmp(src, dst, 4096) == 0);
+    /* inside an allocation, and up to its last byte */
+    OK(cu.cuMemcpyDtoH_v2(dst, a + 4000, 96));
+    CHECK(memcmp(dst, src + 4000, 96) == 0);
+    OK(cu.cuMemsetD8_v2(a + 100, 0xAB, 10));
+    OK(cu.cuMemcpyDtoH_v2(dst, a + 99, 12));
+    CHECK(dst[0] == src[99] && dst[1] == 0xAB && dst[10] == 0xAB && dst[11] == src[110]);
+    /* async forms on a stream: done when they return */
+    OK(cu.cuStreamCreate(&s, 0));
+    OK(cu.cuMemcpyHtoDAsync_v2(a, src, 4096, s));
+    OK(cu.cuMemsetD8Async(b, 0x11, 4096, s));
+    OK(cu.cuMemcpyDtoDAsync_v2(b + 1, a + 1, 10, s));
+    OK(cu.cuMemcpyDtoHAsync_v2(dst, b, 4096, s));
+    CHECK(dst[0] == 0x11 && memcmp(dst + 1, src + 1, 10) == 0 && dst[11] == 0x11);
+    {
+        CUstream gone;
+        OK(cu.cuStreamCreate(&gone, 0));
+        OK(cu.cuStreamDestroy_v2(gone));
+        CHECK_RC(cu.cuMemcpyHtoDAsync_v2(a, src, 1, gone), CUDA_ERROR_INVALID_HANDLE);
+        CHECK_RC(cu.cuEventRecord(NULL, gone), CUDA_ERROR_INVALID_HANDLE);
+    }
+    /* past the end, unknown, NULL host, freed: refused, nothing moves */
+    CHECK_RC(cu.cuMemcpyHtoD_v2(a + 1, src, 4096), CUDA_ERROR_INVALID_VALUE);
+    CHECK_RC(cu.cuMemcpyDtoH_v2(dst, 0x1234, 1), CUDA_ERROR_INVALID_VALUE);
+    CHECK_RC(cu.cuMemcpyHtoD_v2(a, NULL, 1), CUDA_ERROR_INVALID_VALUE);
+    CHECK_RC(cu.cuMemsetD8_v2(a, 0, 4097), CUDA_ERROR_INVALID_VALUE);
+    OK(cu.cuMemcpyHtoD_v2(a, src, 0)); /* nothing to copy */
+    OK(cu.cuMemFree_v2(b));
+    CHECK_RC(cu.cuMemcpyDtoD_v2(b, a, 16), CUDA_ERROR_INVALID_VALUE);
+    /* pools hold bytes too; legacy 32-bit allocations have none */
+    OK(cu.cuMemAllocAsync(&p, 64, s));
+    OK(cu.cuMemcpyHtoD_v2(p, src, 64));
+    OK(cu.cuMemcpyDtoH_v2(dst, p, 64));
+    CHECK(memcmp(dst, src, 64) == 0);
+    OK(cu.cuMemFreeAsync(p, s));
+    CHECK_RC(cu.cuMemcpyHtoD_v2(p, src, 1), CUDA_ERROR_INVALID_VALUE);
+    OK(cu.cuMemAlloc(&legacy, 64));
+    lg = legacy;
+    CHECK_RC(cu.cuMemcpyHtoD_v2(lg, src, 1), CUDA_ERROR_NOT_SUPPORTED);
+    /* sparse: 900 MiB of a 1 GiB device costs only the touched page */
+    before = rss_pages();
+    OK(cu.cuMemAlloc_v2(&big, 900 * MiB));
+    OK(cu.cuMemsetD8_v2(big + 900 * MiB - 1, 1, 1));
+    CHECK(rss_pages() - before < (long)(16 * MiB / 4096));
+    OK(cu.cuMemFree_v2(big));
+    CHECK(cu_used() == 4096 + 64 + 2 * MiB); /* the pool keeps its 2 MiB reservation */
+    OK(cu.cuMemFree_v2(a));
+}
+
+static void test_copies(void **state)
+{
+    (void)state;
+    run_child(copies_body, NULL);
+}
+
+static void host_body(void)
+{
+    void *h;
+    unsigned flags;
+    CUdeviceptr d, a;
+    char *buf = malloc(8192), out[16];
+    init_ctx();
+    CHECK_RC(cu.cuMemHostAlloc(&h, 4096, 0x80), CUDA_ERROR_INVALID_VALUE);
+    CHECK_RC(cu.cuMemHostAlloc(&h, 0, 0), CUDA_ERROR_INVALID_VALUE);
+    OK(cu.cuMemHostAlloc(&h, 4096, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
+    CHECK(cu_used() == 0); /* pinned host memory is not device memory */
+    OK(cu.cuMemHostGetFlags(&flags, h));
+    CHECK(flags == (CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
+    OK(cu.cuMemHostGetDevicePointer_v2(&d, h, 0));
+    CHECK(d == (CUdeviceptr)(uintptr_t)h); /* unified addressing */
+    CHECK_RC(cu.cuMemHostGetDevicePointer_v2(&d, h, 1), CUDA_ERROR_INVALID_VALUE);
+    OK(cu.cuMemAlloc_v2(&a, 16));
+    memcpy(h, "pinned bytes 123", 16);
+    OK(cu.cuMemcpyDtoD_v2(a, d, 16)); /* the device sees it through its pointer */
+    OK(cu.cuMemcpyDtoH_v2(out, a, 16));
+    CHECK(memcmp(out, "pinned bytes 123", 16) == 0);
+    OK(cu.cuMemFreeHost(h));
+    CHECK_RC(cu.cuMemFreeHost(h), CUDA_ERROR_INVALID_VALUE);
+    CHECK_RC(cu.cuMemHostGetFlags(&flags, h), CUDA_ERROR_INVALID_VALUE);
+    /* registration of memory the process has */
+    CHECK(buf);
+    OK(cu.cuMemHostRegister_v2(buf, 8192, CU_MEMHOSTREGISTER_DEVICEMAP));
+    CHECK_RC(cu.cuMemHostRegister_v2(buf + 100, 16, 0), CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+    OK(cu.cuMemHostGetDevicePointer_v2(&d, buf + 10, 0));
+    CHECK(d == (CUdeviceptr)(uintptr_t)(buf + 10));
+    CHECK_RC(cu.cuMemHostGetFlags(&flags, buf), CUDA_ERROR_INVALID_VALUE); /* not HostAlloc'd */
+    OK(cu.cuMemcpyDtoH_v2(buf + 8000, a, 16));
+    CHECK(memcmp(buf + 8000, "pinned bytes 123", 16) == 0);
+    CHECK_RC(cu.cuMemHostUnregister(buf + 1), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+    OK(cu.cuMemHostUnregister(buf));
+    CHECK_RC(cu.cuMemHostUnregister(buf), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+    CHECK_RC(cu.cuMemHostRegister_v2(buf, 16, CU_MEMHOSTREGISTER_IOMEMORY),
+             CUDA_ERROR_NOT_SUPPORTED);
+    CHECK_RC(cu.cuMemHostRegister_v2(buf, 16, 0x100), CUDA_ERROR_INVALID_VALUE);
+    CHECK_RC(cu.cuMemHostRegister_v2(NULL, 16, 0), CUDA_ERROR_INVALID_VALUE);
+    OK(cu.cuMemFree_v2(a));
+    free(buf);
+}
+
+static void test_host_memory(void **state)
+{
+    (void)state;
+    run_child(host_body, NULL);
+}
+
+/* ---- what a pointer is ------------------------------------------------------------ */
+static void pointer_body(void)
+{
+    CUdeviceptr a, m, base, dp, start;
+    CUcontext ctx, got;
+    size_t size, rsize;
+    unsigned type;
+    int v, ord;
+    unsigned long long id1, id2;
+    void *hp;
+    init_ctx();
+    OK(cu.cuCtxGetCurrent(&ctx));
+    OK(cu.cuMemAlloc_v2(&a, 1000));
+    OK(cu.cuMemAllocManaged(&m, 100, CU_MEM_ATTACH_GLOBAL));
+    OK(cu.cuMemGetAddressRange_v2(&base, &size, a + 999));
+    CHECK(base == a && size == 1000);
+    CHECK_RC(cu.cuMemGetAddressRange_v2(&base, &size, a + 1000), CUDA_ERROR_NOT_FOUND);
+    OK(cu.cuPointerGetAttribute(&got, CU_POINTER_ATTRIBUTE_CONTEXT, a + 5));
+    CHECK(got == ctx);
+    OK(cu.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, a + 5));
+    CHECK(type == CU_MEMORYTYPE_DEVICE);
+    OK(cu.cuPointerGetAttribute(&dp, CU_POINTER_ATTRIBUTE_DEVICE_POINTER, a + 5));
+    CHECK(dp == a + 5);
+    CHECK_RC(cu.cuPointerGetAttribute(&hp, CU_POINTER_ATTRIBUTE_HOST_POINTER, a),
+             CUDA_ERROR_INVALID_VALUE);
+    OK(cu.cuPointerGetAttribute(&hp, CU_POINTER_ATTRIBUTE_HOST_POINTER, m));
+    OK(cu.cuPointerGetAttribute(&v, CU_POINTER_ATTRIBUTE_IS_MANAGED, m));
+    CHECK(v == 1);
+    OK(cu.cuPointerGetAttribute(&v, CU_POINTER_ATTRIBUTE_IS_MANAGED, a));
+    CHECK(v == 0);
+    OK(cu.cuPointerGetAttribute(&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, a));
+    CHECK(ord == 0);
+    OK(cu.cuPointerGetAttribute(&id1, CU_POINTER_ATTRIBUTE_BUFFER_ID, a));
+    OK(cu.cuPointerGetAttribute(&id2, CU_POINTER_ATTRIBUTE_BUFFER_ID, m));
+    CHECK(id1 != id2);
+    OK(cu.cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, a + 7));
+    OK(cu.cuPointerGetAttribute(&rsize, CU_POINTER_ATTRIBUTE_RANGE_SIZE, a + 7));
+    CHECK(start == a && rsize == 1000);
+    OK(cu.cuPointerGetAttribute(&v, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, a));
+    CHECK(v == 1);
+    OK(cu.cuPointerGetAttribute(&v, CU_POINTER_ATTRIBUTE_MAPPED, a));
+    CHECK(v == 1);
+    /* bogus pointers and attributes: refused, nothing written */
+    v = 42;
+    CHECK_RC(cu.cuPointerGetAttribute(&v, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, 0),
+             CUDA_ERROR_INVALID_VALUE);
+    CHECK_RC(cu.cuPointerGetAttribute(&v, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ~0ULL),
+             CUDA_ERROR_INVALID_VALUE);
+    CHECK_RC(cu.cuPointerGetAttribute(&v, (CUpointer_attribute)999, a), CUDA_ERROR_INVALID_VALUE);
+    CHECK_RC(cu.cuPointerGetAttribute(NULL, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, a),
+             CUDA_ERROR_INVALID_VALUE);
+    CHECK(v == 42);
+    OK(cu.cuMemFree_v2(a));
+    CHECK_RC(cu.cuPointerGetAttribute(&v, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, a),
+             CUDA_ERROR_INVALID_VALUE);
+    OK(cu.cuMemFree_v2(m));
+}
+
+static void test_pointer_attributes(void **state)
+{
+    (void)state;
+    run_child(pointer_body, NULL);
+}
+
+/* ---- events and stream callbacks ------------------------------------------------------ */
+static pthread_t callback_thread;
+static void *callback_data;
+
+static void on_stream_done(CUstream s, CUresult status, void *data)
+{
+    (void)s;
+    CHECK(status == CUDA_SUCCESS);
+    callback_thread = pthread_self();
+    callback_data = data;
+}
+
+static void events_body(void)
+{
+    CUevent e1, e2, nt;
+    CUstream s;
+    float ms = -1;
+    init_ctx();
+    OK(cu.cuStreamCreate(&s, 0));
+    CHECK_RC(cu.cuEventCreate(&e1, 0x80), CUDA_ERROR_INVALID_VALUE);
+    CHECK_RC(cu.cuEventCreate(&e1, CU_EVENT_INTERPROCESS), CUDA_ERROR_INVALID_VALUE);
+    OK(cu.cuEventCreate(&e1, CU_EVENT_DEFAULT));
+    OK(cu.cuEventCreate(&e2, CU_EVENT_BLOCKING_SYNC));
+    OK(cu.cuEventCreate(&nt, CU_EVENT_DISABLE_TIMING));
+    OK(cu.cuEventQuery(e1)); /* nothing recorded: complete */
+    CHECK_RC(cu.cuEventElapsedTime(&ms, e1, e2), CUDA_ERROR_INVALID_HANDLE);
+    OK(cu.cuEventRecord(e1, s));
+    OK(cu.cuEventRecord(e2, NULL));
+    OK(cu.cuEventRecord(nt, s));
+    OK(cu.cuEventSynchronize(e2));
+    OK(cu.cuEventQuery(e2));
+    OK(cu.cuEventElapsedTime(&ms, e1, e2));
+    CHECK(ms >= 0);
+    OK(cu.cuEventElapsedTime_v2(&ms, e1, e2));
+    CHECK_RC(cu.cuEventElapsedTime(&ms, e1, nt), CUDA_ERROR_INVALID_HANDLE);
+    OK(cu.cuStreamWaitEvent(s, e1, 0));
+    CHECK_RC(cu.cuStreamWaitEvent(s, e1, 7), CUDA_ERROR_INVALID_VALUE);
+    /* a callback runs on a thread of its own, before the call returns */
+    OK(cu.cuStreamAddCallback(s, on_stream_done, &ms, 0));
+    CHECK(callback_data == &ms && !pthread_equal(callback_thread, pthread_self()));
+    CHECK_RC(cu.cuStreamAddCallback(s, on_stream_done, NULL, 1), CUDA_ERROR_INVALID_VALUE);
+    CHECK_RC(cu.cuStreamAddCallback(s, NULL, NULL, 0), CUDA_ERROR_INVALID_VALUE);
+    OK(cu.cuEventDestroy_v2(e1));
+    CHECK_RC(cu.cuEventQuery(e1), CUDA_ERROR_INVALID_HANDLE);
+    CHECK_RC(cu.cuEventDestroy_v2(e1), CUDA_ERROR_INVALID_HANDLE);
+    CHECK_RC(cu.cuStreamWaitEvent(s, e1, 0), CUDA_ERROR_INVALID_HANDLE);
+    OK(cu.cuEventDestroy(e2));
+    OK(cu.cuEventDestroy_v2(nt));
+}
+
+static void test_events_and_callbacks(void **state)
+{
+    (void)state;
+    run_child(events_body, NULL);
+}
+
+/* ---- IPC: another process maps the same bytes, charged to the exporter only ------------ */
+static CUipcMemHandle ipc_handle;
+static CUdeviceptr ipc_ptr;
+static uint64_t ipc_used; /* the device's use with the export made */
+
+static void importer(int forged)
+{
+    CUdeviceptr d;
+    CUipcMemHandle h = ipc_handle;
+    char buf[8];
+    uint64_t before;
+    init_ctx();
+    before = cu_used();
+    CHECK(before == ipc_used); /* the exporter's allocation, on the shared device */
+    if (forged) {
+        h.reserved[forged] ^= 1; /* any other bit of the handle */
+        CHECK_RC(cu.cuIpcOpenMemHandle_v2(&d, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
+                 CUDA_ERROR_INVALID_VALUE);
+        _exit(0);
+    }
+    CHECK_RC(cu.cuIpcOpenMemHandle_v2(&d, h, 2), CUDA_ERROR_INVALID_VALUE);
+    OK(cu.cuIpcOpenMemHandle_v2(&d, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
+    CHECK(cu_used() == before); /* opening charges nothing */
+    OK(cu.cuMemcpyDtoH_v2(buf, d + 4088, 8));
+    CHECK(memcmp(buf, "exported", 8) == 0);
+    OK(cu.cuMemcpyHtoD_v2(d, "imported", 8));
+    CHECK_RC(cu.cuMemcpyHtoD_v2(d + 4090, "imported", 8), CUDA_ERROR_INVALID_VALUE);
+    CHECK_RC(cu.cuMemFree_v2(d), CUDA_ERROR_INVALID_VALUE); /* not this process's allocation */
+    OK(cu.cuIpcCloseMemHandle(d));
+    CHECK_RC(cu.cuIpcCloseMemHandle(d), CUDA_ERROR_INVALID_VALUE);
+    _exit(0);
+}
+
+static void ipc_body(void)
+{
+    CUipcMemHandle again;
+    CUdeviceptr d, pool;
+    char buf[8];
+    init_ctx();
+    OK(cu.cuMemAlloc_v2(&ipc_ptr, 4096));
+    OK(cu.cuMemcpyHtoD_v2(ipc_ptr + 4088, "exported", 8));
+    CHECK_RC(cu.cuIpcGetMemHandle(&ipc_handle, ipc_ptr + 8), CUDA_ERROR_INVALID_VALUE);
+    CHECK_RC(cu.cuIpcGetMemHandle(NULL, ipc_ptr), CUDA_ERROR_INVALID_VALUE);
+    OK(cu.cuMemAllocAsync(&pool, 64, NULL));
+    CHECK_RC(cu.cuIpcGetMemHandle(&again, pool), CUDA_ERROR_INVALID_VALUE); /* pools: no */
+    OK(cu.cuMemFreeAsync(pool, NULL));
+    OK(cu.cuIpcGetMemHandle(&ipc_handle, ipc_ptr));
+    ipc_used = cu_used();
+    OK(cu.cuIpcGetMemHandle(&again, ipc_ptr));
+    CHECK(memcmp(&again, &ipc_handle, sizeof again) == 0); /* one export per allocation */
+    CHECK_RC(cu.cuIpcOpenMemHandle_v2(&d, ipc_handle, 1), CUDA_ERROR_INVALID_CONTEXT);
+    wait_ok(spawn(importer, 0));
+    OK(cu.cuMemcpyDtoH_v2(buf, ipc_ptr, 8));
+    CHECK(memcmp(buf, "imported", 8) == 0); /* the importer wrote these very bytes */
+    for (int bit = 8; bit < 56; bit += 4)   /* pid, fd, inode, nonce, offset, size, index */
+        wait_ok(spawn(importer, bit));
+    /* freed: the handle opens nothing any more */
+    OK(cu.cuMemFree_v2(ipc_ptr));
+    {
+        pid_t p = fork();
+        if (p == 0) {
+            CUdeviceptr x;
+            init_ctx();
+            CHECK_RC(cu.cuIpcOpenMemHandle_v2(&x, ipc_handle, 1), CUDA_ERROR_INVALID_VALUE);
+            _exit(0);
+        }
+        wait_ok(p);
+    }
+}
+
+static void test_ipc(void **state)
+{
+    (void)state;
+    run_child(ipc_body, NULL);
+}
+
+/* ---- code: attributes, occupancy, the linker; peers, profiler, device queries --------- */
+static size_t smem_of(int block)
+{
+    return (size_t)block * 64;
+}
+
+static void code_body(void)
+{
+    CUmodule mod;
+    CUfunction f;
+    CUlinkState ls;
+    CUdeviceptr g;
+    size_t gs_size, cubin_size;
+    void *cubin;
+    int v, grid, block, major, minor, active;
+    unsigned flags;
+    char path[512];
+    static char ptx[3 * MiB]; /* the linker takes it whole, whatever it says */
+    FILE *fp;
+    init_ctx();
+    OK(cu.cuModuleLoadData(&mod, "gpusim-module 1024"));
+    OK(cu.cuModuleGetFunction(&f, mod, "k"));
+    OK(cu.cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f));
+    CHECK(v == 1024);
+    OK(cu.cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, f));
+    CHECK(v == 32);
+    CHECK_RC(cu.cuFuncGetAttribute(&v, (CUfunction_attribute)99, f), CUDA_ERROR_INVALID_VALUE);
+    OK(cu.cuFuncSetCacheConfig(f, CU_FUNC_CACHE_PREFER_L1));
+    CHECK_RC(cu.cuFuncSetCacheConfig(f, (CUfunc_cache)9), CUDA_ERROR_INVALID_VALUE);
+    OK(cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(&v, f, 256, 0));
+    CHECK(v == 8);
+    OK(cu.cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&v, f, 32, 64 * 1024, 0));
+    CHECK(v == 3); /* shared memory bounds it */
+    CHECK_RC(cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(&v, f, 2048, 0),
+             CUDA_ERROR_INVALID_VALUE);
+    OK(cu.cuOccupancyMaxPotentialBlockSize(&grid, &block, f, NULL, 0, 0));
+    CHECK(block == 1024 && grid == 2 * 132);
+    OK(cu.cuOccupancyMaxPotentialBlockSizeWithFlags(&grid, &block, f, smem_of, 0, 256, 0));
+    CHECK(block <= 256 && block % 32 == 0 && grid > 0);
+    OK(cu.cuLaunchCooperativeKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL));
+    CHECK_RC(cu.cuModuleGetGlobal_v2(&g, &gs_size, mod, "x"), CUDA_ERROR_NOT_FOUND);
+    CHECK_RC(cu.cuModuleGetGlobal_v2(&g, &gs_size, mod, NULL), CUDA_ERROR_INVALID_VALUE);
+    /* linking: the image is a gpusim module of the inputs' size, charged when loaded */
+    OK(cu.cuLinkCreate_v2(0, NULL, NULL, &ls));
+    CHECK_RC(cu.cuLinkComplete(ls, &cubin, &cubin_size), CUDA_ERROR_INVALID_VALUE);
+    OK(cu.cuLinkAddData_v2(ls, CU_JIT_INPUT_PTX, ptx, 3 * MiB, "a.ptx", 0, NULL, NULL));
+    CHECK_RC(cu.cuLinkAddData_v2(ls, CU_JIT_NUM_INPUT_TYPES, ptx, 1, "b", 0, NULL, NULL),
+             CUDA_ERROR_INVALID_VALUE);
+    snprintf(path, sizeof path, "%s/obj-%d", tmpdir, (int)getpid());
+    fp = fopen(path, "w");
+    CHECK(fp && fwrite("0123456789", 1, 10, fp) == 10);
+    fclose(fp);
+    OK(cu.cuLinkAddFile_v2(ls, CU_JIT_INPUT_OBJECT, path, 0, NULL, NULL));
+    unlink(path);
+    CHECK_RC(cu.cuLinkAddFile_v2(ls, CU_JIT_INPUT_OBJECT, path, 0, NULL, NULL),
+             CUDA_ERROR_FILE_NOT_FOUND);
+    OK(cu.cuLinkComplete(ls, &cubin, &cubin_size));
+    CHECK(strcmp(cubin, "gpusim-module 3145738") == 0 && cubin_size == strlen(cubin) + 1);
+    {
+        CUmodule linked;
+        uint64_t before = cu_used();
+        OK(cu.cuModuleLoadData(&linked, cubin));
+        CHECK(cu_used() == before + 4 * MiB);
+        OK(cu.cuModuleUnload(linked));
+    }
+    OK(cu.cuLinkDestroy(ls));
+    CHECK_RC(cu.cuLinkDestroy(ls), CUDA_ERROR_INVALID_HANDLE);
+    OK(cu.cuModuleUnload(mod));
+    CHECK_RC(cu.cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, f), CUDA_ERROR_INVALID_HANDLE);
+    /* device queries, primary context flags, the profiler */
+    OK(cu.cuDeviceComputeCapability(&major, &minor, 0));
+    CHECK(major == 9 && minor == 0);
+    CHECK_RC(cu.cuDeviceComputeCapability(&major, &minor, 5), CUDA_ERROR_INVALID_DEVICE);
+    OK(cu.cuDevicePrimaryCtxSetFlags_v2(0, 4));
+    OK(cu.cuDevicePrimaryCtxGetState(0, &flags, &active));
+    CHECK(flags == 4 && active == 1);
+    OK(cu.cuDevicePrimaryCtxSetFlags(0, 0));
+    CHECK_RC(cu.cuDevicePrimaryCtxSetFlags_v2(0, 3), CUDA_ERROR_INVALID_VALUE);
+    OK(cu.cuProfilerStart());
+    OK(cu.cuProfilerStop());
+}
+
+static void test_code_and_device_queries(void **state)
+{
+    (void)state;
+    run_child(code_body, NULL);
+}
+
+static void peer_body(void)
+{
+    CUcontext c0, c1;
+    int can;
+    OK(cu.cuInit(0));
+    OK(cu.cuDeviceCanAccessPeer(&can, 0, 1));
+    CHECK(can == 1);
+    OK(cu.cuDeviceCanAccessPeer(&can, 0, 0));
+    CHECK(can == 0);
+    CHECK_RC(cu.cuDeviceCanAccessPeer(&can, 0, 7), CUDA_ERROR_INVALID_DEVICE);
+    OK(cu.cuDevicePrimaryCtxRetain(&c1, 1));
+    OK(cu.cuDevicePrimaryCtxRetain(&c0, 0));
+    OK(cu.cuCtxSetCurrent(c0));
+    OK(cu.cuCtxEnablePeerAccess(c1, 0));
+    CHECK_RC(cu.cuCtxEnablePeerAccess(c1, 0), CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED);
+    CHECK_RC(cu.cuCtxEnablePeerAccess(c0, 0), CUDA_ERROR_PEER_ACCESS_UNSUPPORTED);
+    CHECK_RC(cu.cuCtxEnablePeerAccess(c1, 1), CUDA_ERROR_INVALID_VALUE);
+}
+
+static void test_peers(void **state)
+{
+    static const char *const env[] = {"GPUSIM_DEVICES=1Gi,1Gi", NULL};
+    (void)state;
+    run_child(peer_body, env);
+}
+
+/* the 12.8 build: what clients written before 13.0 find */
+static void cuda12_body(void)
+{
+    int v;
+    void *l = dlopen(GPUSIM_LIB_DIR "-cuda12/libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    CUresult (*get_version)(int *);
+    CHECK(l);
+    *(void **)&get_version = dlsym(l, "cuDriverGetVersion");
+    CHECK(get_version && get_version(&v) == CUDA_SUCCESS && v == 12080);
+    CHECK(dlsym(l, "cuCtxGetDevice_v2") == NULL && dlsym(l, "cuCtxSynchronize_v2") == NULL);
+    CHECK(dlsym(l, "cuCtxGetDevice") && dlsym(l, "cuMemcpyHtoD_v2"));
+}
+
+static void test_cuda12_build(void **state)
+{
+    (void)state;
+    run_child(cuda12_body, NULL);
+}
+
 /* ---- fault injection -------------------------------------------------------------------- */
 static void fail_body(void)
 {
@@ -1096,6 +1556,14 @@ int main(void)
         cmocka_unit_test(test_arrays),
         cmocka_unit_test(test_graphs),
         cmocka_unit_test(test_get_proc_address),
+        cmocka_unit_test(test_copies),
+        cmocka_unit_test(test_host_memory),
+        cmocka_unit_test(test_pointer_attributes),
+        cmocka_unit_test(test_events_and_callbacks),
+        cmocka_unit_test(test_ipc),
+        cmocka_unit_test(test_code_and_device_queries),
+        cmocka_unit_test(test_peers),
+        cmocka_unit_test(test_cuda12_build),
         cmocka_unit_test(test_fault_injection),
         cmocka_unit_test(test_nvml),
         cmocka_unit_test(test_threads_and_speed),
