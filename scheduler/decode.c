@@ -397,6 +397,22 @@ static bool node_ready(const json_t *status)
     return true;
 }
 
+/* status.allocatable nvidia.com/gpu: whole GPUs a device plugin hands out
+ * (a quantity we only need as "none" or "some"; unreadable counts as some,
+ * so the node's GPUs stay closed to fractions without a reservation). */
+static unsigned device_plugin_gpus(const json_t *status)
+{
+    const json_t *alloc = status != NULL ? json_object_get(status, "allocatable") : NULL;
+    const char *v = str_member(alloc, GF_SCHED_WHOLE_GPU_RESOURCE);
+    unsigned long long n;
+
+    if (v == NULL)
+        return 0;
+    if (whole(v, &n) < 0)
+        return 1;
+    return n > GF_SCHED_GPUS_MAX ? GF_SCHED_GPUS_MAX : (unsigned)n;
+}
+
 int gf_sched_node_decode(const json_t *node, gf_sched_node *out, gf_error *err)
 {
     const json_t *meta, *ann, *labels, *spec, *status, *unsched;
@@ -417,6 +433,7 @@ int gf_sched_node_decode(const json_t *node, gf_sched_node *out, gf_error *err)
     unsched = spec != NULL ? json_object_get(spec, "unschedulable") : NULL;
     out->unschedulable = json_is_true(unsched);
     out->ready = node_ready(status);
+    out->dp_gpus = device_plugin_gpus(status);
     node_inventory(ann, labels, out);
     return 0;
 }

@@ -64,7 +64,10 @@ static void gpu_family(FILE *f, const char *name, const char *help, const node_g
         for (size_t g = 0; g < ng[i].n; g++) {
             const gf_model_gpu_state *s = &ng[i].gpus[g];
             bool uuid = strncmp(s->id, "GPU-", 4) == 0 || strncmp(s->id, "MIG-", 4) == 0;
-            uint64_t v = which == 0 ? s->requested : which == 1 ? s->total : s->pods;
+            uint64_t v = which == 0   ? s->requested
+                         : which == 1 ? s->total
+                         : which == 2 ? s->pods
+                                      : (uint64_t)!s->closed;
             fprintf(f, "%s{node=\"", name);
             label(f, ng[i].name);
             fprintf(f, "\",gpu=\"%d\",UUID=\"", s->index);
@@ -105,6 +108,20 @@ out:
     return ng;
 }
 
+static void reservations(FILE *f, gf_extender *x)
+{
+    size_t holding, pending;
+
+    gf_reserver_counts(x->reserver, &holding, &pending);
+    fprintf(f,
+            "# HELP gpufrac_scheduler_reservations Reservation pods holding a device-plugin GPU "
+            "for fractions, and those not holding one yet.\n"
+            "# TYPE gpufrac_scheduler_reservations gauge\n"
+            "gpufrac_scheduler_reservations{state=\"holding\"} %zu\n"
+            "gpufrac_scheduler_reservations{state=\"pending\"} %zu\n",
+            holding, pending);
+}
+
 static void render(gf_extender *x, FILE *f, const node_gpus *ng, size_t n)
 {
     gf_model_stats st;
@@ -139,6 +156,11 @@ static void render(gf_extender *x, FILE *f, const node_gpus *ng, size_t n)
                "Memory requested by the fractions placed on a GPU, in bytes.", ng, n, 0);
     gpu_family(f, "gpufrac_scheduler_gpu_total_bytes", "A GPU's memory, in bytes.", ng, n, 1);
     gpu_family(f, "gpufrac_scheduler_gpu_pods", "Fractional pods placed on a GPU.", ng, n, 2);
+    gpu_family(f, "gpufrac_scheduler_gpu_open",
+               "1 when a GPU takes fractions: no device plugin on its node, or a reservation "
+               "pod holds it.",
+               ng, n, 3);
+    reservations(f, x);
 }
 
 int gf_ext_metrics_page(gf_extender *x, gf_ext_reply *r)

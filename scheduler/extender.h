@@ -14,6 +14,7 @@
 
 #include "error.h"
 #include "model.h"
+#include "reserve.h"
 
 #define GF_EXT_BODY_MAX (16u << 20)
 #define GF_EXT_NODES_MAX 100000
@@ -77,6 +78,8 @@ typedef struct gf_extender {
     /* node names for the per-GPU metrics (informer.c keeps them) */
     int (*node_names)(void *cls, char ***names, size_t *n);
     void *node_names_cls;
+    /* reservation pods of device-plugin nodes (NULL: none made) */
+    gf_reserver *reserver;
 } gf_extender;
 
 int gf_extender_init(gf_extender *x, gf_model *model, gf_policy policy, bool cdi,

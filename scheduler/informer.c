@@ -125,6 +125,8 @@ static int apply_pod(gf_informer *in, json_t *obj, bool deleted, gf_error *err)
 
     if (!pod)
         return gf_error_set(err, GF_ENOSPACE, "out of memory");
+    if (in->ext)
+        gf_reserver_pod(in->ext->reserver, obj, deleted);
     if (gf_sched_pod_decode(obj, in->prefix, pod, err) < 0)
         gf_slog(GF_LOG_WARN, "ignoring a pod: %s", err->msg);
     else if (deleted)
@@ -187,6 +189,8 @@ static int relist(thread_arg *a, char *rv, size_t rv_len)
     if (a->kd->kind == GF_MODEL_NODES)
         names_clear(a->in);
     gf_model_resync_begin(a->in->model, a->kd->kind);
+    if (a->kd->kind == GF_MODEL_PODS && a->in->ext)
+        gf_reserver_resync_begin(a->in->ext->reserver);
     rc = gf_kube_list(a->in->kube, a->kd->path, on_item, a, rv, rv_len, &err);
     if (rc != 0) {
         gf_slog(GF_LOG_ERROR, "listing %s: %s", a->kd->what,
@@ -194,6 +198,8 @@ static int relist(thread_arg *a, char *rv, size_t rv_len)
         return -1;
     }
     gf_model_resync_end(a->in->model, a->kd->kind);
+    if (a->kd->kind == GF_MODEL_PODS && a->in->ext)
+        gf_reserver_resync_end(a->in->ext->reserver);
     mark_synced(a->in, a->kd->kind);
     gf_slog(GF_LOG_INFO, "listed %s at resourceVersion %s", a->kd->what, rv);
     return 0;

@@ -322,6 +322,7 @@ static void node_free_gpus(mnode *n)
 static void node_free(mnode *n)
 {
     node_free_gpus(n);
+    gf_model_reserved_free(n);
     free(n);
 }
 
@@ -414,6 +415,7 @@ static int node_set(mnode *n, const gf_sched_node *src)
     n->ready = src->ready;
     n->memory_known = src->memory_known;
     n->source = src->source;
+    n->dp_gpus = src->dp_gpus;
     if (src->inventory_error[0] != '\0') {
         n->inventory_error = strdup(src->inventory_error);
         return n->inventory_error != NULL ? 0 : -1;
@@ -438,6 +440,7 @@ int gf_model_node_update(gf_model *m, const gf_sched_node *node, gf_error *err)
     if (n != NULL) {
         n->gen = m->gen[GF_MODEL_NODES];
         recharge_node(n);
+        gf_model_reserved_apply(n);
     }
     pthread_rwlock_unlock(&m->lock);
     return rc;
@@ -859,6 +862,7 @@ int gf_model_node_gpus(gf_model *m, const char *node, gf_model_gpu_state *out, s
         out[i].has_mode = out[i].pods > 0;
         out[i].mode = g->pods[GF_MODE_SM_SHARING] > 0 ? GF_MODE_SM_SHARING : GF_MODE_TIME_SLICING;
         out[i].compute_pct = g->compute_pct;
+        out[i].closed = g->closed;
     }
 out:
     pthread_rwlock_unlock(&m->lock);

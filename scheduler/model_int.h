@@ -16,6 +16,7 @@ typedef struct mgpu {
     uint64_t requested;   /* sum of the requests placed here */
     unsigned pods[2];     /* by gf_mode */
     unsigned compute_pct; /* SM percents of the sm-sharing pods placed here */
+    bool closed;          /* the device plugin's, not reserved for fractions (model_reserve.c) */
 } mgpu;
 
 struct mpod;
@@ -36,6 +37,9 @@ typedef struct mnode {
     mgpu *gpus;
     struct mpod *pods; /* placed here, linked by nnext/nprev */
     unsigned gen;
+    unsigned dp_gpus; /* nvidia.com/gpu allocatable: the device plugin hands GPUs out */
+    char **reserved;  /* ids of the GPUs reservation pods hold for fractions */
+    size_t n_reserved;
 } mnode;
 
 typedef struct mpod {
@@ -115,6 +119,11 @@ mpod *gf_model_pod_find(const gf_model *m, const char *uid);
  * verdict's reason/status and returns -1. Scores into verdict on success. */
 int gf_sched_choose(const mnode *node, const gf_sched_pod *pod, gf_policy policy, uint8_t *pos,
                     gf_sched_verdict *verdict);
+
+/* Recomputes the closed flag of n's GPUs (model_reserve.c): with dp_gpus,
+ * only the GPUs a reservation holds are open to fractions. */
+void gf_model_reserved_apply(mnode *n);
+void gf_model_reserved_free(mnode *n);
 
 /* Writes the placement of pod record p (placed, resolved). */
 void gf_sched_placement_fill(const gf_model *m, const mpod *p, gf_sched_placement *out);

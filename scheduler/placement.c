@@ -211,7 +211,7 @@ static size_t candidates(const mnode *n, const gf_sched_pod *pod, gf_policy poli
     uint64_t r;
 
     for (i = 0; i < n->n_gpus; i++) {
-        if (!gpu_fits(&n->gpus[i], pod, &r))
+        if (n->gpus[i].closed || !gpu_fits(&n->gpus[i], pod, &r))
             continue;
         for (k = count; k > 0 && before(&n->gpus[i], &n->gpus[pos[k - 1]], policy); k--)
             pos[k] = pos[k - 1];
@@ -361,16 +361,55 @@ static int explain(const mnode *n, const gf_sched_pod *pod, size_t fitting, gf_s
                 best->id, mib(gpu_free(best), a, sizeof(a)), mib(r, b, sizeof(b)), n->n_gpus);
 }
 
+/* The closed GPUs of n (the device plugin's) that would take pod if a
+ * reservation held them; only idle ones: a closed GPU with fractions is one
+ * whose reservation went away. */
+static size_t closed_fitting(const mnode *n, const gf_sched_pod *pod, size_t *closed)
+{
+    size_t count = 0;
+    uint64_t r;
+
+    *closed = 0;
+    for (size_t i = 0; i < n->n_gpus; i++) {
+        const mgpu *g = &n->gpus[i];
+        if (!g->closed)
+            continue;
+        ++*closed;
+        count += idle(g) && gpu_fits(g, pod, &r);
+    }
+    return count;
+}
+
+/* Why a device-plugin node does not take pod now, and how many reservations
+ * would let it (verdict->reserve). */
+static int explain_reserved(const mnode *n, const gf_sched_pod *pod, size_t fitting,
+                            gf_sched_verdict *v)
+{
+    size_t closed, more = closed_fitting(n, pod, &closed);
+    size_t need = (size_t)pod->num_devices - fitting;
+
+    if (closed == 0 || more < need)
+        return explain(n, pod, fitting, v);
+    fail(v, GF_FAIL,
+         "no GPU reserved for fractions has room (%zu of the node's %zu GPUs are reserved; the "
+         "device plugin gives the others to whole-GPU pods)",
+         n->n_gpus - closed, n->n_gpus);
+    v->reserve = (unsigned)need;
+    return -1;
+}
+
 int gf_sched_choose(const mnode *node, const gf_sched_pod *pod, gf_policy policy, uint8_t *pos,
                     gf_sched_verdict *verdict)
 {
     size_t count;
 
+    verdict->reserve = 0;
     if (precheck(node, pod, verdict) < 0)
         return -1;
     count = candidates(node, pod, policy, pos);
     if (count < (size_t)pod->num_devices)
-        return explain(node, pod, count, verdict);
+        return node->dp_gpus > 0 ? explain_reserved(node, pod, count, verdict)
+                                 : explain(node, pod, count, verdict);
     verdict->status = GF_FIT;
     verdict->reason[0] = '\0';
     verdict->rank = score(node, pod, policy, pos);
