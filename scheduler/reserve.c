@@ -288,8 +288,7 @@ static void res_judge(gf_reserver *r, rres *x, const podinfo *p)
         gf_error_set(&err, GF_ESTATE, "init container report exited %lld", p->code);
     else if (gf_reserve_message_parse(p->message, x->gpu, sizeof(x->gpu), &err) == 0 &&
              !node_has_gpu(r, x->node, x->gpu))
-        gf_error_set(&err, GF_EINVAL, "GPU \"%s\" is not in node %s's inventory", x->gpu,
-                     x->node);
+        gf_error_set(&err, GF_EINVAL, "GPU \"%s\" is not in node %s's inventory", x->gpu, x->node);
     else if (x->gpu[0]) {
         gf_slog(GF_LOG_INFO, "reservation %s/%s holds GPU %s of node %s for fractions", r->ns,
                 x->name, x->gpu, x->node);
@@ -297,8 +296,8 @@ static void res_judge(gf_reserver *r, rres *x, const podinfo *p)
     }
     x->gpu[0] = '\0';
     x->bad = true;
-    gf_slog(GF_LOG_WARN, "reservation %s/%s on node %s holds no usable GPU (%s): deleting it", r->ns,
-            x->name, x->node, err.msg);
+    gf_slog(GF_LOG_WARN, "reservation %s/%s on node %s holds no usable GPU (%s): deleting it",
+            r->ns, x->name, x->node, err.msg);
 }
 
 static void res_update(gf_reserver *r, const podinfo *p, bool gone)
@@ -386,19 +385,25 @@ void gf_reserver_want(gf_reserver *r, const char *node, unsigned need, char *why
         snprintf(why, len, "out of memory");
     else if (gf_rsv_pending_on(r, node, &starting) > 0 || n->creating ||
              gf_model_now_ms() < n->starting_until)
-        snprintf(why, len, "reservation pod %s/%s is starting; the pod is tried again once it holds "
-                           "a GPU", r->ns, starting ? starting : "(being created)");
+        snprintf(why, len,
+                 "reservation pod %s/%s is starting; the pod is tried again once it holds "
+                 "a GPU",
+                 r->ns, starting ? starting : "(being created)");
     else if (gf_model_now_ms() < n->retry_at)
         snprintf(why, len, "reserving a GPU failed (%s); tried again in %llu s", n->error,
                  (unsigned long long)((n->retry_at - gf_model_now_ms()) / 1000 + 1));
     else if (used >= dp)
-        snprintf(why, len, "the device plugin has given all %u GPUs of the node to pods (%u asked by "
-                           "whole-GPU pods and reservations): none can be reserved", dp, used);
+        snprintf(why, len,
+                 "the device plugin has given all %u GPUs of the node to pods (%u asked by "
+                 "whole-GPU pods and reservations): none can be reserved",
+                 dp, used);
     else {
         n->want = need > n->want ? need : n->want;
         pthread_cond_signal(&r->cond);
-        snprintf(why, len, "gpufrac-scheduler is reserving %u from the device plugin (a pod in %s); "
-                           "the pod is tried again once it holds a GPU", need, r->ns);
+        snprintf(why, len,
+                 "gpufrac-scheduler is reserving %u from the device plugin (a pod in %s); "
+                 "the pod is tried again once it holds a GPU",
+                 need, r->ns);
     }
     pthread_mutex_unlock(&r->lock);
 }

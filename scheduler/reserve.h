@@ -49,8 +49,8 @@ typedef struct gf_reserve_opts {
 
 typedef struct gf_reserver gf_reserver;
 
-int gf_reserver_start(gf_reserver **out, gf_kube *kube, gf_model *model,
-                      const gf_reserve_opts *o, gf_error *err);
+int gf_reserver_start(gf_reserver **out, gf_kube *kube, gf_model *model, const gf_reserve_opts *o,
+                      gf_error *err);
 void gf_reserver_stop(gf_reserver *r);
 
 /* Every pod the informer sees (deleted: gone). Keeps the reservations and

@@ -31,12 +31,12 @@ typedef struct rwhole { /* a bound pod asking nvidia.com/gpu (reservations too) 
 
 typedef struct rnode {
     char name[GF_SCHED_NAME_MAX];
-    unsigned want;     /* reservations filter asked for */
-    bool creating;     /* a POST in flight */
-    uint64_t retry_at; /* no reservation before this (ms) */
+    unsigned want;           /* reservations filter asked for */
+    bool creating;           /* a POST in flight */
+    uint64_t retry_at;       /* no reservation before this (ms) */
     uint64_t starting_until; /* created, maybe not in the watch yet (ms) */
-    char error[160];   /* why the last one failed */
-    int labelled;      /* reserved count last written to the label; -1: never */
+    char error[160];         /* why the last one failed */
+    int labelled;            /* reserved count last written to the label; -1: never */
 } rnode;
 
 struct gf_reserver {

@@ -16,6 +16,7 @@ typedef struct action {
     char name[GF_SCHED_NAME_MAX]; /* delete: the pod */
     char uid[GF_SCHED_UID_MAX];
     int count; /* label: reserved GPUs */
+    bool bad;  /* delete: it held no usable GPU (else: given back unused) */
 } action;
 
 typedef struct plan {
@@ -33,18 +34,19 @@ static json_t *reservation_pod(const gf_reserver *r, const char *node)
     static const char report[] = "printf %s \"$NVIDIA_VISIBLE_DEVICES\" > /dev/termination-log";
     static const char hold[] = "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done";
 
-    return json_pack(
-        "{s:s,s:s,s:{s:s,s:s,s:{s:s}},s:{s:s,s:b,s:s,s:s,s:b,s:b,s:i,s:[{s:s}],s:[{s:s,s:s,s:s,s:[s,s,"
-        "s],s:o}],s:[{s:s,s:s,s:s,s:[s,s,s],s:o}]}}",
-        "apiVersion", "v1", "kind", "Pod", "metadata", "generateName", "gpufrac-reserve-",
-        "namespace", r->ns, "labels", GF_RESERVE_LABEL, "true", "spec", "nodeName", node,
-        "hostNetwork", 1, "restartPolicy", "Always", "priorityClassName", "system-node-critical",
-        "automountServiceAccountToken", 0, "enableServiceLinks", 0,
-        "terminationGracePeriodSeconds", 1, "tolerations", "operator", "Exists", "initContainers",
-        "name", "report", "image", r->image, "imagePullPolicy", "IfNotPresent", "command",
-        "/bin/sh", "-c", report, "resources", limits_one(), "containers", "name", "hold", "image",
-        r->image, "imagePullPolicy", "IfNotPresent", "command", "/bin/sh", "-c", hold, "resources",
-        limits_one());
+    return json_pack("{s:s,s:s,s:{s:s,s:s,s:{s:s}},s:{s:s,s:b,s:s,s:s,s:b,s:b,s:i,s:[{s:s}],s:[{s:"
+                     "s,s:s,s:s,s:[s,s,"
+                     "s],s:o}],s:[{s:s,s:s,s:s,s:[s,s,s],s:o}]}}",
+                     "apiVersion", "v1", "kind", "Pod", "metadata", "generateName",
+                     "gpufrac-reserve-", "namespace", r->ns, "labels", GF_RESERVE_LABEL, "true",
+                     "spec", "nodeName", node, "hostNetwork", 1, "restartPolicy", "Always",
+                     "priorityClassName", "system-node-critical", "automountServiceAccountToken", 0,
+                     "enableServiceLinks", 0, "terminationGracePeriodSeconds", 1, "tolerations",
+                     "operator", "Exists", "initContainers", "name", "report", "image", r->image,
+                     "imagePullPolicy", "IfNotPresent", "command", "/bin/sh", "-c", report,
+                     "resources", limits_one(), "containers", "name", "hold", "image", r->image,
+                     "imagePullPolicy", "IfNotPresent", "command", "/bin/sh", "-c", hold,
+                     "resources", limits_one());
 }
 
 /* --- deciding (lock held) --- */
@@ -77,6 +79,7 @@ static void plan_delete(gf_reserver *r, plan *p, rres *x)
     snprintf(a->node, sizeof(a->node), "%s", x->node);
     snprintf(a->name, sizeof(a->name), "%s", x->name);
     snprintf(a->uid, sizeof(a->uid), "%s", x->uid);
+    a->bad = x->bad;
     gf_rsv_node_sync(r, x->node);
 }
 
@@ -117,7 +120,8 @@ static void plan_deletes(gf_reserver *r, plan *p, uint64_t now)
             rnode *n = gf_rsv_node_get(r, x->node);
             if (n) {
                 n->retry_at = now + GF_RESERVE_RETRY_MS;
-                snprintf(n->error, sizeof(n->error), "reservation %.100s held no usable GPU", x->name);
+                snprintf(n->error, sizeof(n->error), "reservation %.100s held no usable GPU",
+                         x->name);
             }
             plan_delete(r, p, x);
             continue;
@@ -206,6 +210,8 @@ static void do_delete(gf_reserver *r, const action *a)
     if (call(r, "DELETE", path, json_pack("{s:{s:s}}", "preconditions", "uid", a->uid),
              "application/json", &err) < 0)
         gf_slog(GF_LOG_WARN, "cannot delete reservation %s/%s: %s", r->ns, a->name, err.msg);
+    else if (a->bad)
+        gf_slog(GF_LOG_INFO, "deleted reservation %s/%s of node %s", r->ns, a->name, a->node);
     else
         gf_slog(GF_LOG_INFO, "gave back reservation %s/%s of node %s to the device plugin", r->ns,
                 a->name, a->node);
@@ -220,11 +226,10 @@ static void do_label(gf_reserver *r, const action *a)
     snprintf(v, sizeof(v), "%d", a->count);
     val = a->count ? json_string(v) : json_null();
     snprintf(path, sizeof(path), "/api/v1/nodes/%s", a->node);
-    if (call(r, "PATCH", path, json_pack("{s:{s:{s:o}}}", "metadata", "labels",
-                                         GF_RESERVE_NODE_LABEL, val),
+    if (call(r, "PATCH", path,
+             json_pack("{s:{s:{s:o}}}", "metadata", "labels", GF_RESERVE_NODE_LABEL, val),
              "application/merge-patch+json", &err) < 0)
-        gf_slog(GF_LOG_WARN, "cannot label node %s with its reserved GPUs: %s", a->node,
-                err.msg);
+        gf_slog(GF_LOG_WARN, "cannot label node %s with its reserved GPUs: %s", a->node, err.msg);
 }
 
 static void tick(gf_reserver *r)
@@ -267,8 +272,8 @@ static void *loop(void *cls)
     return NULL;
 }
 
-int gf_reserver_start(gf_reserver **out, gf_kube *kube, gf_model *model,
-                      const gf_reserve_opts *o, gf_error *err)
+int gf_reserver_start(gf_reserver **out, gf_kube *kube, gf_model *model, const gf_reserve_opts *o,
+                      gf_error *err)
 {
     gf_reserver *r = calloc(1, sizeof(*r));
 
