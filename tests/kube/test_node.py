@@ -29,6 +29,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 import urllib.request
 
@@ -387,6 +388,40 @@ class NodeTest(unittest.TestCase):
         self.wait(lambda: NODE.fractions() == [], "the fraction released")
         self.wait(lambda: NODE.gf.metric("gpufrac_scheduler_pods") == 0,
                   "gpufrac-scheduler to forget the pod")
+
+    def run_and_delete(self, names, restart):
+        """Runs fractional pods, restarts gpufracd and containerd under them
+        (restart), deletes them; -> seconds until the kubelet finished."""
+        api = NODE.cluster
+        for n in names:
+            api.create(pod_obj(n, {P + "main.gpu-memory.request": "512Mi"},
+                               ["/usr/bin/shimprobe", "info", "hold", "300"]))
+        for n in names:
+            self.wait(lambda n=n: "holding=" in NODE.pod_log(n), "pod %s running" % n)
+        self.assertEqual(len(NODE.fractions()), len(names))
+        if restart:
+            NODE.agent.stop()
+            NODE.ctd.stop()
+            NODE.ctd.start()
+            NODE.agent.start()
+        t0 = time.monotonic()
+        for n in names:
+            api.req("DELETE", "/api/v1/namespaces/default/pods/" + n, ok=(200, 202))
+        for n in names:
+            self.wait(lambda n=n: api.pod(n) is None, "the kubelet to finish deleting " + n)
+        took = time.monotonic() - t0
+        self.wait(lambda: NODE.fractions() == [], "the fractions released")
+        return took
+
+    def test_delete_after_agent_and_containerd_restart(self):
+        """Deleting pods after gpufracd and containerd restarted under them
+        completes and releases their fractions. The figures are printed, not
+        asserted: both are the kubelet's (grace period: shimprobe, PID 1
+        without a SIGTERM handler, ignores SIGTERM until the SIGKILL)."""
+        base = self.run_and_delete(["rb-%d" % i for i in range(3)], False)
+        after = self.run_and_delete(["rs-%d" % i for i in range(3)], True)
+        sys.stderr.write("deleted 3 pods in %.1f s, after the restarts in %.1f s ... "
+                         % (base, after))
 
     def test_malformed_annotation_fails_start_with_the_message(self):
         api = NODE.cluster
