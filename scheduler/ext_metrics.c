@@ -122,6 +122,35 @@ static void reservations(FILE *f, gf_extender *x)
             holding, pending);
 }
 
+#define QUOTAS_SHOWN 1000
+
+/* Every namespace with a quota annotation: the quota, what its fractional
+ * pods request, and whether the annotation could be read. */
+static void quotas(FILE *f, gf_extender *x)
+{
+    gf_model_quota *q = calloc(QUOTAS_SHOWN, sizeof(*q));
+    size_t n = q ? gf_model_quotas(x->model, q, QUOTAS_SHOWN) : 0;
+    static const char *const fam[3][2] = {
+        {"gpufrac_scheduler_namespace_memory_quota_bytes",
+         "A namespace's GPU memory quota (annotation gpufrac.io/memory-quota)."},
+        {"gpufrac_scheduler_namespace_memory_requested_bytes",
+         "GPU memory requested by a namespace's placed fractional pods."},
+        {"gpufrac_scheduler_namespace_quota_valid",
+         "0 when the quota annotation cannot be read: the namespace gets no fractional pods."}};
+
+    n = n < QUOTAS_SHOWN ? n : QUOTAS_SHOWN;
+    for (int k = 0; k < 3; k++) {
+        fprintf(f, "# HELP %s %s\n# TYPE %s gauge\n", fam[k][0], fam[k][1], fam[k][0]);
+        for (size_t i = 0; i < n; i++) {
+            uint64_t v = k == 0 ? q[i].quota : k == 1 ? q[i].used : (uint64_t)q[i].valid;
+            fprintf(f, "%s{namespace=\"", fam[k][0]);
+            label(f, q[i].name);
+            fprintf(f, "\"} %" PRIu64 "\n", v);
+        }
+    }
+    free(q);
+}
+
 static void render(gf_extender *x, FILE *f, const node_gpus *ng, size_t n)
 {
     gf_model_stats st;
@@ -161,6 +190,7 @@ static void render(gf_extender *x, FILE *f, const node_gpus *ng, size_t n)
                "pod holds it.",
                ng, n, 3);
     reservations(f, x);
+    quotas(f, x);
 }
 
 int gf_ext_metrics_page(gf_extender *x, gf_ext_reply *r)

@@ -56,6 +56,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "amount.h"
 #include "error.h"
 #include "node_gpus.h"
@@ -299,6 +301,41 @@ int gf_model_preempt(gf_model *m, const gf_sched_pod *pod, const char *node,
                      const char *const *victims, size_t n_victims, char ***extra, size_t *n_extra,
                      gf_error *err);
 void gf_model_uids_free(char **uids, size_t n);
+
+/* --- GPU memory quota per namespace (model_quota.c) --- */
+
+/* The Namespace annotation an operator sets: a quantity of bytes ("40Gi").
+ * The sum of the GPU memory requests (as charged on their GPUs) of a
+ * namespace's placed fractional pods stays within it; a namespace without
+ * it has no limit; one whose value cannot be read gets no fractional pod
+ * (fail closed), the reason naming the value. */
+#define GF_SCHED_QUOTA_ANNOTATION "gpufrac.io/memory-quota"
+
+typedef struct gf_sched_ns {
+    char name[GF_SCHED_NAME_MAX];
+    bool has_quota;
+    uint64_t quota;
+    char error[GF_ERROR_MSG_MAX]; /* non-empty: the annotation is unreadable */
+} gf_sched_ns;
+
+/* A v1.Namespace: metadata.name and the quota annotation. A bad value does
+ * NOT fail (out->error says why); fails only when it is not a namespace. */
+int gf_sched_ns_decode(const json_t *ns, gf_sched_ns *out, gf_error *err);
+
+int gf_model_ns_update(gf_model *m, const gf_sched_ns *ns, gf_error *err);
+void gf_model_ns_delete(gf_model *m, const char *name);
+void gf_model_ns_resync_begin(gf_model *m);
+void gf_model_ns_resync_end(gf_model *m);
+
+typedef struct gf_model_quota {
+    char name[GF_SCHED_NAME_MAX];
+    bool valid; /* false: the annotation could not be read */
+    uint64_t quota, used;
+} gf_model_quota;
+
+/* The namespaces with a quota annotation (valid or not), up to max; returns
+ * how many there are. */
+size_t gf_model_quotas(gf_model *m, gf_model_quota *out, size_t max);
 
 /* --- whole GPUs (model_reserve.c) --- */
 

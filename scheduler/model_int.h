@@ -27,6 +27,20 @@ typedef struct mentry {
     struct mentry *hnext;
 } mentry;
 
+/* A namespace (model_quota.c): its GPU memory quota and what its placed
+ * fractional pods request. Kept while the Namespace exists or pods point
+ * at it. */
+typedef struct mns {
+    mentry e; /* key: the namespace name */
+    bool present;
+    bool has_quota;
+    uint64_t quota; /* bytes */
+    char *error;    /* the quota annotation could not be read: fail closed */
+    uint64_t used;  /* sum of the charges of its placed pods */
+    unsigned refs;  /* pods pointing here */
+    unsigned gen;
+} mns;
+
 typedef struct mnode {
     mentry e;     /* key: the node name */
     bool present; /* false: only referenced by pods, no Node seen */
@@ -64,6 +78,8 @@ typedef struct mpod {
     uint8_t gpu[GF_SCHED_GPUS_MAX]; /* positions in node->gpus */
     uint64_t assumed_at;
     unsigned gen;
+    mns *ns;             /* its namespace (model_quota.c) */
+    uint64_t ns_charged; /* what it adds to ns->used now */
 } mpod;
 
 typedef struct mtable {
@@ -76,6 +92,8 @@ struct gf_model {
     char *prefix;
     mtable nodes, pods;
     unsigned gen[2];
+    mtable nss;      /* namespaces (model_quota.c) */
+    unsigned ns_gen; /* their re-list generation */
 };
 
 /* The bytes request charges on a GPU of total bytes (0 when unresolvable). */
@@ -124,6 +142,23 @@ int gf_sched_choose(const mnode *node, const gf_sched_pod *pod, gf_policy policy
  * only the GPUs a reservation holds are open to fractions. */
 void gf_model_reserved_apply(mnode *n);
 void gf_model_reserved_free(mnode *n);
+
+/* The hash tables of model.c. */
+mentry *gf_model_table_find(const mtable *t, const char *key);
+int gf_model_table_add(mtable *t, mentry *e);
+void gf_model_table_remove(mtable *t, mentry *e);
+
+/* Namespaces (model_quota.c). attach: p's namespace record (created when
+ * new); detach before p is freed; charge: ns->used follows p's placement
+ * (call after every place/unplace/re-resolve; idempotent). */
+int gf_model_ns_attach(gf_model *m, mpod *p, const char *ns);
+void gf_model_ns_detach(gf_model *m, mpod *p);
+void gf_model_ns_charge(mpod *p);
+void gf_model_ns_free_all(gf_model *m);
+/* Whether pod, placed at pos of n, stays within its namespace's quota;
+ * else fills v (GF_FAIL, the reason naming the quota and the use). */
+bool gf_model_quota_fits(const gf_model *m, const gf_sched_pod *pod, const mnode *n,
+                         const uint8_t *pos, gf_sched_verdict *v);
 
 /* Writes the placement of pod record p (placed, resolved). */
 void gf_sched_placement_fill(const gf_model *m, const mpod *p, gf_sched_placement *out);

@@ -429,7 +429,8 @@ static void verdict_one(const gf_model *m, const gf_sched_pod *pod, const char *
         fail(v, GF_FAIL, "node %s is not in gpufrac's cache (no Node object seen yet)", name);
         return;
     }
-    gf_sched_choose(n, pod, policy, pos, v);
+    if (gf_sched_choose(n, pod, policy, pos, v) == 0)
+        gf_model_quota_fits(m, pod, n, pos, v);
 }
 
 int gf_model_evaluate(gf_model *m, const gf_sched_pod *pod, const char *const *nodes, size_t n,
@@ -507,7 +508,7 @@ static int reserve_locked(gf_model *m, const gf_sched_pod *pod, const char *node
                             pod->name, p->node->e.key);
     if (p != NULL && p->node != NULL)
         gf_model_forget_locked(p);
-    if (gf_sched_choose(n, pod, policy, pos, &v) < 0)
+    if (gf_sched_choose(n, pod, policy, pos, &v) < 0 || !gf_model_quota_fits(m, pod, n, pos, &v))
         return gf_error_set(err, GF_ESTATE, "pod %s/%s no longer fits node %s: %s", pod->ns,
                             pod->name, node, v.reason);
     if (gf_model_assume_locked(m, pod, n, pos, (size_t)pod->num_devices, err) < 0)
