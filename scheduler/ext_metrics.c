@@ -191,6 +191,12 @@ static void render(gf_extender *x, FILE *f, const node_gpus *ng, size_t n)
                ng, n, 3);
     reservations(f, x);
     quotas(f, x);
+    fprintf(f,
+            "# HELP gpufrac_scheduler_filter_cache_pods Pods filter saw whose bind has not come "
+            "(freed at bind or when the pod is deleted).\n"
+            "# TYPE gpufrac_scheduler_filter_cache_pods gauge\n"
+            "gpufrac_scheduler_filter_cache_pods %zu\n",
+            gf_ext_cache_count(&x->cache));
 }
 
 int gf_ext_metrics_page(gf_extender *x, gf_ext_reply *r)

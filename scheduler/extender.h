@@ -152,8 +152,10 @@ void gf_ext_cache_put(gf_ext_pod_cache *c, const gf_sched_pod *pod);
 /* A copy of the pod of that namespace and name (uid must match when given). */
 bool gf_ext_cache_get(gf_ext_pod_cache *c, const char *ns, const char *name, const char *uid,
                       gf_sched_pod *out);
-/* Frees its record (once it is bound). */
+/* Frees its record (once it is bound, or deleted). */
 void gf_ext_cache_drop(gf_ext_pod_cache *c, const char *ns, const char *name);
+/* Records held (for /metrics). */
+size_t gf_ext_cache_count(gf_ext_pod_cache *c);
 
 /* Reply helpers (ext_reply.c). kube-scheduler 1.20 prints an extender's
  * error text and filter reasons as a format string (Eventf): every text
