@@ -155,9 +155,12 @@ int gf_model_ns_attach(gf_model *m, mpod *p, const char *ns);
 void gf_model_ns_detach(gf_model *m, mpod *p);
 void gf_model_ns_charge(mpod *p);
 void gf_model_ns_free_all(gf_model *m);
-/* Whether pod, placed at pos of n, stays within its namespace's quota;
- * else fills v (GF_FAIL, the reason naming the quota and the use). */
-bool gf_model_quota_fits(const gf_model *m, const gf_sched_pod *pod, const mnode *n,
+/* pod's namespace when it has a quota (valid or not), else NULL: no limit. */
+const mns *gf_model_quota_of(const gf_model *m, const gf_sched_pod *pod);
+/* Whether pod, placed at pos of n, stays within the quota of ns (from
+ * gf_model_quota_of; NULL: yes); else fills v (GF_FAIL, the reason naming
+ * the quota and the use). */
+bool gf_model_quota_fits(const gf_model *m, const mns *ns, const gf_sched_pod *pod, const mnode *n,
                          const uint8_t *pos, gf_sched_verdict *v);
 
 /* Writes the placement of pod record p (placed, resolved). */

@@ -203,16 +203,23 @@ static void refuse(gf_sched_verdict *v)
     v->reserve = 0;
 }
 
-bool gf_model_quota_fits(const gf_model *m, const gf_sched_pod *pod, const mnode *n,
+const mns *gf_model_quota_of(const gf_model *m, const gf_sched_pod *pod)
+{
+    const mns *ns = m->nss.count ? ns_find(m, pod->ns) : NULL;
+
+    return ns != NULL && (ns->has_quota || ns->error != NULL) ? ns : NULL;
+}
+
+bool gf_model_quota_fits(const gf_model *m, const mns *ns, const gf_sched_pod *pod, const mnode *n,
                          const uint8_t *pos, gf_sched_verdict *v)
 {
-    const mns *ns = ns_find(m, pod->ns);
     uint64_t ask = 0, already = 0;
-    const mpod *self = gf_model_pod_find(m, pod->uid);
+    const mpod *self;
     char q[32], u[32], a[32];
 
-    if (ns == NULL || (!ns->has_quota && ns->error == NULL))
+    if (ns == NULL)
         return true;
+    self = gf_model_pod_find(m, pod->uid);
     if (ns->error != NULL) {
         refuse(v);
         snprintf(v->reason, sizeof(v->reason),

@@ -419,8 +419,8 @@ int gf_sched_choose(const mnode *node, const gf_sched_pod *pod, gf_policy policy
 
 /* --- filter + prioritize --- */
 
-static void verdict_one(const gf_model *m, const gf_sched_pod *pod, const char *name,
-                        gf_policy policy, gf_sched_verdict *v)
+static void verdict_one(const gf_model *m, const mns *quota, const gf_sched_pod *pod,
+                        const char *name, gf_policy policy, gf_sched_verdict *v)
 {
     uint8_t pos[GF_SCHED_GPUS_MAX];
     const mnode *n = gf_model_node_find(m, name);
@@ -430,12 +430,13 @@ static void verdict_one(const gf_model *m, const gf_sched_pod *pod, const char *
         return;
     }
     if (gf_sched_choose(n, pod, policy, pos, v) == 0)
-        gf_model_quota_fits(m, pod, n, pos, v);
+        gf_model_quota_fits(m, quota, pod, n, pos, v);
 }
 
 int gf_model_evaluate(gf_model *m, const gf_sched_pod *pod, const char *const *nodes, size_t n,
                       gf_policy policy, gf_sched_verdict *out, gf_error *err)
 {
+    const mns *quota;
     size_t i;
 
     if (pod == NULL || (n > 0 && (nodes == NULL || out == NULL)))
@@ -452,8 +453,9 @@ int gf_model_evaluate(gf_model *m, const gf_sched_pod *pod, const char *const *n
     if (!pod->fractional || pod->invalid)
         return 0;
     pthread_rwlock_rdlock(&m->lock);
+    quota = gf_model_quota_of(m, pod); /* once per pod, not per node */
     for (i = 0; i < n; i++)
-        verdict_one(m, pod, nodes[i] != NULL ? nodes[i] : "", policy, &out[i]);
+        verdict_one(m, quota, pod, nodes[i] != NULL ? nodes[i] : "", policy, &out[i]);
     pthread_rwlock_unlock(&m->lock);
     return 0;
 }
@@ -508,7 +510,8 @@ static int reserve_locked(gf_model *m, const gf_sched_pod *pod, const char *node
                             pod->name, p->node->e.key);
     if (p != NULL && p->node != NULL)
         gf_model_forget_locked(p);
-    if (gf_sched_choose(n, pod, policy, pos, &v) < 0 || !gf_model_quota_fits(m, pod, n, pos, &v))
+    if (gf_sched_choose(n, pod, policy, pos, &v) < 0 ||
+        !gf_model_quota_fits(m, gf_model_quota_of(m, pod), pod, n, pos, &v))
         return gf_error_set(err, GF_ESTATE, "pod %s/%s no longer fits node %s: %s", pod->ns,
                             pod->name, node, v.reason);
     if (gf_model_assume_locked(m, pod, n, pos, (size_t)pod->num_devices, err) < 0)
