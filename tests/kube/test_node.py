@@ -415,13 +415,12 @@ class NodeTest(unittest.TestCase):
 
     def test_delete_after_agent_and_containerd_restart(self):
         """Deleting pods after gpufracd and containerd restarted under them
-        completes and releases their fractions. The figures are printed, not
-        asserted: both are the kubelet's (grace period: shimprobe, PID 1
-        without a SIGTERM handler, ignores SIGTERM until the SIGKILL)."""
-        base = self.run_and_delete(["rb-%d" % i for i in range(3)], False)
-        after = self.run_and_delete(["rs-%d" % i for i in range(3)], True)
-        sys.stderr.write("deleted 3 pods in %.1f s, after the restarts in %.1f s ... "
-                         % (base, after))
+        completes and releases their fractions. The figure is printed, not
+        asserted: it is the kubelet's (its sync, the grace period: shimprobe,
+        PID 1 without a SIGTERM handler, ignores SIGTERM until the SIGKILL),
+        and the machine's load."""
+        took = self.run_and_delete(["rs-%d" % i for i in range(3)], True)
+        sys.stderr.write("deleted 3 pods after the restarts in %.1f s ... " % took)
 
     def test_malformed_annotation_fails_start_with_the_message(self):
         api = NODE.cluster
