@@ -288,6 +288,7 @@ def run(nodes, args, tmp):
         frac_res, plain_res, ratios, pack = rounds(cl, gf, ext, plain, args, nodes)
         time.sleep(3 * 5)  # GF_INFORMER_TRIM_S: the janitor trims after deletions
         rss_pods_gone, peak = C.rss_kib(gf.pid), sampler.peak
+        where_pods_gone = rss_by_mapping(gf.pid)
         rs = None
         if not args.no_restart:
             rs = restart(cl, gf, ext, args.pods, median([x["pods_per_s"] for x in frac_res]))
@@ -315,6 +316,7 @@ def run(nodes, args, tmp):
                                               "after": rss_after},
                 "restart": rs,
                 "rss_before_by_mapping_kib": where_before,
+                "rss_after_pods_by_mapping_kib": where_pods_gone,
                 "rss_after_by_mapping_kib": where}
     finally:
         cl.stop()
@@ -339,7 +341,8 @@ def report(r):
           (rss["before"], rss["peak"], rss["after_pods"], rss_pct(r), rss["after"],
            " (the restarted process)" if r["restart"] else ""))
     print("  resident before, by mapping (KiB): %s" % r["rss_before_by_mapping_kib"])
-    print("  resident after, by mapping (KiB): %s" % r["rss_after_by_mapping_kib"])
+    print("  resident after the pods, by mapping (KiB): %s" % r["rss_after_pods_by_mapping_kib"])
+    print("  resident at the end, by mapping (KiB): %s" % r["rss_after_by_mapping_kib"])
     rs = r["restart"]
     if rs:
         print("  SIGKILL restart: %d of %d pods left, bound in %.1f s after the kill (%.1f s at the "
