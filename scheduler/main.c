@@ -16,8 +16,9 @@
 #include "slog.h"
 #include "version.h"
 
-/* The image make image builds, with /bin/sh and sleep (Debian's). */
-#define RESERVE_IMAGE "localhost/gpufrac-scheduler:" GPUFRAC_VERSION
+/* The node image (make image), with /bin/sh and sleep: the agent DaemonSet
+ * already put it on every GPU node. */
+#define RESERVE_IMAGE "localhost/gpufrac-node:" GPUFRAC_VERSION
 
 typedef struct opts {
     const char *listen, *prefix, *url_prefix;
