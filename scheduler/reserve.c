@@ -153,6 +153,7 @@ static void res_remove(gf_reserver *r, rres *x)
 typedef struct podinfo {
     const char *ns, *name, *uid, *node, *phase, *reserve_label, *message;
     bool reported;  /* "report" terminated */
+    bool deleting;  /* metadata.deletionTimestamp: its GPU goes back to the device plugin */
     long long code; /* its exit code */
     unsigned gpus;  /* nvidia.com/gpu asked, as Kubernetes sums a pod */
 } podinfo;
@@ -224,6 +225,8 @@ static bool podinfo_get(const json_t *pod, podinfo *p)
     p->node = str_at(spec, "nodeName");
     p->phase = str_at(status, "phase");
     p->reserve_label = str_at(json_object_get(meta, "labels"), GF_RESERVE_LABEL);
+    p->deleting = json_object_get(meta, "deletionTimestamp") != NULL &&
+                  !json_is_null(json_object_get(meta, "deletionTimestamp"));
     if (!p->ns || !p->name || !p->uid || strlen(p->uid) >= GF_SCHED_UID_MAX ||
         strlen(p->name) >= GF_SCHED_NAME_MAX || (p->node && strlen(p->node) >= GF_SCHED_NAME_MAX))
         return false;
@@ -323,6 +326,7 @@ static void res_update(gf_reserver *r, const podinfo *p, bool gone)
             n->starting_until = 0; /* it is here now: pending_on counts it */
     }
     x->seen = true;
+    x->deleting |= p->deleting; /* being deleted (by anyone): closed at once */
     res_judge(r, x, p);
     gf_rsv_node_sync(r, x->node);
 }
