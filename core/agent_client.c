@@ -66,6 +66,15 @@ static int await_reply(int fd, const char *path, int wait_ms, gf_error *err)
     return 0;
 }
 
+/* The receive time limit gf_agent_connect set on fd, in seconds. */
+static int timeout_of(int fd)
+{
+    struct timeval tv = {0};
+    socklen_t len = sizeof(tv);
+
+    return getsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &len) == 0 ? (int)tv.tv_sec : 0;
+}
+
 int gf_agent_exchange_within(int fd, const char *path, const gf_msg *req, gf_msg *reply,
                              int wait_ms, gf_error *err)
 {
@@ -84,6 +93,8 @@ int gf_agent_exchange_within(int fd, const char *path, const gf_msg *req, gf_msg
         errno = ECONNRESET;
         return gf_error_sys(err, "gpufracd at %s closed the connection before answering", path);
     }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) /* SO_RCVTIMEO ran out */
+        return gf_error_sys(err, "gpufracd at %s did not answer within %d s", path, timeout_of(fd));
     if (n < 0)
         return gf_error_sys(err, "talking to gpufracd at %s", path);
     if (gf_msg_decode(buf, (size_t)n, reply, err) < 0)

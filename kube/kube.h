@@ -67,6 +67,11 @@ int gf_kube_bind(gf_kube *k, const char *ns, const char *name, const char *uid, 
 /* GET the v1.Pod ns/name (new reference in *pod); GF_ENOTFOUND on 404. */
 int gf_kube_get_pod(gf_kube *k, const char *ns, const char *name, json_t **pod, gf_error *err);
 
+/* Parses a document from the API server: as json_loadb, but a string with a
+ * NUL byte (\u0000, which Kubernetes lets through) is kept with U+FFFD in
+ * place of each NUL instead of failing the whole document. */
+json_t *gf_kube_json_load(const char *text, size_t len, json_error_t *je);
+
 /* The binding body the API server expects (exposed for tests). */
 json_t *gf_kube_binding_body(const char *ns, const char *name, const char *uid, const char *node,
                              json_t *annotations);

@@ -55,7 +55,7 @@ int gf_kube_event_parse(const char *line, size_t len, json_t **root, const char 
     json_t *c;
 
     *code = 0;
-    *root = json_loadb(line, len, 0, &je);
+    *root = gf_kube_json_load(line, len, &je);
     if (!*root)
         return gf_error_set(err, GF_EINVAL, "watch event is not JSON: %s", je.text);
     *type = json_string_value(json_object_get(*root, "type"));

@@ -37,6 +37,7 @@ static int list_page(gf_kube *k, const char *path, const char *cont, gf_kube_ite
 {
     char *q = NULL, *url = NULL, *resp = NULL, *esc = cont ? escape(cont) : NULL, msg[256];
     json_t *root = NULL, *items, *item;
+    json_error_t je;
     const char *c;
     size_t i;
     int rc = -1;
@@ -55,7 +56,7 @@ static int list_page(gf_kube *k, const char *path, const char *cont, gf_kube_ite
         gf_error_set(err, GF_ESTATE, "GET %s: HTTP %ld: %s", path, *status, msg);
         goto out;
     }
-    if (!(root = json_loads(resp, 0, NULL)) ||
+    if (!(root = gf_kube_json_load(resp, strlen(resp), &je)) ||
         !json_is_array(items = json_object_get(root, "items"))) {
         gf_error_set(err, GF_EINVAL, "GET %s: the answer is not a list", path);
         goto out;

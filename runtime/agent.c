@@ -11,6 +11,11 @@
 #include "statedir.h"
 
 #define RT_AGENT_TIMEOUT_S 20
+/* release is best effort: the agent reaps a fraction whose processes are gone
+ * by itself, so a hung or restarting agent must not hold a delete (and
+ * containerd, and the kubelet's pod deletion) for 20 s in the poststop hook
+ * and 20 s more in delete */
+#define RT_AGENT_RELEASE_TIMEOUT_S 2
 
 static void sock_path(const rt_settings *s, char *out, size_t len)
 {
@@ -158,5 +163,5 @@ int rt_agent_release(const rt_settings *s, const char *name, gf_error *err)
     gf_msg_init(&req, "release");
     gf_msg_add(&req, "name", name);
     gf_msg_add(&req, "remove", "1");
-    return gf_agent_request(sock, RT_AGENT_TIMEOUT_S, &req, &reply, err);
+    return gf_agent_request(sock, RT_AGENT_RELEASE_TIMEOUT_S, &req, &reply, err);
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "annotations.h"
+#include "quantity.h"
 
 #define CONTAINERS_MAX 256
 
@@ -397,6 +398,22 @@ static bool node_ready(const json_t *status)
     return true;
 }
 
+/* status.allocatable nvidia.com/gpu: whole GPUs a device plugin hands out
+ * (a quantity we only need as "none" or "some"; unreadable counts as some,
+ * so the node's GPUs stay closed to fractions without a reservation). */
+static unsigned device_plugin_gpus(const json_t *status)
+{
+    const json_t *alloc = status != NULL ? json_object_get(status, "allocatable") : NULL;
+    const char *v = str_member(alloc, GF_SCHED_WHOLE_GPU_RESOURCE);
+    unsigned long long n;
+
+    if (v == NULL)
+        return 0;
+    if (whole(v, &n) < 0)
+        return 1;
+    return n > GF_SCHED_GPUS_MAX ? GF_SCHED_GPUS_MAX : (unsigned)n;
+}
+
 int gf_sched_node_decode(const json_t *node, gf_sched_node *out, gf_error *err)
 {
     const json_t *meta, *ann, *labels, *spec, *status, *unsched;
@@ -417,6 +434,40 @@ int gf_sched_node_decode(const json_t *node, gf_sched_node *out, gf_error *err)
     unsched = spec != NULL ? json_object_get(spec, "unschedulable") : NULL;
     out->unschedulable = json_is_true(unsched);
     out->ready = node_ready(status);
+    out->dp_gpus = device_plugin_gpus(status);
     node_inventory(ann, labels, out);
+    return 0;
+}
+
+/* --- namespaces --- */
+
+int gf_sched_ns_decode(const json_t *ns, gf_sched_ns *out, gf_error *err)
+{
+    const json_t *meta, *ann;
+    const char *v;
+    gf_error e;
+
+    memset(out, 0, sizeof(*out));
+    if (!json_is_object(ns))
+        return gf_error_set(err, GF_EINVAL, "namespace: not a JSON object");
+    if (get_obj(ns, "metadata", &meta, "namespace", err) < 0)
+        return -1;
+    if (meta == NULL)
+        return gf_error_set(err, GF_EINVAL, "namespace: metadata is missing");
+    if (get_str(meta, "name", true, out->name, sizeof(out->name), "namespace", err) < 0 ||
+        get_obj(meta, "annotations", &ann, "namespace", err) < 0)
+        return -1;
+    if (ann == NULL || json_object_get(ann, GF_SCHED_QUOTA_ANNOTATION) == NULL)
+        return 0;
+    out->has_quota = true;
+    v = str_member(ann, GF_SCHED_QUOTA_ANNOTATION);
+    if (v == NULL)
+        snprintf(out->error, sizeof(out->error),
+                 "annotation " GF_SCHED_QUOTA_ANNOTATION " of namespace %.63s is not a string",
+                 out->name);
+    else if (gf_quantity_parse(v, "annotation " GF_SCHED_QUOTA_ANNOTATION, &out->quota, &e) < 0)
+        snprintf(out->error, sizeof(out->error),
+                 "%.300s (namespace %.63s; a quantity of bytes such as 40Gi is accepted)", e.msg,
+                 out->name);
     return 0;
 }

@@ -71,6 +71,17 @@ bool gf_ext_cache_get(gf_ext_pod_cache *c, const char *ns, const char *name, con
     return found;
 }
 
+size_t gf_ext_cache_count(gf_ext_pod_cache *c)
+{
+    size_t n = 0;
+
+    pthread_mutex_lock(&c->lock);
+    for (size_t i = 0; c->pods && i < GF_EXT_POD_CACHE; i++)
+        n += c->pods[i] != NULL;
+    pthread_mutex_unlock(&c->lock);
+    return n;
+}
+
 void gf_ext_cache_drop(gf_ext_pod_cache *c, const char *ns, const char *name)
 {
     gf_sched_pod **p;

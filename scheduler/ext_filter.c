@@ -2,6 +2,7 @@
 /* filter and prioritize: ExtenderArgs in, ExtenderFilterResult or
  * HostPriorityList out. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -124,6 +125,23 @@ static size_t choose_and_hold(gf_extender *x, const gf_sched_pod *pod, const gf_
     return best; /* unheld: bind decides */
 }
 
+/* No node fits: the first whose idle device-plugin GPUs would take the pod
+ * gets a reservation (one node at a time, so a pod reserves one GPU). */
+static void reserve_first(gf_extender *x, const gf_ext_args *a, gf_sched_verdict *v)
+{
+    char why[GF_SCHED_REASON_MAX];
+    size_t len;
+
+    for (size_t i = 0; x->reserver && i < a->n; i++) {
+        if (v[i].status != GF_FAIL || v[i].reserve == 0)
+            continue;
+        gf_reserver_want(x->reserver, a->names[i], v[i].reserve, why, sizeof(why));
+        len = strlen(v[i].reason);
+        snprintf(v[i].reason + len, sizeof(v[i].reason) - len, ": %s", why);
+        return;
+    }
+}
+
 int gf_ext_filter(gf_extender *x, const char *body, size_t len, gf_ext_reply *r)
 {
     gf_ext_args a;
@@ -152,8 +170,10 @@ int gf_ext_filter(gf_extender *x, const char *body, size_t len, gf_ext_reply *r)
         only = choose_and_hold(x, pod, &a, v);
     for (size_t i = 0; v && i < a.n; i++)
         fit += v[i].status == GF_FIT;
-    if (v && fit == 0)
+    if (v && fit == 0) {
         atomic_fetch_add(&x->metrics.filter_failures, 1);
+        reserve_first(x, &a, v);
+    }
     /* One node left: kube-scheduler skips its scoring and prioritize. */
     rc = gf_ext_reply_json(r, 200, filter_result(&a, v, only, ""));
 out_args:

@@ -64,7 +64,10 @@ static void gpu_family(FILE *f, const char *name, const char *help, const node_g
         for (size_t g = 0; g < ng[i].n; g++) {
             const gf_model_gpu_state *s = &ng[i].gpus[g];
             bool uuid = strncmp(s->id, "GPU-", 4) == 0 || strncmp(s->id, "MIG-", 4) == 0;
-            uint64_t v = which == 0 ? s->requested : which == 1 ? s->total : s->pods;
+            uint64_t v = which == 0   ? s->requested
+                         : which == 1 ? s->total
+                         : which == 2 ? s->pods
+                                      : (uint64_t)!s->closed;
             fprintf(f, "%s{node=\"", name);
             label(f, ng[i].name);
             fprintf(f, "\",gpu=\"%d\",UUID=\"", s->index);
@@ -105,6 +108,49 @@ out:
     return ng;
 }
 
+static void reservations(FILE *f, gf_extender *x)
+{
+    size_t holding, pending;
+
+    gf_reserver_counts(x->reserver, &holding, &pending);
+    fprintf(f,
+            "# HELP gpufrac_scheduler_reservations Reservation pods holding a device-plugin GPU "
+            "for fractions, and those not holding one yet.\n"
+            "# TYPE gpufrac_scheduler_reservations gauge\n"
+            "gpufrac_scheduler_reservations{state=\"holding\"} %zu\n"
+            "gpufrac_scheduler_reservations{state=\"pending\"} %zu\n",
+            holding, pending);
+}
+
+#define QUOTAS_SHOWN 1000
+
+/* Every namespace with a quota annotation: the quota, what its fractional
+ * pods request, and whether the annotation could be read. */
+static void quotas(FILE *f, gf_extender *x)
+{
+    gf_model_quota *q = calloc(QUOTAS_SHOWN, sizeof(*q));
+    size_t n = q ? gf_model_quotas(x->model, q, QUOTAS_SHOWN) : 0;
+    static const char *const fam[3][2] = {
+        {"gpufrac_scheduler_namespace_memory_quota_bytes",
+         "A namespace's GPU memory quota (annotation gpufrac.io/memory-quota)."},
+        {"gpufrac_scheduler_namespace_memory_requested_bytes",
+         "GPU memory requested by a namespace's placed fractional pods."},
+        {"gpufrac_scheduler_namespace_quota_valid",
+         "0 when the quota annotation cannot be read: the namespace gets no fractional pods."}};
+
+    n = n < QUOTAS_SHOWN ? n : QUOTAS_SHOWN;
+    for (int k = 0; k < 3; k++) {
+        fprintf(f, "# HELP %s %s\n# TYPE %s gauge\n", fam[k][0], fam[k][1], fam[k][0]);
+        for (size_t i = 0; i < n; i++) {
+            uint64_t v = k == 0 ? q[i].quota : k == 1 ? q[i].used : (uint64_t)q[i].valid;
+            fprintf(f, "%s{namespace=\"", fam[k][0]);
+            label(f, q[i].name);
+            fprintf(f, "\"} %" PRIu64 "\n", v);
+        }
+    }
+    free(q);
+}
+
 static void render(gf_extender *x, FILE *f, const node_gpus *ng, size_t n)
 {
     gf_model_stats st;
@@ -139,6 +185,18 @@ static void render(gf_extender *x, FILE *f, const node_gpus *ng, size_t n)
                "Memory requested by the fractions placed on a GPU, in bytes.", ng, n, 0);
     gpu_family(f, "gpufrac_scheduler_gpu_total_bytes", "A GPU's memory, in bytes.", ng, n, 1);
     gpu_family(f, "gpufrac_scheduler_gpu_pods", "Fractional pods placed on a GPU.", ng, n, 2);
+    gpu_family(f, "gpufrac_scheduler_gpu_open",
+               "1 when a GPU takes fractions: no device plugin on its node, or a reservation "
+               "pod holds it.",
+               ng, n, 3);
+    reservations(f, x);
+    quotas(f, x);
+    fprintf(f,
+            "# HELP gpufrac_scheduler_filter_cache_pods Pods filter saw whose bind has not come "
+            "(freed at bind or when the pod is deleted).\n"
+            "# TYPE gpufrac_scheduler_filter_cache_pods gauge\n"
+            "gpufrac_scheduler_filter_cache_pods %zu\n",
+            gf_ext_cache_count(&x->cache));
 }
 
 int gf_ext_metrics_page(gf_extender *x, gf_ext_reply *r)

@@ -14,6 +14,7 @@
 
 #include "error.h"
 #include "model.h"
+#include "reserve.h"
 
 #define GF_EXT_BODY_MAX (16u << 20)
 #define GF_EXT_NODES_MAX 100000
@@ -77,6 +78,8 @@ typedef struct gf_extender {
     /* node names for the per-GPU metrics (informer.c keeps them) */
     int (*node_names)(void *cls, char ***names, size_t *n);
     void *node_names_cls;
+    /* reservation pods of device-plugin nodes (NULL: none made) */
+    gf_reserver *reserver;
 } gf_extender;
 
 int gf_extender_init(gf_extender *x, gf_model *model, gf_policy policy, bool cdi,
@@ -149,8 +152,10 @@ void gf_ext_cache_put(gf_ext_pod_cache *c, const gf_sched_pod *pod);
 /* A copy of the pod of that namespace and name (uid must match when given). */
 bool gf_ext_cache_get(gf_ext_pod_cache *c, const char *ns, const char *name, const char *uid,
                       gf_sched_pod *out);
-/* Frees its record (once it is bound). */
+/* Frees its record (once it is bound, or deleted). */
 void gf_ext_cache_drop(gf_ext_pod_cache *c, const char *ns, const char *name);
+/* Records held (for /metrics). */
+size_t gf_ext_cache_count(gf_ext_pod_cache *c);
 
 /* Reply helpers (ext_reply.c). kube-scheduler 1.20 prints an extender's
  * error text and filter reasons as a format string (Eventf): every text

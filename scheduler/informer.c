@@ -9,14 +9,15 @@
 #include "slog.h"
 
 typedef struct kind_desc {
-    gf_model_kind kind;
+    gf_model_kind kind; /* GF_INFORMER_NAMESPACES for the third */
     const char *path;
     const char *what;
 } kind_desc;
 
-static const kind_desc kinds[2] = {
+static const kind_desc kinds[GF_INFORMER_KINDS] = {
     {GF_MODEL_NODES, "/api/v1/nodes", "nodes"},
     {GF_MODEL_PODS, "/api/v1/pods", "pods"},
+    {GF_INFORMER_NAMESPACES, "/api/v1/namespaces", "namespaces"},
 };
 
 typedef struct thread_arg {
@@ -24,7 +25,7 @@ typedef struct thread_arg {
     const kind_desc *kd;
 } thread_arg;
 
-static thread_arg args_[2];
+static thread_arg args_[GF_INFORMER_KINDS];
 
 /* --- node names --- */
 
@@ -118,6 +119,18 @@ static int apply_node(gf_informer *in, json_t *obj, bool deleted, gf_error *err)
     return rc;
 }
 
+/* A deleted pod leaves nothing behind: its model record, and filter's copy
+ * for bind (a pod filtered but never bound, e.g. unschedulable until it was
+ * deleted, kept its slot, 3.4 KiB, until 256 newer pods pushed it
+ * out). */
+static void pod_gone(gf_informer *in, const gf_sched_pod *pod)
+{
+    gf_model_pod_delete(in->model, pod->uid);
+    if (in->ext)
+        gf_ext_cache_drop(&in->ext->cache, pod->ns, pod->name);
+    atomic_fetch_add(&in->deletions, 1);
+}
+
 static int apply_pod(gf_informer *in, json_t *obj, bool deleted, gf_error *err)
 {
     gf_sched_pod *pod = malloc(sizeof(*pod));
@@ -125,21 +138,49 @@ static int apply_pod(gf_informer *in, json_t *obj, bool deleted, gf_error *err)
 
     if (!pod)
         return gf_error_set(err, GF_ENOSPACE, "out of memory");
+    if (in->ext)
+        gf_reserver_pod(in->ext->reserver, obj, deleted);
     if (gf_sched_pod_decode(obj, in->prefix, pod, err) < 0)
         gf_slog(GF_LOG_WARN, "ignoring a pod: %s", err->msg);
     else if (deleted)
-        gf_model_pod_delete(in->model, pod->uid), atomic_fetch_add(&in->deletions, 1);
+        pod_gone(in, pod);
     else
         rc = gf_model_pod_update(in->model, pod, err);
     free(pod);
     return rc;
 }
 
+static int apply_ns(gf_informer *in, json_t *obj, bool deleted, gf_error *err)
+{
+    gf_sched_ns ns;
+
+    if (gf_sched_ns_decode(obj, &ns, err) < 0) {
+        gf_slog(GF_LOG_WARN, "ignoring a namespace: %s", err->msg);
+        return 0;
+    }
+    if (deleted) {
+        gf_model_ns_delete(in->model, ns.name);
+        return 0;
+    }
+    if (ns.error[0])
+        gf_slog(GF_LOG_WARN, "namespace %s: %s: its fractional pods are refused", ns.name,
+                ns.error);
+    return gf_model_ns_update(in->model, &ns, err);
+}
+
+static int apply(thread_arg *a, json_t *obj, bool deleted, gf_error *err)
+{
+    switch ((int)a->kd->kind) {
+    case GF_MODEL_NODES: return apply_node(a->in, obj, deleted, err);
+    case GF_MODEL_PODS: return apply_pod(a->in, obj, deleted, err);
+    default: return apply_ns(a->in, obj, deleted, err);
+    }
+}
+
 static int on_item(void *cls, json_t *item, gf_error *err)
 {
     thread_arg *a = cls;
-    int rc = a->kd->kind == GF_MODEL_NODES ? apply_node(a->in, item, false, err)
-                                           : apply_pod(a->in, item, false, err);
+    int rc = apply(a, item, false, err);
 
     if (rc < 0) /* one bad object never stops the list */
         gf_slog(GF_LOG_WARN, "%s: %s", a->kd->what, err->msg);
@@ -154,8 +195,7 @@ static int on_event(void *cls, const char *type, json_t *obj, gf_error *err)
 
     if (!deleted && strcmp(type, "ADDED") != 0 && strcmp(type, "MODIFIED") != 0)
         return 0;
-    rc = a->kd->kind == GF_MODEL_NODES ? apply_node(a->in, obj, deleted, err)
-                                       : apply_pod(a->in, obj, deleted, err);
+    rc = apply(a, obj, deleted, err);
     if (rc < 0)
         gf_slog(GF_LOG_WARN, "%s %s: %s", a->kd->what, type, err->msg);
     return 0;
@@ -171,12 +211,33 @@ static void pause_s(gf_informer *in, unsigned s)
         nanosleep(&ts, NULL);
 }
 
-static void mark_synced(gf_informer *in, gf_model_kind kind)
+static void mark_synced(gf_informer *in, int kind)
 {
     atomic_store(&in->synced[kind], true);
-    if (atomic_load(&in->synced[GF_MODEL_NODES]) && atomic_load(&in->synced[GF_MODEL_PODS]) &&
-        in->ext)
+    for (int k = 0; k < GF_INFORMER_KINDS; k++)
+        if (!atomic_load(&in->synced[k]))
+            return;
+    if (in->ext) /* quotas too: a namespace's pods are never judged without its quota */
         atomic_store(&in->ext->synced, true);
+}
+
+static void resync(thread_arg *a, bool begin)
+{
+    if (a->kd->kind == GF_INFORMER_NAMESPACES) {
+        if (begin)
+            gf_model_ns_resync_begin(a->in->model);
+        else
+            gf_model_ns_resync_end(a->in->model);
+        return;
+    }
+    if (begin)
+        gf_model_resync_begin(a->in->model, a->kd->kind);
+    else
+        gf_model_resync_end(a->in->model, a->kd->kind);
+    if (a->kd->kind == GF_MODEL_PODS && a->in->ext && begin)
+        gf_reserver_resync_begin(a->in->ext->reserver);
+    else if (a->kd->kind == GF_MODEL_PODS && a->in->ext)
+        gf_reserver_resync_end(a->in->ext->reserver);
 }
 
 static int relist(thread_arg *a, char *rv, size_t rv_len)
@@ -186,15 +247,15 @@ static int relist(thread_arg *a, char *rv, size_t rv_len)
 
     if (a->kd->kind == GF_MODEL_NODES)
         names_clear(a->in);
-    gf_model_resync_begin(a->in->model, a->kd->kind);
+    resync(a, true);
     rc = gf_kube_list(a->in->kube, a->kd->path, on_item, a, rv, rv_len, &err);
     if (rc != 0) {
         gf_slog(GF_LOG_ERROR, "listing %s: %s", a->kd->what,
                 rc == GF_KUBE_GONE ? "the list expired (410); listing again" : err.msg);
         return -1;
     }
-    gf_model_resync_end(a->in->model, a->kd->kind);
-    mark_synced(a->in, a->kd->kind);
+    resync(a, false);
+    mark_synced(a->in, (int)a->kd->kind);
     gf_slog(GF_LOG_INFO, "listed %s at resourceVersion %s", a->kd->what, rv);
     return 0;
 }
@@ -264,13 +325,13 @@ int gf_informer_start(gf_informer *in, gf_kube *kube, gf_model *model, gf_extend
     in->ext = ext;
     snprintf(in->prefix, sizeof(in->prefix), "%s", ext ? ext->prefix : "");
     pthread_mutex_init(&in->names_lock, NULL);
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < GF_INFORMER_KINDS; i++) {
         args_[i] = (thread_arg){in, &kinds[i]};
         if (pthread_create(&in->threads[i], NULL, kind_loop, &args_[i]) != 0)
             goto fail;
         in->started++;
     }
-    if (pthread_create(&in->threads[2], NULL, janitor, in) != 0)
+    if (pthread_create(&in->threads[GF_INFORMER_KINDS], NULL, janitor, in) != 0)
         goto fail;
     in->started++;
     return 0;

@@ -19,15 +19,18 @@
 #define GF_INFORMER_HOLD_TTL_MS (30u * 1000u) /* a filter's hold without a bind */
 #define GF_INFORMER_IDLE_CONN_S 10            /* API connections idle this long are closed */
 
+#define GF_INFORMER_KINDS 3 /* nodes, pods, namespaces (their quotas) */
+#define GF_INFORMER_NAMESPACES ((gf_model_kind)2)
+
 typedef struct gf_informer {
     gf_kube *kube;
     gf_model *model;
     gf_extender *ext; /* synced flag */
     char prefix[GF_SCHED_KEY_MAX];
     atomic_bool stop;
-    atomic_bool synced[2];   /* by gf_model_kind */
-    atomic_size_t deletions; /* since the last heap trim */
-    pthread_t threads[3];
+    atomic_bool synced[GF_INFORMER_KINDS]; /* by kind */
+    atomic_size_t deletions;               /* since the last heap trim */
+    pthread_t threads[GF_INFORMER_KINDS + 1];
     int started;
     pthread_mutex_t names_lock; /* node names, for metrics */
     char **names;

@@ -11,9 +11,14 @@
 #include "extender.h"
 #include "informer.h"
 #include "kube_ext.h"
+#include "reserve.h"
 #include "server.h"
 #include "slog.h"
 #include "version.h"
+
+/* The node image (make image), with /bin/sh and sleep: the agent DaemonSet
+ * already put it on every GPU node. */
+#define RESERVE_IMAGE "localhost/gpufrac-node:" GPUFRAC_VERSION
 
 typedef struct opts {
     const char *listen, *prefix, *url_prefix;
@@ -21,6 +26,7 @@ typedef struct opts {
     gf_policy policy;
     bool cdi, filter_fitting;
     gf_log_level level;
+    gf_reserve_opts reserve;
 } opts;
 
 static const char usage[] =
@@ -45,6 +51,11 @@ static const char usage[] =
     "  --cdi                     write gpus.devices as CDI names\n"
     "                            (" GF_CDI_GPU_PREFIX "<UUID>)\n"
     "  --annotation-prefix P     NvFractions prefix (default " GF_NVFRACTIONS_PREFIX ")\n"
+    "  --reservation-namespace NS  where reservation pods hold device-plugin GPUs for\n"
+    "                            fractions (default " GF_RESERVE_NS_DEFAULT ")\n"
+    "  --reservation-image IMAGE image of the reservation pods, with /bin/sh and sleep\n"
+    "                            (default " RESERVE_IMAGE ")\n"
+    "  --reservation-idle-s N    give a reservation back after N s unused (default 30)\n"
     "  --log-level LEVEL         off|error|warn|info|debug (default info)\n"
     "  --version                 print the version and exit\n"
     "  --help                    this text\n";
@@ -61,6 +72,9 @@ enum {
     O_CDI,
     O_ANN,
     O_LOG,
+    O_RES_NS,
+    O_RES_IMAGE,
+    O_RES_IDLE,
     O_VERSION,
     O_HELP
 };
@@ -77,17 +91,65 @@ static const struct option longopts[] = {
     {"cdi", no_argument, NULL, O_CDI},
     {"annotation-prefix", required_argument, NULL, O_ANN},
     {"log-level", required_argument, NULL, O_LOG},
+    {"reservation-namespace", required_argument, NULL, O_RES_NS},
+    {"reservation-image", required_argument, NULL, O_RES_IMAGE},
+    {"reservation-idle-s", required_argument, NULL, O_RES_IDLE},
     {"version", no_argument, NULL, O_VERSION},
     {"help", no_argument, NULL, O_HELP},
     {NULL, 0, NULL, 0},
 };
+
+/* A DNS label (the namespace), an image reference without spaces or
+ * control characters, a whole number of seconds 1..86400. */
+static int reserve_flag(int c, const char *v, gf_reserve_opts *o, gf_error *err)
+{
+    size_t n = strlen(v);
+    char *end;
+    unsigned long s;
+
+    if (c == O_RES_IDLE) {
+        s = strtoul(v, &end, 10);
+        if (v[0] < '0' || v[0] > '9' || *end || s < 1 || s > 86400)
+            return gf_error_set(err, GF_EINVAL,
+                                "--reservation-idle-s \"%.40s\": expected whole seconds 1..86400",
+                                v);
+        o->idle_s = (unsigned)s;
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)v[i];
+        bool ok = c == O_RES_NS
+                      ? ((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-')
+                      : (ch > ' ' && ch < 0x7f && ch != '"' && ch != '\\');
+        if (!ok)
+            n = 0;
+    }
+    if (n == 0 || n > (c == O_RES_NS ? 63u : 500u))
+        return gf_error_set(err, GF_EINVAL,
+                            c == O_RES_NS
+                                ? "--reservation-namespace \"%.80s\": expected a namespace name "
+                                  "(a-z, 0-9, '-', at most 63)"
+                                : "--reservation-image \"%.80s\": expected an image reference "
+                                  "(printable, no spaces, at most 500 bytes)",
+                            v);
+    if (c == O_RES_NS)
+        o->ns = v;
+    else
+        o->image = v;
+    return 0;
+}
 
 /* Returns 0 to run, 1 after --help or --version, -1 on a bad flag. */
 static int parse(int argc, char **argv, opts *o, gf_error *err)
 {
     int c;
 
-    *o = (opts){.listen = "127.0.0.1:8888", .url_prefix = "/", .level = GF_LOG_INFO};
+    *o = (opts){.listen = "127.0.0.1:8888",
+                .url_prefix = "/",
+                .level = GF_LOG_INFO,
+                .reserve = {.ns = GF_RESERVE_NS_DEFAULT,
+                            .image = RESERVE_IMAGE,
+                            .idle_s = GF_RESERVE_IDLE_S_DEFAULT}};
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
         case O_LISTEN: o->listen = optarg; break;
@@ -114,6 +176,12 @@ static int parse(int argc, char **argv, opts *o, gf_error *err)
                                     "--log-level \"%s\": expected off|error|warn|info|debug",
                                     optarg);
             break;
+        case O_RES_NS:
+        case O_RES_IMAGE:
+        case O_RES_IDLE:
+            if (reserve_flag(c, optarg, &o->reserve, err) < 0)
+                return -1;
+            break;
         case O_VERSION: printf("gpufrac-scheduler %s\n", GPUFRAC_VERSION); return 1;
         case 'h':
         case O_HELP: fputs(usage, stdout); return 1;
@@ -134,6 +202,7 @@ typedef struct app {
     gf_informer informer;
     bool informing;
     gf_server *server;
+    gf_reserver *reserver;
 } app;
 
 static int app_start(app *a, const opts *o, gf_error *err)
@@ -149,6 +218,9 @@ static int app_start(app *a, const opts *o, gf_error *err)
     a->ext.filter_best = !o->filter_fitting;
     a->ext.node_names = gf_informer_node_names;
     a->ext.node_names_cls = &a->informer;
+    if (gf_reserver_start(&a->reserver, a->kube, a->model, &o->reserve, err) < 0)
+        return -1;
+    a->ext.reserver = a->reserver;
     if (gf_informer_start(&a->informer, a->kube, a->model, &a->ext, err) < 0)
         return -1;
     a->informing = true;
@@ -168,6 +240,8 @@ static void app_stop(app *a)
     gf_server_stop(a->server);
     if (a->informing)
         gf_informer_stop(&a->informer);
+    gf_reserver_stop(a->reserver);
+    a->ext.reserver = NULL;
     if (a->ext_ready)
         gf_extender_fini(&a->ext);
     gf_model_free(a->model);

@@ -254,6 +254,7 @@ static void place(mnode *n, mpod *p)
         gf_model_charge(n, p, +1);
     else
         p->n_gpus = 0;
+    gf_model_ns_charge(p);
 }
 
 static void unplace(mpod *p)
@@ -275,6 +276,7 @@ static void unplace(mpod *p)
     p->resolved = false;
     p->n_gpus = 0;
     p->nnext = p->nprev = NULL;
+    gf_model_ns_charge(p);
 }
 
 /* Re-resolves every pod of n against its (new) inventory. */
@@ -294,6 +296,7 @@ static void recharge_node(mnode *n)
             gf_model_charge(n, p, +1);
         else
             p->n_gpus = 0;
+        gf_model_ns_charge(p);
     }
 }
 
@@ -336,6 +339,7 @@ static void node_free_gpus(mnode *n)
 static void node_free(mnode *n)
 {
     node_free_gpus(n);
+    gf_model_reserved_free(n);
     free(n);
 }
 
@@ -364,6 +368,7 @@ void gf_model_free(gf_model *m)
             next = e->hnext;
             node_free((mnode *)e);
         }
+    gf_model_ns_free_all(m);
     free(m->pods.buckets);
     free(m->nodes.buckets);
     free(m->prefix);
@@ -428,6 +433,7 @@ static int node_set(mnode *n, const gf_sched_node *src)
     n->ready = src->ready;
     n->memory_known = src->memory_known;
     n->source = src->source;
+    n->dp_gpus = src->dp_gpus;
     if (src->inventory_error[0] != '\0') {
         n->inventory_error = strdup(src->inventory_error);
         return n->inventory_error != NULL ? 0 : -1;
@@ -452,6 +458,7 @@ int gf_model_node_update(gf_model *m, const gf_sched_node *node, gf_error *err)
     if (n != NULL) {
         n->gen = m->gen[GF_MODEL_NODES];
         recharge_node(n);
+        gf_model_reserved_apply(n);
     }
     pthread_rwlock_unlock(&m->lock);
     return rc;
@@ -487,6 +494,7 @@ static void pod_drop(gf_model *m, mpod *p)
     mnode *n = p->node;
 
     unplace(p);
+    gf_model_ns_detach(m, p);
     table_remove(&m->pods, &p->e);
     pod_free(p);
     if (n != NULL && !n->present && n->pods == NULL) {
@@ -591,6 +599,8 @@ static int pod_update_locked(gf_model *m, const gf_sched_pod *pod)
     }
     if (p == NULL && (p = pod_get(m, pod->uid)) == NULL)
         return -1;
+    if (gf_model_ns_attach(m, p, pod->ns) < 0)
+        return -1;
     p->gen = m->gen[GF_MODEL_PODS];
     if (pod->node[0] != '\0' && pod->devices[0] != '\0')
         return pod_bound(m, p, pod);
@@ -654,6 +664,10 @@ int gf_model_assume_locked(gf_model *m, const gf_sched_pod *pod, mnode *node, co
     p = pod_get(m, pod->uid);
     if (p == NULL)
         goto oom;
+    if (gf_model_ns_attach(m, p, pod->ns) < 0) {
+        pod_drop(m, p);
+        goto oom;
+    }
     unplace(p);
     if (pod_set(p, pod) < 0 || set_str(&p->devices, devices) < 0) {
         pod_drop(m, p);
@@ -873,8 +887,26 @@ int gf_model_node_gpus(gf_model *m, const char *node, gf_model_gpu_state *out, s
         out[i].has_mode = out[i].pods > 0;
         out[i].mode = g->pods[GF_MODE_SM_SHARING] > 0 ? GF_MODE_SM_SHARING : GF_MODE_TIME_SLICING;
         out[i].compute_pct = g->compute_pct;
+        out[i].closed = g->closed;
     }
 out:
     pthread_rwlock_unlock(&m->lock);
     return rc;
+}
+
+/* --- the tables, for model_quota.c --- */
+
+mentry *gf_model_table_find(const mtable *t, const char *key)
+{
+    return table_find(t, key);
+}
+
+int gf_model_table_add(mtable *t, mentry *e)
+{
+    return table_add(t, e);
+}
+
+void gf_model_table_remove(mtable *t, mentry *e)
+{
+    table_remove(t, e);
 }

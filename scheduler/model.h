@@ -41,9 +41,11 @@
  * node cannot host fractions (memory unknown, every request refused with a
  * reason saying so; portions too, since accounting is in bytes).
  *
- * Out of scope: whole-GPU pods (nvidia.com/gpu resource requests) are not
- * seen or counted here; keep fractional and whole-GPU nodes apart, or run a
- * reservation scheme as KAI does.
+ * Whole GPUs. On a node whose status.allocatable has nvidia.com/gpu (a
+ * device plugin hands whole GPUs to pods) a GPU takes fractions only while a
+ * reservation pod holds it from the device plugin (gf_model_node_reserved,
+ * kept by reserve.c); the others are closed, since the kubelet may give them
+ * to a whole-GPU pod at any time. A node without it: every GPU is open.
  *
  * Threads: one writer (the watch thread; gf_model_reserve/forget from HTTP
  * threads also write) and concurrent readers; one rwlock inside. */
@@ -54,6 +56,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "amount.h"
 #include "error.h"
 #include "node_gpus.h"
@@ -63,6 +67,7 @@
 #define GF_SCHED_GPUS_ANNOTATION GF_NODE_GPUS_ANNOTATION
 #define GF_SCHED_GFD_COUNT_LABEL "nvidia.com/gpu.count"
 #define GF_SCHED_GFD_MEMORY_LABEL "nvidia.com/gpu.memory"
+#define GF_SCHED_WHOLE_GPU_RESOURCE "nvidia.com/gpu" /* the device plugin's resource */
 
 #define GF_SCHED_NAME_MAX 254 /* DNS subdomain (253) + NUL */
 #define GF_SCHED_UID_MAX 64
@@ -142,6 +147,7 @@ typedef struct gf_sched_node {
     bool ready;         /* Ready condition True, or no Ready condition at all */
     gf_inventory_source source;
     bool memory_known; /* every GPU's memory is known */
+    unsigned dp_gpus;  /* status.allocatable nvidia.com/gpu (0: no device plugin) */
     size_t n_gpus;
     gf_sched_gpu gpus[GF_SCHED_GPUS_MAX];
     /* non-empty: the inventory could not be read (bad annotation or labels);
@@ -170,6 +176,9 @@ typedef struct gf_sched_verdict {
     int score;                        /* 0..10; 0 unless GF_FIT */
     double rank;                      /* the score before rounding */
     char reason[GF_SCHED_REASON_MAX]; /* "" when GF_FIT */
+    /* GF_FAIL on a device-plugin node: this many more GPUs reserved for
+     * fractions (of its idle, closed ones) would take the pod */
+    unsigned reserve;
 } gf_sched_verdict;
 
 /* Where a pod goes: the node, its GPUs and what to write at bind. */
@@ -194,6 +203,7 @@ typedef struct gf_model_gpu_state {
     gf_mode mode;
     unsigned pods;
     unsigned compute_pct; /* SM percent promised to sm-sharing pods (<= 100) */
+    bool closed;          /* the device plugin's: no reservation holds it for fractions */
 } gf_model_gpu_state;
 
 typedef struct gf_model_stats {
@@ -291,6 +301,55 @@ int gf_model_preempt(gf_model *m, const gf_sched_pod *pod, const char *node,
                      const char *const *victims, size_t n_victims, char ***extra, size_t *n_extra,
                      gf_error *err);
 void gf_model_uids_free(char **uids, size_t n);
+
+/* --- GPU memory quota per namespace (model_quota.c) --- */
+
+/* The Namespace annotation an operator sets: a quantity of bytes ("40Gi").
+ * The sum of the GPU memory requests (as charged on their GPUs) of a
+ * namespace's placed fractional pods stays within it; a namespace without
+ * it has no limit; one whose value cannot be read gets no fractional pod
+ * (fail closed), the reason naming the value. */
+#define GF_SCHED_QUOTA_ANNOTATION "gpufrac.io/memory-quota"
+
+typedef struct gf_sched_ns {
+    char name[GF_SCHED_NAME_MAX];
+    bool has_quota;
+    uint64_t quota;
+    char error[GF_ERROR_MSG_MAX]; /* non-empty: the annotation is unreadable */
+} gf_sched_ns;
+
+/* A v1.Namespace: metadata.name and the quota annotation. A bad value does
+ * NOT fail (out->error says why); fails only when it is not a namespace. */
+int gf_sched_ns_decode(const json_t *ns, gf_sched_ns *out, gf_error *err);
+
+int gf_model_ns_update(gf_model *m, const gf_sched_ns *ns, gf_error *err);
+void gf_model_ns_delete(gf_model *m, const char *name);
+void gf_model_ns_resync_begin(gf_model *m);
+void gf_model_ns_resync_end(gf_model *m);
+
+typedef struct gf_model_quota {
+    char name[GF_SCHED_NAME_MAX];
+    bool valid; /* false: the annotation could not be read */
+    uint64_t quota, used;
+} gf_model_quota;
+
+/* The namespaces with a quota annotation (valid or not), up to max; returns
+ * how many there are. */
+size_t gf_model_quotas(gf_model *m, gf_model_quota *out, size_t max);
+
+/* --- whole GPUs (model_reserve.c) --- */
+
+/* The GPUs of node that reservation pods hold for fractions (ids as in the
+ * inventory: UUIDs); replaces the previous set. Ids the node does not have
+ * open nothing. */
+int gf_model_node_reserved(gf_model *m, const char *node, const char *const *ids, size_t n,
+                           gf_error *err);
+/* Closes GPU id of node to fractions when nothing is placed, assumed or held
+ * on it, atomically (so a reservation can be given back): 0 when closed,
+ * -1 when busy or unknown. */
+int gf_model_gpu_close_idle(gf_model *m, const char *node, const char *id);
+/* node's nvidia.com/gpu allocatable (0: unknown node or no device plugin). */
+unsigned gf_model_node_dp_gpus(gf_model *m, const char *node);
 
 /* Gives freed heap back to the system (after many deletions). */
 void gf_model_trim(gf_model *m);

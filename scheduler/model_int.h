@@ -16,6 +16,7 @@ typedef struct mgpu {
     uint64_t requested;   /* sum of the requests placed here */
     unsigned pods[2];     /* by gf_mode */
     unsigned compute_pct; /* SM percents of the sm-sharing pods placed here */
+    bool closed;          /* the device plugin's, not reserved for fractions (model_reserve.c) */
 } mgpu;
 
 struct mpod;
@@ -25,6 +26,20 @@ typedef struct mentry {
     char *key;
     struct mentry *hnext;
 } mentry;
+
+/* A namespace (model_quota.c): its GPU memory quota and what its placed
+ * fractional pods request. Kept while the Namespace exists or pods point
+ * at it. */
+typedef struct mns {
+    mentry e; /* key: the namespace name */
+    bool present;
+    bool has_quota;
+    uint64_t quota; /* bytes */
+    char *error;    /* the quota annotation could not be read: fail closed */
+    uint64_t used;  /* sum of the charges of its placed pods */
+    unsigned refs;  /* pods pointing here */
+    unsigned gen;
+} mns;
 
 typedef struct mnode {
     mentry e;     /* key: the node name */
@@ -36,6 +51,9 @@ typedef struct mnode {
     mgpu *gpus;
     struct mpod *pods; /* placed here, linked by nnext/nprev */
     unsigned gen;
+    unsigned dp_gpus; /* nvidia.com/gpu allocatable: the device plugin hands GPUs out */
+    char **reserved;  /* ids of the GPUs reservation pods hold for fractions */
+    size_t n_reserved;
 } mnode;
 
 typedef struct mpod {
@@ -60,6 +78,8 @@ typedef struct mpod {
     uint8_t gpu[GF_SCHED_GPUS_MAX]; /* positions in node->gpus */
     uint64_t assumed_at;
     unsigned gen;
+    mns *ns;             /* its namespace (model_quota.c) */
+    uint64_t ns_charged; /* what it adds to ns->used now */
 } mpod;
 
 typedef struct mtable {
@@ -72,6 +92,8 @@ struct gf_model {
     char *prefix;
     mtable nodes, pods;
     unsigned gen[2];
+    mtable nss;      /* namespaces (model_quota.c) */
+    unsigned ns_gen; /* their re-list generation */
 };
 
 /* The bytes request charges on a GPU of total bytes (0 when unresolvable). */
@@ -118,6 +140,31 @@ mpod *gf_model_pod_find(const gf_model *m, const char *uid);
  * verdict's reason/status and returns -1. Scores into verdict on success. */
 int gf_sched_choose(const mnode *node, const gf_sched_pod *pod, gf_policy policy, uint8_t *pos,
                     gf_sched_verdict *verdict);
+
+/* Recomputes the closed flag of n's GPUs (model_reserve.c): with dp_gpus,
+ * only the GPUs a reservation holds are open to fractions. */
+void gf_model_reserved_apply(mnode *n);
+void gf_model_reserved_free(mnode *n);
+
+/* The hash tables of model.c. */
+mentry *gf_model_table_find(const mtable *t, const char *key);
+int gf_model_table_add(mtable *t, mentry *e);
+void gf_model_table_remove(mtable *t, mentry *e);
+
+/* Namespaces (model_quota.c). attach: p's namespace record (created when
+ * new); detach before p is freed; charge: ns->used follows p's placement
+ * (call after every place/unplace/re-resolve; idempotent). */
+int gf_model_ns_attach(gf_model *m, mpod *p, const char *ns);
+void gf_model_ns_detach(gf_model *m, mpod *p);
+void gf_model_ns_charge(mpod *p);
+void gf_model_ns_free_all(gf_model *m);
+/* pod's namespace when it has a quota (valid or not), else NULL: no limit. */
+const mns *gf_model_quota_of(const gf_model *m, const gf_sched_pod *pod);
+/* Whether pod, placed at pos of n, stays within the quota of ns (from
+ * gf_model_quota_of; NULL: yes); else fills v (GF_FAIL, the reason naming
+ * the quota and the use). */
+bool gf_model_quota_fits(const gf_model *m, const mns *ns, const gf_sched_pod *pod, const mnode *n,
+                         const uint8_t *pos, gf_sched_verdict *v);
 
 /* Writes the placement of pod record p (placed, resolved). */
 void gf_sched_placement_fill(const gf_model *m, const mpod *p, gf_sched_placement *out);

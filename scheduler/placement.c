@@ -244,7 +244,7 @@ static size_t candidates(const mnode *n, const gf_sched_pod *pod, gf_policy poli
     for (i = 0; i < n->n_gpus && i < GF_SCHED_GPUS_MAX; i++) {
         const mgpu *g = &n->gpus[i];
 
-        if (!gpu_fits(g, pod, ask_for(&a, g, pod)))
+        if (g->closed || !gpu_fits(g, pod, ask_for(&a, g, pod)))
             continue;
         count++;
         key[i] = (rank_key){.idle = idle(g), .fullness = fullness(g)};
@@ -398,16 +398,55 @@ static int explain(const mnode *n, const gf_sched_pod *pod, size_t fitting, gf_s
                 best->id, mib(gpu_free(best), a, sizeof(a)), mib(r, b, sizeof(b)), n->n_gpus);
 }
 
+/* The closed GPUs of n (the device plugin's) that would take pod if a
+ * reservation held them; only idle ones: a closed GPU with fractions is one
+ * whose reservation went away. */
+static size_t closed_fitting(const mnode *n, const gf_sched_pod *pod, size_t *closed)
+{
+    size_t count = 0;
+    uint64_t r;
+
+    *closed = 0;
+    for (size_t i = 0; i < n->n_gpus; i++) {
+        const mgpu *g = &n->gpus[i];
+        if (!g->closed)
+            continue;
+        ++*closed;
+        count += idle(g) && gpu_fits(g, pod, &r);
+    }
+    return count;
+}
+
+/* Why a device-plugin node does not take pod now, and how many reservations
+ * would let it (verdict->reserve). */
+static int explain_reserved(const mnode *n, const gf_sched_pod *pod, size_t fitting,
+                            gf_sched_verdict *v)
+{
+    size_t closed, more = closed_fitting(n, pod, &closed);
+    size_t need = (size_t)pod->num_devices - fitting;
+
+    if (closed == 0 || more < need)
+        return explain(n, pod, fitting, v);
+    fail(v, GF_FAIL,
+         "no GPU reserved for fractions has room (%zu of the node's %zu GPUs are reserved; the "
+         "device plugin gives the others to whole-GPU pods)",
+         n->n_gpus - closed, n->n_gpus);
+    v->reserve = (unsigned)need;
+    return -1;
+}
+
 int gf_sched_choose(const mnode *node, const gf_sched_pod *pod, gf_policy policy, uint8_t *pos,
                     gf_sched_verdict *verdict)
 {
     size_t count;
 
+    verdict->reserve = 0;
     if (precheck(node, pod, verdict) < 0)
         return -1;
     count = candidates(node, pod, policy, pos);
     if (count < (size_t)pod->num_devices)
-        return explain(node, pod, count, verdict);
+        return node->dp_gpus > 0 ? explain_reserved(node, pod, count, verdict)
+                                 : explain(node, pod, count, verdict);
     verdict->status = GF_FIT;
     verdict->reason[0] = '\0';
     verdict->rank = score(node, pod, policy, pos);
@@ -417,8 +456,8 @@ int gf_sched_choose(const mnode *node, const gf_sched_pod *pod, gf_policy policy
 
 /* --- filter + prioritize --- */
 
-static void verdict_one(const gf_model *m, const gf_sched_pod *pod, const char *name,
-                        gf_policy policy, gf_sched_verdict *v)
+static void verdict_one(const gf_model *m, const mns *quota, const gf_sched_pod *pod,
+                        const char *name, gf_policy policy, gf_sched_verdict *v)
 {
     uint8_t pos[GF_SCHED_GPUS_MAX];
     const mnode *n = gf_model_node_find(m, name);
@@ -427,12 +466,14 @@ static void verdict_one(const gf_model *m, const gf_sched_pod *pod, const char *
         fail(v, GF_FAIL, "node %s is not in gpufrac's cache (no Node object seen yet)", name);
         return;
     }
-    gf_sched_choose(n, pod, policy, pos, v);
+    if (gf_sched_choose(n, pod, policy, pos, v) == 0)
+        gf_model_quota_fits(m, quota, pod, n, pos, v);
 }
 
 int gf_model_evaluate(gf_model *m, const gf_sched_pod *pod, const char *const *nodes, size_t n,
                       gf_policy policy, gf_sched_verdict *out, gf_error *err)
 {
+    const mns *quota;
     size_t i;
 
     if (pod == NULL || (n > 0 && (nodes == NULL || out == NULL)))
@@ -449,10 +490,11 @@ int gf_model_evaluate(gf_model *m, const gf_sched_pod *pod, const char *const *n
     if (!pod->fractional || pod->invalid)
         return 0;
     pthread_rwlock_rdlock(&m->lock);
+    quota = gf_model_quota_of(m, pod); /* once per pod, not per node */
     for (i = 0; i < n; i++) {
         if (i + 1 < n && nodes[i + 1] != NULL)
             gf_model_node_prefetch(m, nodes[i + 1]);
-        verdict_one(m, pod, nodes[i] != NULL ? nodes[i] : "", policy, &out[i]);
+        verdict_one(m, quota, pod, nodes[i] != NULL ? nodes[i] : "", policy, &out[i]);
     }
     pthread_rwlock_unlock(&m->lock);
     return 0;
@@ -508,7 +550,8 @@ static int reserve_locked(gf_model *m, const gf_sched_pod *pod, const char *node
                             pod->name, p->node->e.key);
     if (p != NULL && p->node != NULL)
         gf_model_forget_locked(p);
-    if (gf_sched_choose(n, pod, policy, pos, &v) < 0)
+    if (gf_sched_choose(n, pod, policy, pos, &v) < 0 ||
+        !gf_model_quota_fits(m, gf_model_quota_of(m, pod), pod, n, pos, &v))
         return gf_error_set(err, GF_ESTATE, "pod %s/%s no longer fits node %s: %s", pod->ns,
                             pod->name, node, v.reason);
     if (gf_model_assume_locked(m, pod, n, pos, (size_t)pod->num_devices, err) < 0)

@@ -115,9 +115,10 @@ if [ ! -f .gpufrac-reflect2 ]; then
     cp -r /usr/share/gocode/src/github.com/modern-go/reflect2 vendor/github.com/modern-go/reflect2
     touch .gpufrac-reflect2
 fi
-# Backport: kube-scheduler 1.20 never hands the extenders to the framework,
-# so DefaultPreemption never calls an extender's preemptVerb (1.21 passes
-# frameworkruntime.WithExtenders in pkg/scheduler/factory.go). One line; the
+# Backport: kube-scheduler 1.20.0-1.20.9 (and 1.21.0-1.21.3) never hand the
+# extenders to the framework, so DefaultPreemption never calls an extender's
+# preemptVerb (upstream passes frameworkruntime.WithExtenders in
+# pkg/scheduler/factory.go from 1.22.0, 1.21.4 and 1.20.10). One line; the
 # stamp in bin/ makes a kube-scheduler built before it be rebuilt.
 PATCH_STAMP="$BIN/.gpufrac-patch-extender-preemption"
 if ! grep -q 'frameworkruntime.WithExtenders(extenders)' pkg/scheduler/factory.go; then

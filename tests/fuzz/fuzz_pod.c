@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The scheduler's JSON decoders and the model behind them. The first byte
  * picks the target: 0 a v1.Pod, 1 a v1.Node, 2 the gpufrac.io/gpus value,
- * 3 GFD labels ("count\nmemory"); the rest is the input. A decoded pod is
- * evaluated, reserved and deleted on a small model, which must come back to
- * empty GPUs. */
+ * 3 GFD labels ("count\nmemory"), 4 a v1.Namespace (its GPU memory quota);
+ * the rest is the input. A decoded pod is evaluated, reserved and deleted on
+ * a small model, which must come back to empty GPUs; a namespace whose quota
+ * could not be read takes no pod. */
 #include "fuzz.h"
 
 #include <jansson.h>
@@ -70,6 +71,35 @@ static void run_pod(const gf_sched_pod *p)
     check_empty(m);
 }
 
+static void run_ns(json_t *j)
+{
+    static gf_sched_ns ns;
+    static const char *const names[] = {"n1"};
+    gf_sched_pod *p = calloc(1, sizeof(*p));
+    gf_sched_verdict v;
+    gf_model *m = model();
+    gf_error err;
+
+    FUZZ_CHECK(p != NULL);
+    if (gf_sched_ns_decode(j, &ns, &err) < 0) {
+        FUZZ_CHECK(err.msg[0] != '\0');
+        free(p);
+        return;
+    }
+    FUZZ_CHECK(ns.error[0] == '\0' || ns.has_quota);
+    FUZZ_CHECK(gf_model_ns_update(m, &ns, &err) == 0);
+    snprintf(p->ns, sizeof(p->ns), "%s", ns.name);
+    snprintf(p->uid, sizeof(p->uid), "fuzz-ns-pod");
+    p->fractional = true;
+    p->request.bytes = p->limit.bytes = 1u << 20;
+    p->num_devices = 1;
+    FUZZ_CHECK(gf_model_evaluate(m, p, names, 1, GF_POLICY_BINPACK, &v, &err) == 0);
+    FUZZ_CHECK(ns.error[0] == '\0' || v.status != GF_FIT);
+    FUZZ_CHECK(!ns.has_quota || ns.error[0] || ns.quota >= p->request.bytes || v.status != GF_FIT);
+    gf_model_ns_delete(m, ns.name);
+    free(p);
+}
+
 static void run_json(int target, const char *s)
 {
     static gf_sched_pod pod;
@@ -80,7 +110,9 @@ static void run_json(int target, const char *s)
     if (j == NULL)
         return;
     err.msg[0] = '\0';
-    if (target == 0) {
+    if (target == 4) {
+        run_ns(j);
+    } else if (target == 0) {
         if (gf_sched_pod_decode(j, NULL, &pod, &err) == 0)
             run_pod(&pod);
         else
@@ -120,8 +152,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     if (size < 1 || !fuzz_cstr(data + 1, size - 1, s))
         return 0;
-    target = data[0] % 4;
-    if (target < 2)
+    target = data[0] % 5;
+    if (target < 2 || target == 4)
         run_json(target, s);
     else
         run_inventory(target, s);

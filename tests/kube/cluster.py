@@ -476,8 +476,10 @@ class KubeScheduler(Proc):
 
 
 class GpufracScheduler(Proc):
-    def __init__(self, cluster, tmp, token, policy="binpack", name="gpufrac-scheduler"):
+    def __init__(self, cluster, tmp, token, policy="binpack", name="gpufrac-scheduler",
+                 extra=()):
         self.port = free_port()
+        self.extra = list(extra)  # further flags (e.g. the reservation pods' image)
         self.url = "http://127.0.0.1:%d" % self.port
         self.token_file = os.path.join(tmp, name + ".token")
         with open(self.token_file, "w") as f:
@@ -490,7 +492,7 @@ class GpufracScheduler(Proc):
         return [GPUFRAC_SCHEDULER, "--listen", "127.0.0.1:%d" % self.port,
                 "--api-server", self.cluster.url, "--token-file", self.token_file,
                 "--ca-file", self.cluster.certs["ca"], "--policy", self.policy,
-                "--filter-answer", self.filter_answer]
+                "--filter-answer", self.filter_answer] + self.extra
 
     def set_policy(self, policy):
         self.policy = policy

@@ -29,6 +29,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 import urllib.request
 
@@ -37,6 +38,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "cri"))
 import cluster as C  # noqa: E402
 import crinode  # noqa: E402
+import device_plugin  # noqa: E402
 from crinode import AGENT, Gi, Mi, MPS_FAKE  # noqa: E402
 from harness import PROBE, kv  # noqa: E402
 
@@ -120,7 +122,9 @@ class Node:
         t = self.tmp
         self.cluster = C.Cluster(t).start()
         self.cluster.apply_all(C.yaml_docs(os.path.join(C.DEPLOY, "rbac.yaml")))
-        self.gf = C.GpufracScheduler(self.cluster, t, self.cluster.sa_token()).start()
+        # reservation pods (WholeGpuTest): the test's local image, given back soon
+        self.gf = C.GpufracScheduler(self.cluster, t, self.cluster.sa_token(), extra=[
+            "--reservation-image", crinode.IMAGE, "--reservation-idle-s", "2"]).start()
         self.ks = C.KubeScheduler(self.cluster, "B", self.gf.url, t, C.KSCHED_TOKEN).start()
         # the GPU: gpusim's shared state, reached from the pod by a hostPath volume
         self.gpusim_dir = os.path.join(t, "gpusim")
@@ -385,6 +389,39 @@ class NodeTest(unittest.TestCase):
         self.wait(lambda: NODE.gf.metric("gpufrac_scheduler_pods") == 0,
                   "gpufrac-scheduler to forget the pod")
 
+    def run_and_delete(self, names, restart):
+        """Runs fractional pods, restarts gpufracd and containerd under them
+        (restart), deletes them; -> seconds until the kubelet finished."""
+        api = NODE.cluster
+        for n in names:
+            api.create(pod_obj(n, {P + "main.gpu-memory.request": "512Mi"},
+                               ["/usr/bin/shimprobe", "info", "hold", "300"]))
+        for n in names:
+            self.wait(lambda n=n: "holding=" in NODE.pod_log(n), "pod %s running" % n)
+        self.assertEqual(len(NODE.fractions()), len(names))
+        if restart:
+            NODE.agent.stop()
+            NODE.ctd.stop()
+            NODE.ctd.start()
+            NODE.agent.start()
+        t0 = time.monotonic()
+        for n in names:
+            api.req("DELETE", "/api/v1/namespaces/default/pods/" + n, ok=(200, 202))
+        for n in names:
+            self.wait(lambda n=n: api.pod(n) is None, "the kubelet to finish deleting " + n)
+        took = time.monotonic() - t0
+        self.wait(lambda: NODE.fractions() == [], "the fractions released")
+        return took
+
+    def test_delete_after_agent_and_containerd_restart(self):
+        """Deleting pods after gpufracd and containerd restarted under them
+        completes and releases their fractions. The figure is printed, not
+        asserted: it is the kubelet's (its sync, the grace period: shimprobe,
+        PID 1 without a SIGTERM handler, ignores SIGTERM until the SIGKILL),
+        and the machine's load."""
+        took = self.run_and_delete(["rs-%d" % i for i in range(3)], True)
+        sys.stderr.write("deleted 3 pods after the restarts in %.1f s ... " % took)
+
     def test_malformed_annotation_fails_start_with_the_message(self):
         api = NODE.cluster
         # straight to the node (spec.nodeName): the extender would refuse it at filter
@@ -409,6 +446,137 @@ class NodeTest(unittest.TestCase):
         self.assertEqual(NODE.fractions(), [])
         api.delete_pod("bad")
         self.wait(lambda: api.pod("bad") is None, "pod bad deleted")
+
+
+def whole_pod(name, gpus=1):
+    """A plain pod (runc) asking the device plugin for whole GPUs; it prints
+    what the plugin's Allocate gave it."""
+    lim = {"limits": {device_plugin.RESOURCE: str(gpus)}}
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"hostNetwork": True, "restartPolicy": "Never",
+                     "terminationGracePeriodSeconds": 1,
+                     "containers": [{
+                         "name": "main", "image": crinode.IMAGE, "imagePullPolicy": "Never",
+                         "command": ["/bin/sh", "-c",
+                                     'echo "gpus=$NVIDIA_VISIBLE_DEVICES"; exec sleep 300'],
+                         "resources": lim}]}}
+
+
+RESERVE_NS = "gpufrac-system"
+
+
+class WholeGpuTest(unittest.TestCase):
+    """Whole-GPU pods and fractions never share a GPU. The device plugin is
+    a stand-in (tests/kube/device_plugin.py: NVIDIA's needs a GPU) speaking
+    the kubelet's real device plugin API over its socket; the kubelet, its
+    device manager and kube-scheduler's nvidia.com/gpu accounting are real."""
+
+    @classmethod
+    def setUpClass(cls):
+        api = NODE.cluster
+        cls.uuids = [g["uuid"] for g in NODE.gpus()]
+        cls.dp = device_plugin.DevicePlugin(cls.uuids, tmp=NODE.tmp).start()
+        C.wait_for(lambda: api.get("/api/v1/nodes/" + NODE_NAME)["status"].get(
+            "allocatable", {}).get(device_plugin.RESOURCE) == str(len(cls.uuids)),
+            "the kubelet to advertise the plugin's GPUs", timeout=60, interval=0.2)
+        # the extender closes them to fractions: no reservation holds any yet
+        C.wait_for(lambda: NODE.gf.metric("gpufrac_scheduler_gpu_open",
+                                          'node="%s"' % NODE_NAME) == 0,
+                   "gpufrac-scheduler to close the device plugin's GPUs", timeout=30)
+
+    @classmethod
+    def tearDownClass(cls):
+        api = NODE.cluster
+        for ns in ("default", RESERVE_NS):
+            for p in api.pods(ns):
+                api.delete_pod(p["metadata"]["name"], ns)
+        cls.dp.stop()
+
+    def wait(self, fn, what, timeout=120):
+        try:
+            return C.wait_for(fn, what, timeout=timeout, interval=0.2)
+        except AssertionError as e:
+            raise AssertionError("%s\n%s" % (e, NODE.logs())) from None
+
+    def bound(self, name):
+        return self.wait(lambda: (lambda p: p if p and p["spec"].get("nodeName") else None)(
+            NODE.cluster.pod(name)), "pod %s bound" % name)
+
+    def whole_gpus_of(self, name):
+        out = self.wait(lambda: (lambda t: t if "gpus=" in t else None)(NODE.pod_log(name)),
+                        "the log of pod " + name)
+        return kv(out)["gpus"].split(",")
+
+    def devices(self, name):
+        return self.bound(name)["metadata"]["annotations"][P + "main.gpus.devices"]
+
+    def reservations(self):
+        """{pod name: GPU it reported} of the live reservation pods."""
+        out = {}
+        for p in NODE.cluster.pods(RESERVE_NS, "gpufrac.io/reservation=true"):
+            if p["metadata"].get("deletionTimestamp"):
+                continue
+            msg = ""
+            for cs in p.get("status", {}).get("initContainerStatuses", []):
+                msg = (cs.get("state", {}).get("terminated") or {}).get("message", "")
+            out[p["metadata"]["name"]] = msg
+        return out
+
+    def failed_scheduling(self, name, text):
+        return self.wait(lambda: [e for e in NODE.cluster.events(name)
+                                  if e.get("reason") == "FailedScheduling"
+                                  and text in e.get("message", "")],
+                         "a FailedScheduling event of %s saying %r" % (name, text))
+
+    def frac(self, name, request):
+        NODE.cluster.create(pod_obj(name, {P + "main.gpu-memory.request": request},
+                                    ["/usr/bin/shimprobe", "info", "hold", "300"]))
+
+    def test_whole_gpus_and_fractions_never_share_a_gpu(self):
+        api = NODE.cluster
+        # a whole GPU first: the kubelet's device manager picks it
+        api.create(whole_pod("whole-a"))
+        self.assertEqual(len(self.whole_gpus_of("whole-a")), 1)
+        gpu_a = self.whole_gpus_of("whole-a")[0]
+        gpu_b = [u for u in self.uuids if u != gpu_a][0]
+        # a fraction: placed only once a reservation pod holds a GPU, which
+        # the device plugin can only give from those it has not given away
+        self.frac("frac-1", "1Gi")
+        self.assertEqual(self.devices("frac-1"), gpu_b)
+        self.assertEqual(list(self.reservations().values()), [gpu_b])
+        self.assertIn([gpu_b], self.dp.allocations)
+        self.wait(lambda: "holding=" in NODE.pod_log("frac-1"), "frac-1 running")
+        # a second whole-GPU pod does not over-commit: both GPUs are taken
+        # (whole-a's, and the reservation's, which hosts the fraction)
+        api.create(whole_pod("whole-b"))
+        self.failed_scheduling("whole-b", "Insufficient " + device_plugin.RESOURCE)
+        self.assertFalse(api.pod("whole-b")["spec"].get("nodeName"))
+        # more fractions share the reserved GPU, with no new reservation
+        self.frac("frac-2", "1Gi")
+        self.assertEqual(self.devices("frac-2"), gpu_b)
+        self.assertEqual(len(self.reservations()), 1)
+        # one that does not fit there waits, saying why, and is never put on
+        # whole-a's GPU
+        self.frac("frac-big", "3584Mi")
+        self.failed_scheduling("frac-big", "the device plugin has given all 2 GPUs")
+        self.assertFalse(api.pod("frac-big")["spec"].get("nodeName"))
+        # whole-a's GPU comes free: now it is reserved and frac-big goes there
+        api.delete_pod("whole-b")
+        self.wait(lambda: api.pod("whole-b") is None, "whole-b gone")
+        api.delete_pod("whole-a")
+        self.assertEqual(self.devices("frac-big"), gpu_a)
+        self.assertEqual(sorted(self.reservations().values()), sorted([gpu_a, gpu_b]))
+        # fractions gone: the reservations are given back (after
+        # --reservation-idle-s) and a pod asking both whole GPUs runs
+        for n in ("frac-1", "frac-2", "frac-big"):
+            api.delete_pod(n)
+        self.wait(lambda: not self.reservations(), "the reservations given back")
+        self.wait(lambda: NODE.gf.metric("gpufrac_scheduler_gpu_open",
+                                         'node="%s"' % NODE_NAME) == 0, "GPUs closed again")
+        api.create(whole_pod("whole-c", gpus=2))
+        self.assertEqual(sorted(self.whole_gpus_of("whole-c")), sorted(self.uuids))
+        api.delete_pod("whole-c")
 
 
 if __name__ == "__main__":

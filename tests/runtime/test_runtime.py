@@ -212,6 +212,11 @@ class RuntimeTestCase(SimTestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         return read(os.path.join(self.tmp, cid + ".out"))
 
+    def log_entries(self):
+        if not os.path.exists(self.log):
+            return []
+        return [json.loads(ln) for ln in read(self.log).splitlines() if ln.startswith("{")]
+
     def log_errors(self):
         if not os.path.exists(self.log):
             return []
@@ -479,6 +484,22 @@ class ReleaseTest(RuntimeTestCase):
         self.wrapper("delete", "lost1")
         self.assertEqual(self.fractions(), [])
         self.assertFalse(os.path.exists(os.path.join(self.state, "containers", "lost1")))
+
+    def test_delete_with_a_hung_agent_does_not_wait_on_it(self):
+        if not self.real_agent:
+            self.skipTest("gpufracd does not serve admit/attach yet (stand-in agent in use)")
+        name = self.start_holding("hung1")
+        os.kill(self.agent.pid, signal.SIGSTOP)  # alive, its socket accepting, never answering
+        try:
+            r = self.wrapper("delete", "--force", "hung1")
+        finally:
+            os.kill(self.agent.pid, signal.SIGCONT)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        # the release's short limit (not the 20 s of admit) is what it waited
+        warn = [e.get("msg", "") for e in self.log_entries() if name in e.get("msg", "")]
+        self.assertTrue(any("did not answer within 2 s" in w for w in warn), warn)
+        self.assertFalse(os.path.exists(os.path.join(self.state, "containers", "hung1")))
+        self.wait_for(lambda: self.fractions() == [], "gpufracd to remove the dead fraction", 30)
 
     def test_agent_reconciles_when_nothing_releases(self):
         if not self.real_agent:

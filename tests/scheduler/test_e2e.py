@@ -556,6 +556,25 @@ class Recovery(E2E):
                         "a Succeeded pod's GPU memory to be free again")
         self.api.ok("DELETE", "/api/v1/namespaces/default/pods/a")
 
+    def test_deleted_pods_leave_nothing_in_the_filter_cache(self):
+        """Pods filtered but never bound (unschedulable) and then deleted:
+        filter's copies for bind go with them (they stayed until 256 newer
+        pods pushed them out)."""
+        def cached():
+            for ln in self.sched.get("/metrics")[1].splitlines():
+                if ln.startswith("gpufrac_scheduler_filter_cache_pods "):
+                    return int(float(ln.split()[1]))
+            return -1
+        self.node(agent_node("n1", [("GPU-aaaa", 0, 16 * Gi)]))
+        pods = [self.pod(frac_pod("big%d" % i, request="32Gi")) for i in range(5)]
+        self.wait_nodes_cached(pods[0], ["n1"])
+        for p in pods:
+            self.assertFalse(self.filter(p, ["n1"]).get("NodeNames"))
+        self.assertEqual(cached(), 5)
+        for i in range(5):
+            self.api.ok("DELETE", "/api/v1/namespaces/default/pods/big%d" % i)
+        self.eventually(lambda: cached() == 0, "the deleted pods' records freed")
+
 
 class Observability(E2E):
     def test_healthz_and_metrics(self):

@@ -841,6 +841,103 @@ static void test_trim_after_deletions(void **state)
     gf_model_free(m);
 }
 
+/* A device plugin hands this node's GPUs out: closed until reserved. */
+static void test_device_plugin_gpus_closed_until_reserved(void **state)
+{
+    gf_model *m = model_new();
+    gf_sched_pod *p = pod_new("r1", 1 * GIB, 1, GF_MODE_TIME_SLICING);
+    gf_sched_node *node = calloc(1, sizeof(*node));
+    const char *reserved[] = {"GPU-dp-1"};
+    gf_sched_verdict v;
+    gf_error err;
+
+    (void)state;
+    assert_non_null(node);
+    snprintf(node->name, sizeof(node->name), "dp");
+    node->ready = node->memory_known = true;
+    node->source = GF_INV_AGENT;
+    node->dp_gpus = 2;
+    node->n_gpus = 2;
+    for (int i = 0; i < 2; i++) {
+        snprintf(node->gpus[i].id, sizeof(node->gpus[i].id), "GPU-dp-%d", i);
+        node->gpus[i].has_uuid = true;
+        node->gpus[i].index = i;
+        node->gpus[i].memory = 16 * GIB;
+    }
+    assert_int_equal(gf_model_node_update(m, node, &err), 0);
+    v = verdict(m, p, "dp", GF_POLICY_BINPACK);
+    assert_int_equal(v.status, GF_FAIL);
+    assert_int_equal(v.reserve, 1);
+    assert_non_null(strstr(v.reason, "0 of the node's 2 GPUs are reserved"));
+    assert_true(gpu_state(m, "dp", 0).closed && gpu_state(m, "dp", 1).closed);
+    /* a reservation opens exactly its GPU, and a node update keeps it open */
+    assert_int_equal(gf_model_node_reserved(m, "dp", reserved, 1, &err), 0);
+    assert_int_equal(gf_model_node_update(m, node, &err), 0);
+    assert_int_equal(place1(m, p, "dp", GF_POLICY_BINPACK), 1);
+    /* never given back under a fraction; the other, idle one closes */
+    assert_int_equal(gf_model_gpu_close_idle(m, "dp", "GPU-dp-1"), -1);
+    assert_int_equal(gf_model_gpu_close_idle(m, "dp", "GPU-dp-0"), 0);
+    gf_model_pod_delete(m, "r1");
+    assert_int_equal(gf_model_gpu_close_idle(m, "dp", "GPU-dp-1"), 0);
+    assert_int_equal(verdict(m, p, "dp", GF_POLICY_BINPACK).status, GF_FAIL);
+    /* no device plugin: every GPU open */
+    node->dp_gpus = 0;
+    assert_int_equal(gf_model_node_update(m, node, &err), 0);
+    assert_int_equal(verdict(m, p, "dp", GF_POLICY_BINPACK).status, GF_FIT);
+    free(node);
+    free(p);
+    gf_model_free(m);
+}
+
+static gf_sched_pod *pod_in(const char *ns, const char *uid, uint64_t bytes)
+{
+    gf_sched_pod *p = pod_new(uid, bytes, 1, GF_MODE_TIME_SLICING);
+
+    snprintf(p->ns, sizeof(p->ns), "%s", ns);
+    return p;
+}
+
+static void test_namespace_quota(void **state)
+{
+    gf_model *m = model_new();
+    gf_sched_ns ns = {.name = "team-a", .has_quota = true, .quota = 10 * GIB};
+    gf_sched_ns bad = {.name = "team-x", .has_quota = true};
+    gf_sched_pod *a = pod_in("team-a", "q1", 8 * GIB), *b = pod_in("team-a", "q2", 4 * GIB);
+    gf_sched_pod *c = pod_in("team-b", "q3", 40 * GIB), *x = pod_in("team-x", "q4", GIB);
+    gf_sched_placement pl;
+    gf_model_quota q[4];
+    gf_sched_verdict v;
+    gf_error err;
+
+    (void)state;
+    snprintf(bad.error, sizeof(bad.error), "annotation gpufrac.io/memory-quota: \"10GB\" ...");
+    add_node(m, "n", 2, 80 * GIB);
+    assert_int_equal(gf_model_ns_update(m, &ns, &err), 0);
+    assert_int_equal(gf_model_ns_update(m, &bad, &err), 0);
+    place1(m, a, "n", GF_POLICY_BINPACK);
+    v = verdict(m, b, "n", GF_POLICY_BINPACK);
+    assert_int_equal(v.status, GF_FAIL);
+    assert_non_null(strstr(v.reason, "quota (gpufrac.io/memory-quota) is 10.00 GiB"));
+    assert_non_null(strstr(v.reason, "request 8.00 GiB, this pod 4.00 GiB more"));
+    assert_int_equal(gf_model_reserve(m, b, "n", GF_POLICY_BINPACK, &pl, &err), -1);
+    place1(m, c, "n", GF_POLICY_BINPACK); /* no quota: no limit */
+    v = verdict(m, x, "n", GF_POLICY_BINPACK);
+    assert_int_equal(v.status, GF_FAIL);
+    assert_non_null(strstr(v.reason, "10GB"));
+    assert_int_equal(gf_model_quotas(m, q, 4), 2);
+    for (int i = 0; i < 2; i++)
+        if (strcmp(q[i].name, "team-a") == 0)
+            assert_true(q[i].valid && q[i].used == 8 * GIB && q[i].quota == 10 * GIB);
+    /* a deleted pod gives its share back */
+    gf_model_pod_delete(m, "q1");
+    assert_int_equal(verdict(m, b, "n", GF_POLICY_BINPACK).status, GF_FIT);
+    free(a);
+    free(b);
+    free(c);
+    free(x);
+    gf_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -867,6 +964,8 @@ int main(void)
         cmocka_unit_test(test_preempt_victims),
         cmocka_unit_test(test_hold),
         cmocka_unit_test(test_trim_after_deletions),
+        cmocka_unit_test(test_device_plugin_gpus_closed_until_reserved),
+        cmocka_unit_test(test_namespace_quota),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
