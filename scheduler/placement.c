@@ -404,7 +404,7 @@ static int explain(const mnode *n, const gf_sched_pod *pod, size_t fitting, gf_s
 static size_t closed_fitting(const mnode *n, const gf_sched_pod *pod, size_t *closed)
 {
     size_t count = 0;
-    uint64_t r;
+    pod_ask a = {0};
 
     *closed = 0;
     for (size_t i = 0; i < n->n_gpus; i++) {
@@ -412,7 +412,7 @@ static size_t closed_fitting(const mnode *n, const gf_sched_pod *pod, size_t *cl
         if (!g->closed)
             continue;
         ++*closed;
-        count += idle(g) && gpu_fits(g, pod, &r);
+        count += idle(g) && gpu_fits(g, pod, ask_for(&a, g, pod));
     }
     return count;
 }
