@@ -53,7 +53,7 @@ API_SERVICE_IP = "10.96.0.1"
 POD_CIDR = "10.244.0.0/24"
 NS_MARK = "GPUFRAC_OPERATOR_CLUSTER_NS"
 OVERLAYS = ("/etc", "/usr/local", "/run")
-TMPFS = ("/var/lib", "/var/log")
+TMPFS = ("/var/lib", "/var/log", "/dev/shm")
 SYSCTLS = ("vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops")
 COMPONENTS = ("kube-apiserver", "kube-scheduler", "kubelet", "kube-controller-manager",
               "kube-proxy")
@@ -154,6 +154,9 @@ def _inside(tmp):
         subprocess.run(argv, check=True, capture_output=True)
     sh("ip", "link", "set", "lo", "up")
     sh("ip", "addr", "add", NODE_IP + "/32", "dev", "lo")
+    # a route for the Services (a node has its default route), from the
+    # node's address: kube-proxy's DNAT comes after routing
+    sh("ip", "route", "add", SERVICE_CIDR, "dev", "lo", "src", NODE_IP)
     layers = os.path.join(tmp, "layers")
     os.makedirs(layers)
     sh("mount", "-t", "tmpfs", "-o", "mode=0700", "gpufrac-layers", layers)
@@ -165,7 +168,8 @@ def _inside(tmp):
         sh("mount", "-t", "overlay", "-o", "lowerdir=%s,upperdir=%s,workdir=%s" % (d, up, work),
            "gpufrac-" + d.strip("/").replace("/", "-"), d)
     for d in TMPFS:
-        sh("mount", "-t", "tmpfs", "-o", "mode=0755", "gpufrac-node", d)
+        sh("mount", "-t", "tmpfs", "-o", "mode=1777" if d == "/dev/shm" else "mode=0755",
+           "gpufrac-node", d)
     sh("mount", "--bind", os.path.join(FAKES, "systemctl"), "/usr/bin/systemctl")
 
 
@@ -199,6 +203,9 @@ def make_cgroups(name):
                     v = src.read().strip()
                 with open(os.path.join(top, name, f), "w") as dst:
                     dst.write(v)
+
+
+GLIBC = ("libc.so", "libm.so", "ld-linux", "libpthread.so", "libdl.so", "librt.so")
 
 
 def make_certs(d):
@@ -323,7 +330,7 @@ class OperatorCluster(C.Cluster):
         """The start-up as a line: each milestone's second since the start."""
         return "; ".join("%s %.1f s" % (w, t - self.t0) for w, t in self.timeline)
 
-    def supervised(self, unit, argv):
+    def supervised(self, unit, argv, env=None):
         """argv as systemd runs a unit with Restart=always: started again
         whenever it exits; its pid in CONTROL_DIR/<unit>.pid, where the
         systemctl stand-in finds it."""
@@ -332,7 +339,7 @@ class OperatorCluster(C.Cluster):
                 'while :; do "$@" & c=$!; echo "$c" >%s/%s.pid; wait "$c"; '
                 'echo "%s exited: $?" >&2; sleep 0.2; done' % (CONTROL_DIR, unit, unit))
         return C.Proc(unit, ["sh", "-c", loop, "sh"] + argv,
-                      os.path.join(self.tmp, unit + ".log")).start()
+                      os.path.join(self.tmp, unit + ".log"), env=env).start()
 
     def unit_pid(self, unit):
         try:
@@ -372,8 +379,9 @@ class OperatorCluster(C.Cluster):
 
     def write_node_config(self):
         """The node's /etc/containerd/config.toml (Debian's stock file, the
-        NVIDIA toolkit set as the default runtime, the sandbox image) and its
-        CNI network (/etc/cni/net.d)."""
+        NVIDIA toolkit set as the default runtime, the sandbox image, and
+        restrict_oom_score_adj: this machine refuses the kubelet's -998 for
+        the sandbox, as in the CRI suite) and its CNI network (/etc/cni/net.d)."""
         os.makedirs("/etc/containerd", exist_ok=True)
         with open("/etc/containerd/config.toml", "w") as f:
             f.write("""version = 2
@@ -381,6 +389,7 @@ class OperatorCluster(C.Cluster):
 [plugins]
   [plugins."io.containerd.grpc.v1.cri"]
     sandbox_image = "localhost/gpufrac-test/pause:1"
+    restrict_oom_score_adj = true
     [plugins."io.containerd.grpc.v1.cri".cni]
       bin_dir = "%s"
       conf_dir = "/etc/cni/net.d"
@@ -403,6 +412,26 @@ class OperatorCluster(C.Cluster):
                     "subnet": POD_CIDR}]], "routes": [{"dst": "0.0.0.0/0"}]}}]}, f)
         shutil.copy(os.path.join(FAKES, "nvidia-container-runtime"),
                     "/usr/local/bin/nvidia-container-runtime")
+        # the GPU: gpusim installed as the node's driver (/usr/local/lib,
+        # the loader's cache), its default device (one of 16 GiB) and state
+        # file in the node's /dev/shm, which the toolkit stand-in mounts into
+        # containers with the libraries
+        import crinode
+        libs = []
+        for lib in ("libcuda.so.1", "libnvidia-ml.so.1"):
+            shutil.copy(os.path.join(crinode.GPUSIM, lib), "/usr/local/lib/" + lib)
+            libs.append("/usr/local/lib/" + lib)
+            for so in crinode.libs_of(os.path.join(crinode.GPUSIM, lib)):
+                if not os.path.basename(so).startswith(GLIBC) and so not in libs:
+                    libs.append(so)
+        subprocess.run(["ldconfig"], check=True)
+        subprocess.run([crinode.PROBE, "info"], check=True, capture_output=True)
+        state = [os.path.join("/dev/shm", n) for n in os.listdir("/dev/shm")
+                 if n.startswith("gpusim-0-")]
+        assert len(state) == 1, state
+        os.makedirs("/etc/nvidia-container-runtime", exist_ok=True)
+        with open("/etc/nvidia-container-runtime/gpusim.json", "w") as f:
+            json.dump({"libs": libs, "state": state[0]}, f)
 
     def start_containerd(self):
         """containerd as its unit runs it: no flags, /etc/containerd/config.toml."""
