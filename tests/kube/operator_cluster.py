@@ -355,16 +355,20 @@ class OperatorCluster(C.Cluster):
         /etc/kubernetes/scheduler.conf, health on the default :10251."""
         os.makedirs("/etc/kubernetes", exist_ok=True)
         kc = self.kubeconfig(KS_KUBECONFIG, C.KSCHED_TOKEN)
-        with open(KS_CONFIG, "w") as f:
-            f.write("apiVersion: kubescheduler.config.k8s.io/v1beta1\n"
-                    "kind: KubeSchedulerConfiguration\n"
-                    "clientConnection:\n  kubeconfig: %s\n" % kc)
+        self.write_plain_scheduler_config()
         self.ks = self.supervised("kube-scheduler", [
             os.path.join(self.bin, "kube-scheduler"), "--config", KS_CONFIG,
             "--bind-address", "127.0.0.1", "--secure-port", str(C.free_port()),
             "--cert-dir", os.path.join(self.tmp, "kube-scheduler-certs"),
             "--authentication-kubeconfig", kc, "--authorization-kubeconfig", kc, "--v=2"])
         self.wait_scheduler()
+
+    def write_plain_scheduler_config(self):
+        """kube-scheduler's configuration without the extender."""
+        with open(KS_CONFIG, "w") as f:
+            f.write("apiVersion: kubescheduler.config.k8s.io/v1beta1\n"
+                    "kind: KubeSchedulerConfiguration\n"
+                    "clientConnection:\n  kubeconfig: %s\n" % KS_KUBECONFIG)
 
     def scheduler_healthy(self):
         try:

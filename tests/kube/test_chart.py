@@ -345,14 +345,19 @@ class ChartTest(unittest.TestCase):
     def test_5_upgrade_keeps_the_running_fraction(self):
         old = one_ready_agent()
         render = [s for s in OP.done if s.startswith("deploy/render.py")][0]
-        OP.sh(render.replace(" -o gpufrac.yaml", " --set agent.watchdogPeriodMs=250 "
-                             "-o gpufrac.yaml"))
+        # told to restart containerd, but the handler is the same: not restarted
+        ctd = OP.cluster.unit_pid("containerd")
+        OP.sh(render.replace(" -o gpufrac.yaml", " --set agent.watchdogPeriodMs=250 --set "
+                             "installer.restartContainerd=true -o gpufrac.yaml"))
         OP.sh("kubectl apply -f gpufrac.yaml")
         OP.sh("kubectl -n %s rollout status daemonset/gpufrac-agent --timeout=300s" % NS)
         new = wait(lambda: (lambda p: p if p and p["metadata"]["uid"] != old["metadata"]["uid"]
                             else None)(one_ready_agent()), "the DaemonSet rolled")
         cmd = new["spec"]["containers"][0]["command"]
         self.assertEqual(cmd[cmd.index("--watchdog-period-ms") + 1], "250")
+        log = OP.kubectl("-n", NS, "logs", new["metadata"]["name"], "-c", "installer")
+        self.assertNotIn("restarting containerd", log)
+        self.assertEqual(OP.cluster.unit_pid("containerd"), ctd, "the handler did not change")
         self.assertEqual(OP.cluster.pod("train-8g")["status"]["phase"], "Running")
         devs = OP.cluster.pod("train-8g")["metadata"]["annotations"][NV + "gpus.devices"]
         lab = dict(namespace="default", pod="train-8g", container="trainer", UUID=devs)
@@ -430,6 +435,12 @@ class ChartTest(unittest.TestCase):
         self.assertIsNotNone(socket)
 
     def test_8_delete_removes_the_chart(self):
+        # layout B schedules nothing while the extender is down (its own
+        # pod included), and the extender lives in the chart's namespace:
+        # kube-scheduler goes back to no extender first, as the doc says
+        OP.cluster.write_plain_scheduler_config()
+        OP.sh("systemctl restart kube-scheduler")
+        OP.cluster.wait_scheduler()
         OP.sh("kubectl delete -f gpufrac.yaml --wait=true --timeout=300s")
         api = OP.cluster
         wait(lambda: api.get_or_none("/api/v1/namespaces/" + NS) is None,
@@ -443,6 +454,31 @@ class ChartTest(unittest.TestCase):
             text=True).stdout.split()], "no container left on the node", timeout=120)
         # what the installer wrote on the node stays (the doc says so)
         self.assertTrue(os.path.exists("/usr/local/bin/gpufrac-runtime"))
+
+    def test_9_reinstall_restarts_containerd_when_told(self):
+        # the node's files removed by hand, as the doc says after a delete
+        os.rename("/etc/containerd/config.toml.gpufrac-orig", "/etc/containerd/config.toml")
+        for p in ("/usr/local/bin/gpufrac-runtime", "/usr/local/lib/gpufrac/libgpufrac.so",
+                  "/etc/gpufrac/runtime.conf"):
+            os.unlink(p)
+        OP.sh("systemctl restart containerd")
+        OP.cluster.wait_containerd()
+        ctd = OP.cluster.unit_pid("containerd")
+        render = [s for s in OP.done if s.startswith("deploy/render.py")][0]
+        OP.sh(render.replace(" -o gpufrac.yaml", " --set installer.restartContainerd=true "
+                             "-o gpufrac.yaml"))
+        OP.sh("kubectl apply -f gpufrac.yaml")
+        OP.sh("kubectl -n %s rollout status daemonset/gpufrac-agent --timeout=300s" % NS)
+        pod = wait(one_ready_agent, "the agent's pod Ready")
+        log = OP.kubectl("-n", NS, "logs", pod["metadata"]["name"], "-c", "installer")
+        self.assertIn("restarting containerd", log)
+        # through nsenter into PID 1's namespaces: this node's containerd
+        self.assertNotEqual(OP.cluster.unit_pid("containerd"), ctd)
+        with open(os.path.join(O.CONTROL_DIR, "systemctl.log")) as f:
+            self.assertIn("restart containerd %d " % ctd, f.read())
+        with open("/etc/containerd/config.toml") as f:
+            self.assertIn("# BEGIN gpufrac", f.read())
+        OP.sh("kubectl delete -f gpufrac.yaml --wait=true --timeout=300s")
 
 
 if __name__ == "__main__":
