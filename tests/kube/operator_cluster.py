@@ -288,11 +288,12 @@ class OperatorCluster(C.Cluster):
             "--leader-elect=false", "--node-monitor-period", "2s",
             "--concurrent-deployment-syncs", "2", "--profiling=false", "--v=1"],
             os.path.join(tmp, "kube-controller-manager.log"))
+        self.proxy_healthz = C.free_port()
         self.proxy = C.Proc("kube-proxy", [
             os.path.join(self.bin, "kube-proxy"), "--kubeconfig", kc("kube-proxy"),
             "--proxy-mode", "iptables", "--cluster-cidr", POD_CIDR,
             "--hostname-override", NODE_NAME, "--bind-address", NODE_IP,
-            "--healthz-bind-address", "127.0.0.1:%d" % C.free_port(),
+            "--healthz-bind-address", "127.0.0.1:%d" % self.proxy_healthz,
             "--metrics-bind-address", "127.0.0.1:%d" % C.free_port(),
             # leave the machine-wide conntrack sysctls alone
             "--conntrack-max-per-core", "0", "--conntrack-tcp-timeout-established", "0",
@@ -320,11 +321,22 @@ class OperatorCluster(C.Cluster):
         self.mark("containerd serving")
         self.start_kubelet()
         self.mark("node %s Ready" % NODE_NAME)
+        C.wait_for(self.proxy_synced, "kube-proxy /healthz", proc=self.proxy, timeout=60,
+                   interval=0.2)
+        self.mark("kube-proxy synced")
         # the token controller made the default service account's token
         C.wait_for(lambda: self.get_or_none("/api/v1/namespaces/default/serviceaccounts/default"),
                    "the default service account", proc=self.controller_manager, timeout=120)
         self.mark("service accounts made")
         return self
+
+    def proxy_synced(self):
+        try:
+            with urllib.request.urlopen("http://127.0.0.1:%d/healthz" % self.proxy_healthz,
+                                        timeout=5) as r:
+                return r.status == 200
+        except OSError:
+            return False
 
     def figure(self):
         """The start-up as a line: each milestone's second since the start."""

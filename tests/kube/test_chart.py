@@ -321,6 +321,13 @@ class ChartTest(unittest.TestCase):
         self.assertEqual(len(used), 1, m)
         self.assertGreaterEqual(used[0], 6.0 * Gi, "its 6 GiB (and its context)")
         ChartTest.used = used[0]
+        # the tenant's container reaches its own fraction only: not the agent's
+        # root socket, not users.sock, no other fraction's directory
+        inside = OP.kubectl("exec", "train-8g", "-c", "trainer", "--", "/bin/sh", "-c",
+                            "for p in agent.sock users.sock; do test ! -e /run/gpufrac/$p || "
+                            "echo reachable $p; done; ls /run/gpufrac/fractions")
+        self.assertNotIn("reachable", inside)
+        self.assertEqual(inside.split(), os.listdir("/run/gpufrac/fractions"), inside)
         out = OP.run_through("kubectl -n gpufrac-system exec daemonset/gpufrac-agent")
         self.assertRegex(out, r"default/train-8.*running +8\.0G +12\.0G +6\.\dG", out)
         self.assertNotIn("Not on a GPU NVML lists here", out)
