@@ -11,7 +11,7 @@ node runs them, on their default paths (/etc/containerd/config.toml,
 Invariant: nothing of it reaches the real host. The test re-executes itself
 (enter()) in new mount, network and PID namespaces:
 - mount: overlays over /etc, /usr/local and /run (their upper layers on a
-  tmpfs of the namespace), tmpfs over /var/lib and /var/log, so what the
+  tmpfs of the namespace), tmpfs over /var/lib, /var/log and /dev/shm, so what the
   chart's installer writes into the node's /usr/local, /etc/containerd and
   /etc/gpufrac, and what containerd and the kubelet keep, exists only there;
 - network: lo with the node's address (NODE_IP) and the Service range, the
@@ -23,13 +23,16 @@ The kubelet sets vm.overcommit_memory, kernel.panic and kernel.panic_on_oops
 machine-wide; the outer process puts back the values it found, and removes
 the kubelet's cgroups and the scratch directory.
 
-Stand-ins, for what cannot run here only: the GPU is gpusim, and the NVIDIA
+Stand-ins, for what cannot run here only: the GPU is gpusim (installed in
+the node's /usr/local/lib as its driver, its device the state file in the
+node's /dev/shm), and the NVIDIA
 container toolkit (which would mount the driver into containers that ask for
 NVIDIA_VISIBLE_DEVICES) is tests/fakes/nvidia-container-runtime, which mounts
 gpusim instead and execs runc; containerd's default runtime is it, as
 `nvidia-ctk runtime configure --set-as-default` makes it. systemd is not PID 1
 here: tests/fakes/systemctl (bound over /usr/bin/systemctl in the namespace)
-restarts the node's containerd as `systemctl restart containerd` would. The
+restarts the node's containerd and kube-scheduler as `systemctl restart`
+would (both run under a supervisor loop, as with Restart=always). The
 sandbox (pause) image is crinode's, imported as a node's would be pulled."""
 import json
 import os
@@ -223,7 +226,7 @@ def make_certs(d):
     return certs
 
 
-TOKENS = {  # user -> (token, groups)
+TOKENS = {  # the control plane's users (static tokens; each its own group)
     "system:kube-controller-manager": "gpufrac-test-kcm",
     "system:kube-scheduler": C.KSCHED_TOKEN,
     "system:kube-proxy": "gpufrac-test-kube-proxy",
