@@ -71,7 +71,8 @@ package-check: deps
 image: deb
 	DEBS=build-deb ./scripts/build-image.sh build-image
 
-# kube-apiserver, kube-scheduler and kubelet from Debian's kubernetes source
+# kube-apiserver, kube-scheduler, kubelet, kube-controller-manager and kube-proxy
+# from Debian's kubernetes source
 # package, cached in /var/cache/gpufrac (about 8 min on 2 cores the first time,
 # nothing on a rerun): the tests/kube suite runs against them.
 kube-build:

@@ -30,6 +30,9 @@ if [ "$GROUP" = all ]; then
     PKGS="$PKGS docker.io podman crun skopeo"
     # tests/kube/test_node.py: the kubelet's CNI (a loopback-only conflist)
     PKGS="$PKGS containernetworking-plugins util-linux"
+    # tests/kube/test_chart.py: the operator's cluster's node network and kube-proxy's
+    # Service rules, in the test's own network namespace
+    PKGS="$PKGS iptables iproute2"
     # man pages (scdoc) and their check; the Debian packages and lintian; make image
     PKGS="$PKGS scdoc man-db debhelper dpkg-dev fakeroot lintian mmdebstrap"
     # the C style check (tests/style: scripts/check-format.sh, .clang-format)

@@ -1,21 +1,25 @@
 #!/bin/sh
 # SPDX-License-Identifier: Apache-2.0
 # Builds the real Kubernetes components the tests/kube suite and bench/kube run against:
-# kube-apiserver, kube-scheduler and kubelet from Debian 12's `kubernetes` source package
-# (it ships upstream's vendored tree), with Debian's Go, and installs etcd-server.
+# kube-apiserver, kube-scheduler, kubelet, kube-controller-manager and kube-proxy from
+# Debian 12's `kubernetes` source package (it ships upstream's vendored tree), with Debian's
+# Go, and installs etcd-server. Each component is built once on its own: a cache that lacks
+# one (an older default list) gets only that one built.
 #
 # The result is cached outside the clone, keyed by the package version:
-#   ${GPUFRAC_KUBE_CACHE:-/var/cache/gpufrac}/kubernetes-<version>/bin/{kube-apiserver,kube-scheduler,kubelet}
+#   ${GPUFRAC_KUBE_CACHE:-/var/cache/gpufrac}/kubernetes-<version>/bin/{kube-apiserver,kube-scheduler,kubelet,kube-controller-manager,kube-proxy}
 # A rerun on the same machine finds the binaries and does nothing.  The path of the bin
 # directory is printed on stdout (the last line) so callers can use it.
 #
 #   GPUFRAC_KUBE_CACHE  cache root (default /var/cache/gpufrac)
-#   GPUFRAC_KUBE_WHAT   components to build (default "kube-apiserver kube-scheduler kubelet")
+#   GPUFRAC_KUBE_WHAT   components to build (default "kube-apiserver kube-scheduler kubelet
+#                       kube-controller-manager kube-proxy"; the last two run the operator's
+#                       cluster of tests/kube/test_chart.py: DaemonSets, Deployments, tokens, Services)
 #   GPUFRAC_APT_DIR     apt's configuration directory (default /etc/apt; tests point it elsewhere)
 set -eu
 
 CACHE=${GPUFRAC_KUBE_CACHE:-/var/cache/gpufrac}
-WHAT=${GPUFRAC_KUBE_WHAT:-"kube-apiserver kube-scheduler kubelet"}
+WHAT=${GPUFRAC_KUBE_WHAT:-"kube-apiserver kube-scheduler kubelet kube-controller-manager kube-proxy"}
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 log() { echo "kube-build: $*" >&2; }
