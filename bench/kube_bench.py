@@ -267,7 +267,8 @@ def restart(cl, gf, ext, n, rate):
 def run(nodes, args, tmp):
     cl = C.Cluster(tmp).start()
     try:
-        cl.apply_all(C.yaml_docs(os.path.join(C.DEPLOY, "rbac.yaml")))
+        for f in ("rbac.yaml", "rbac-second-scheduler.yaml"):
+            cl.apply_all(C.yaml_docs(os.path.join(C.DEPLOY, f)))
         sa = cl.sa_token()
         gf = C.GpufracScheduler(cl, tmp, sa)
         gf.set_filter_answer(args.filter_answer)

@@ -19,7 +19,7 @@ Only v1beta1 has been run here (against kube-scheduler 1.20.2, tests/kube); the
 others differ from it only in the fields below, as upstream's schema documents.
 
 layout A (default): a second scheduler, profile "gpufrac-scheduler", its own
-leader-election lease gpufrac-scheduler in --lease-namespace (rbac.yaml grants
+leader-election lease gpufrac-scheduler in --lease-namespace (rbac-second-scheduler.yaml grants
 exactly that lease). layout B: the cluster's default scheduler with the
 extender (it then binds every pod).
 

@@ -10,7 +10,8 @@ token; kube-scheduler of layout B is the user system:kube-scheduler (static
 token, as a control-plane scheduler is); gpufrac-scheduler and layout A's
 kube-scheduler run with a real service-account token of
 gpufrac-system/gpufrac-scheduler from the TokenRequest API. RBAC is the only
-authorizer; the RBAC objects are deploy/scheduler/rbac.yaml as shipped.
+authorizer; the RBAC objects are deploy/scheduler/rbac.yaml and
+rbac-second-scheduler.yaml as shipped.
 
 No kubelet and no controller-manager: Nodes are made by the caller (status
 with capacity and Ready through the status subresource), the ServiceAccount

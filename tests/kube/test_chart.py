@@ -389,12 +389,18 @@ class ChartTest(unittest.TestCase):
             return r["status"].get("allowed", False)
         sched = "gpufrac-scheduler"
         for verb, res, sub in (("get", "pods", ""), ("list", "pods", ""), ("watch", "nodes", ""),
-                               ("create", "pods", "binding")):
+                               ("list", "namespaces", ""), ("create", "pods", "binding"),
+                               ("patch", "nodes", "")):
             self.assertTrue(can(sched, verb, res, sub, ns="default"), (verb, res, sub))
+        # its reservation pods: in its own namespace only
+        for verb in ("create", "delete"):
+            self.assertTrue(can(sched, verb, "pods", ns=NS), (verb, "pods", NS))
         for verb, res, sub, group in (
                 ("patch", "pods", "", ""), ("update", "pods", "", ""), ("delete", "pods", "", ""),
                 ("update", "pods", "status", ""), ("update", "leases", "", "coordination.k8s.io"),
-                ("create", "pods", "", ""), ("patch", "nodes", "", ""),
+                ("create", "pods", "", ""), ("delete", "nodes", "", ""),
+                ("update", "nodes", "status", ""),
+                ("patch", "namespaces", "", ""),
                 ("get", "secrets", "", ""), ("list", "secrets", "", ""),
                 ("create", "pods", "exec", ""), ("create", "serviceaccounts", "token", ""),
                 ("create", "clusterrolebindings", "", "rbac.authorization.k8s.io"),

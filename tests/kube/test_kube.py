@@ -42,7 +42,8 @@ def setUpModule():
         raise unittest.SkipTest(SKIP)
     TMP = tempfile.mkdtemp(prefix="gpufrac-kube-")
     CLUSTER = C.Cluster(TMP).start()
-    CLUSTER.apply_all(C.yaml_docs(os.path.join(C.DEPLOY, "rbac.yaml")))
+    for f in ("rbac.yaml", "rbac-second-scheduler.yaml"):
+        CLUSTER.apply_all(C.yaml_docs(os.path.join(C.DEPLOY, f)))
     for name, value in (("gpufrac-test-low", 10), ("gpufrac-test-high", 1000)):
         CLUSTER.apply_all([{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
                             "metadata": {"name": name}, "value": value}])

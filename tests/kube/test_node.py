@@ -121,7 +121,8 @@ class Node:
     def setup(self):
         t = self.tmp
         self.cluster = C.Cluster(t).start()
-        self.cluster.apply_all(C.yaml_docs(os.path.join(C.DEPLOY, "rbac.yaml")))
+        for f in ("rbac.yaml", "rbac-second-scheduler.yaml"):
+            self.cluster.apply_all(C.yaml_docs(os.path.join(C.DEPLOY, f)))
         # reservation pods (WholeGpuTest): the test's local image, given back soon
         self.gf = C.GpufracScheduler(self.cluster, t, self.cluster.sa_token(), extra=[
             "--reservation-image", crinode.IMAGE, "--reservation-idle-s", "2"]).start()
