@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,6 +91,20 @@ static bool plain(const char *s, bool path)
     return true;
 }
 
+/* snprintf that refuses to cut: a path cut short would name another file. */
+__attribute__((format(printf, 5, 6))) static int fmt_into(char *out, size_t len, gf_error *err,
+                                                          const char *what, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    int n = vsnprintf(out, len, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= len)
+        return gf_error_set(err, GF_ERANGE, "%s is too long (at most %zu bytes)", what, len - 1);
+    return 0;
+}
+
 /* The gpufrac-runtime next to this gpufrac (the build tree), else the
  * installed one (<prefix>/sbin). */
 static int default_runtime(char *out, size_t len, gf_error *err)
@@ -98,14 +113,14 @@ static int default_runtime(char *out, size_t len, gf_error *err)
 
     if (gf_exe_dir(dir, sizeof(dir), err) < 0)
         return -1;
-    snprintf(out, len, "%s/gpufrac-runtime", dir);
+    if (fmt_into(out, len, err, "the runtime's path", "%s/gpufrac-runtime", dir) < 0)
+        return -1;
     if (access(out, X_OK) == 0)
         return 0;
     char *slash = strrchr(dir, '/');
     if (slash)
         *slash = '\0';
-    snprintf(out, len, "%s/sbin/gpufrac-runtime", dir);
-    return 0;
+    return fmt_into(out, len, err, "the runtime's path", "%s/sbin/gpufrac-runtime", dir);
 }
 
 /* The file, or *text NULL when it does not exist. */
@@ -159,10 +174,11 @@ static int write_file(const char *path, const char *text, gf_error *err)
     size_t len = strlen(text);
     gf_cleanup_close int fd = -1;
 
-    snprintf(dirs, sizeof(dirs), "%s", path);
-    if (mkdirs(dirs, err) < 0)
+    if (fmt_into(dirs, sizeof(dirs), err, "the file's path", "%s", path) < 0 ||
+        mkdirs(dirs, err) < 0 ||
+        fmt_into(tmp, sizeof(tmp), err, "the file's path", "%s.gpufrac-%ld.tmp", path,
+                 (long)getpid()) < 0)
         return -1;
-    snprintf(tmp, sizeof(tmp), "%s.gpufrac-%ld.tmp", path, (long)getpid());
     fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
     if (fd < 0)
         return gf_error_sys(err, "creating %s", tmp);
@@ -293,8 +309,9 @@ static char *podman_edit(const install_opts *o, const char *path, const char *te
     }
     if (real_runtime(o, text, st, n, real, sizeof(real), err) < 0)
         return NULL;
-    snprintf(wrapper, sizeof(wrapper), "%s-%s", runtime, real);
-    snprintf(runtime, rlen, "%s", wrapper);
+    if (fmt_into(wrapper, sizeof(wrapper), err, "--runtime", "%s-%s", runtime, real) < 0 ||
+        fmt_into(runtime, rlen, err, "--runtime", "%s", wrapper) < 0)
+        return NULL;
     for (size_t i = 0; i < n; i++) {
         if (st[i].is_header && strcmp(st[i].table, "engine.runtimes") == 0)
             hdr = &st[i];
@@ -311,7 +328,9 @@ static char *podman_edit(const install_opts *o, const char *path, const char *te
             return NULL;
         }
     }
-    snprintf(line, sizeof(line), "%s = [\"%s\"]", o->name, runtime);
+    if (fmt_into(line, sizeof(line), err, "--name and --runtime", "%s = [\"%s\"]", o->name,
+                 runtime) < 0)
+        return NULL;
     if (key)
         return text_splice(text, len, key->start, key->end - key->start, line);
     if (hdr) {
@@ -333,9 +352,8 @@ static int install(const install_opts *o, gf_error *err)
     gf_cleanup_free char *out = NULL;
     size_t len;
 
-    if (o->runtime)
-        snprintf(runtime, sizeof(runtime), "%s", o->runtime);
-    else if (default_runtime(runtime, sizeof(runtime), err) < 0)
+    if (o->runtime ? fmt_into(runtime, sizeof(runtime), err, "--runtime", "%s", o->runtime) < 0
+                   : default_runtime(runtime, sizeof(runtime), err) < 0)
         return -1;
     if (!plain(o->name, false))
         return gf_error_set(err, GF_EINVAL, "--name \"%s\": expected letters, digits, _ and -",
@@ -345,8 +363,10 @@ static int install(const install_opts *o, gf_error *err)
                             "--runtime \"%s\": expected an absolute path of letters, digits "
                             "and /._+-",
                             runtime);
-    snprintf(path, sizeof(path), "%s%s", strcmp(o->root, "/") == 0 ? "" : o->root,
-             docker ? "/etc/docker/daemon.json" : "/etc/containers/containers.conf");
+    if (fmt_into(path, sizeof(path), err, "--root", "%s%s",
+                 strcmp(o->root, "/") == 0 ? "" : o->root,
+                 docker ? "/etc/docker/daemon.json" : "/etc/containers/containers.conf") < 0)
+        return -1;
     if (read_file(path, &text, &len, err) < 0)
         return -1;
     out = docker ? docker_edit(o, path, text, runtime, err)
