@@ -39,7 +39,7 @@ static uint64_t ptr(uint64_t i)
 
 static void every_charge_comes_back_once(void **state)
 {
-    gf_entry out;
+    gf_entry out = {0};
     (void)state;
     for (uint64_t i = 0; i < 1000; i++) { /* live the whole time: the stripes grow */
         gf_entry e = entry(ptr(i), i + 1);
@@ -65,7 +65,7 @@ static void every_charge_comes_back_once(void **state)
 
 static void set_replaces_put_keeps_both(void **state)
 {
-    gf_entry out, a = entry(ptr(1), 10), b = entry(ptr(1), 20);
+    gf_entry out = {0}, a = entry(ptr(1), 10), b = entry(ptr(1), 20);
     (void)state;
     assert_true(gf_table_set(&t, &a));
     assert_true(gf_table_set(&t, &b));
@@ -87,7 +87,7 @@ static void set_replaces_put_keeps_both(void **state)
 
 static void reserved_keys_are_mapped_away(void **state)
 {
-    gf_entry out, zero = entry(0, 7), one = entry(1, 8);
+    gf_entry out = {0}, zero = entry(0, 7), one = entry(1, 8);
     (void)state;
     assert_true(gf_table_put(&t, &zero));
     assert_true(gf_table_put(&t, &one));
@@ -103,7 +103,7 @@ static void reserved_keys_are_mapped_away(void **state)
 static void *racer(void *arg)
 {
     uint64_t base = (uintptr_t)arg * PER_THREAD, bad = 0;
-    gf_entry out;
+    gf_entry out = {0};
     for (uint64_t i = base; i < base + PER_THREAD; i++) {
         gf_entry e = entry(ptr(i % 4096 + 4096 * (uintptr_t)arg), i);
         if (!gf_table_put(&t, &e) || !gf_table_take(&t, e.key, &out) || out.bytes != i)
