@@ -13,16 +13,13 @@ every pod of a namespace whose quota cannot be read (fail closed, the reason
 and the log naming the field and the value). What stays alive: the
 scheduler, other namespaces' pods, and the metrics showing each quota."""
 import os
-import shutil
 import sys
-import tempfile
-import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "scheduler"))
-from kube_api_server import ApiServerProcess  # noqa: E402
-from test_e2e import SCHEDULER, TOKEN, Gi, Scheduler, agent_node, frac_pod  # noqa: E402
+from sched_case import SchedulerCase  # noqa: E402
+from test_e2e import Gi, agent_node, frac_pod  # noqa: E402
 
 NODE = "n1"
 ANN = "gpufrac.io/memory-quota"
@@ -31,39 +28,15 @@ BAD = {"suffix": "40GB", "negative": "-1Gi", "exponent": "1e400",
        "spaces": " 10Gi", "inner-space": "10 Gi"}
 
 
-class QuotaTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        if not os.access(SCHEDULER, os.X_OK):
-            raise unittest.SkipTest("%s is not built" % SCHEDULER)
+class QuotaTest(SchedulerCase):
+    prefix = "gf-quota-"
 
     def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="gf-quota-")
-        self.api = ApiServerProcess(self.tmp, token=TOKEN, tls=True,
-                                    bookmark_interval=0.5).start()
-        self.sched = Scheduler(self.tmp, self.api, "binpack")
-        self.sched.start()
+        self.start_scheduler()
         self.api.ok("POST", "/api/v1/nodes", agent_node(NODE, [("GPU-q-0", 0, 80 * Gi)]))
         self.namespace("team-a", "10Gi")
         self.eventually(lambda: 'namespace="team-a"} %d' % (10 * Gi) in self.metrics(),
                         "the quota of team-a in the metrics")
-
-    def tearDown(self):
-        try:
-            self.sched.stop()
-        finally:
-            self.api.stop()
-        shutil.rmtree(self.tmp, ignore_errors=True)
-
-    def eventually(self, fn, what, timeout=20):
-        deadline = time.monotonic() + timeout
-        while True:
-            v = fn()
-            if v:
-                return v
-            if time.monotonic() > deadline:
-                self.fail("timed out waiting for %s\n%s" % (what, self.sched.tail()))
-            time.sleep(0.05)
 
     def metrics(self):
         return self.sched.get("/metrics")[1]

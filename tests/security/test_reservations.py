@@ -17,15 +17,13 @@ deleted, the log naming the value. What stays alive: gpufrac-scheduler
 well-formed reservation, which opens exactly its GPU."""
 import json
 import os
-import shutil
 import sys
-import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "scheduler"))
-from kube_api_server import ApiServerProcess  # noqa: E402
-from test_e2e import SCHEDULER, TOKEN, Gi, Scheduler, agent_node, frac_pod  # noqa: E402
+from sched_case import SchedulerCase  # noqa: E402
+from test_e2e import Gi, agent_node, frac_pod  # noqa: E402
 
 NODE, OTHER = "gpu-node", "other-node"
 GPU_A, GPU_B, GPU_X = "GPU-aaaa-0001", "GPU-bbbb-0002", "GPU-xxxx-0009"
@@ -39,18 +37,11 @@ def dp_node(name, gpus):
     return n
 
 
-class ReservationAttacks(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        if not os.access(SCHEDULER, os.X_OK):
-            raise unittest.SkipTest("%s is not built" % SCHEDULER)
+class ReservationAttacks(SchedulerCase):
+    prefix = "gf-reserve-attack-"
 
     def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="gf-reserve-attack-")
-        self.api = ApiServerProcess(self.tmp, token=TOKEN, tls=True,
-                                    bookmark_interval=0.5).start()
-        self.sched = Scheduler(self.tmp, self.api, "binpack")
-        self.sched.start()
+        self.start_scheduler()
         self.api.ok("POST", "/api/v1/nodes", dp_node(NODE, [(GPU_A, 0, 4 * Gi),
                                                              (GPU_B, 1, 4 * Gi)]))
         self.api.ok("POST", "/api/v1/nodes", dp_node(OTHER, [(GPU_X, 0, 4 * Gi)]))
@@ -58,24 +49,6 @@ class ReservationAttacks(unittest.TestCase):
                                 frac_pod("frac", request="1Gi"))
         self.eventually(lambda: "not in gpufrac's cache" not in self.reason(),
                         "the scheduler to see the node")
-
-    def tearDown(self):
-        try:
-            self.sched.stop()
-        finally:
-            self.api.stop()
-        shutil.rmtree(self.tmp, ignore_errors=True)
-
-    def eventually(self, fn, what, timeout=20):
-        import time
-        deadline = time.monotonic() + timeout
-        while True:
-            v = fn()
-            if v:
-                return v
-            if time.monotonic() > deadline:
-                self.fail("timed out waiting for %s\n%s" % (what, self.sched.tail()))
-            time.sleep(0.05)
 
     def filter(self):
         code, r = self.sched.post("filter", {"Pod": self.frac, "NodeNames": [NODE]})
