@@ -90,15 +90,7 @@ GF_HIDDEN bool gf_table_set(gf_table *t, const gf_entry *in)
             return true;
         }
     }
-    if ((s->used + 1) * 4 >= s->cap * 3)
-        return gf_table_put_slow(s, key, h, in);
-    gf_entry *e = gf_stripe_free_slot(s, h);
-    s->used += e->key == 0;
-    s->live++;
-    *e = *in;
-    e->key = key;
-    gf_stripe_unlock(s);
-    return true;
+    return gf_stripe_insert(s, key, h, in);
 }
 
 GF_HIDDEN void gf_table_each(gf_table *t, void (*fn)(gf_entry *e, void *arg), void *arg)

@@ -91,6 +91,20 @@ static inline gf_entry *gf_stripe_free_slot(gf_stripe *s, uint64_t h)
     return &s->slots[i];
 }
 
+/* Adds a new entry to s, whose lock the caller holds; unlocks it. */
+static inline bool gf_stripe_insert(gf_stripe *s, uint64_t key, uint64_t h, const gf_entry *in)
+{
+    if (__builtin_expect((s->used + 1) * 4 >= s->cap * 3, 0))
+        return gf_table_put_slow(s, key, h, in);
+    gf_entry *e = gf_stripe_free_slot(s, h);
+    s->used += e->key == 0;
+    s->live++;
+    *e = *in;
+    e->key = key;
+    gf_stripe_unlock(s);
+    return true;
+}
+
 /* Adds e. A key already present is not looked for: the driver hands out an
  * address only while no live allocation has it, so an older entry with the
  * same key is one the driver freed unseen (a destroyed context's), and
@@ -102,15 +116,7 @@ static inline bool gf_table_put(gf_table *t, const gf_entry *in)
     gf_stripe *s = gf_table_stripe(t, h);
 
     gf_stripe_lock(s);
-    if (__builtin_expect((s->used + 1) * 4 >= s->cap * 3, 0))
-        return gf_table_put_slow(s, key, h, in);
-    gf_entry *e = gf_stripe_free_slot(s, h);
-    s->used += e->key == 0;
-    s->live++;
-    *e = *in;
-    e->key = key;
-    gf_stripe_unlock(s);
-    return true;
+    return gf_stripe_insert(s, key, h, in);
 }
 
 /* Finds key (copied to out when out is not NULL) and, with remove, removes
