@@ -325,6 +325,17 @@ class Cri:
         self.channel = grpc.insecure_channel("unix://" + sock)
         self.rt = stubs.RuntimeServiceStub(self.channel)
         self.img = stubs.ImageServiceStub(self.channel)
+        # containerd opens its socket before its CRI plugin has restored the
+        # containers it had; until then every call answers "server is not
+        # initialized yet". The kubelet waits for RuntimeReady too.
+        wait_for(self.runtime_ready, "containerd's CRI to report RuntimeReady")
+
+    def runtime_ready(self):
+        try:
+            conditions = self.rt.Status(self.pb.StatusRequest(), timeout=10).status.conditions
+        except self.grpc.RpcError:
+            return False
+        return any(c.type == "RuntimeReady" and c.status for c in conditions)
 
     def close(self):
         self.channel.close()
