@@ -318,7 +318,7 @@ def close_node(cri, ctd, tmp):
 class Cri:
     """The kubelet's side of CRI, as far as the tests need it."""
 
-    def __init__(self, pb, stubs, sock):
+    def __init__(self, pb, stubs, sock, wait_ready=True):
         import grpc
         self.pb = pb
         self.grpc = grpc
@@ -328,7 +328,8 @@ class Cri:
         # containerd opens its socket before its CRI plugin has restored the
         # containers it had; until then every call answers "server is not
         # initialized yet". The kubelet waits for RuntimeReady too.
-        wait_for(self.runtime_ready, "containerd's CRI to report RuntimeReady")
+        if wait_ready:
+            wait_for(self.runtime_ready, "containerd's CRI to report RuntimeReady")
 
     def runtime_ready(self):
         try:

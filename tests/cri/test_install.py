@@ -319,7 +319,7 @@ class InstallTest(unittest.TestCase):
         self.ctd = crinode.Containerd(self.ctd_dir, "", self.env, T.tar)
         self.ctd.config = os.path.join(self.etc, "config.toml")
         self.ctd.start()
-        self.cri = crinode.Cri(T.pb, T.stubs, self.ctd.sock)
+        self.cri = crinode.Cri(T.pb, T.stubs, self.ctd.sock, wait_ready=False)  # never ready
         self.pods = []
         with self.assertRaises(self.cri.grpc.RpcError) as e:
             self.cri.version()
