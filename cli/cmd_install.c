@@ -19,6 +19,7 @@
 #include "cli.h"
 #include "config.h"
 #include "install.h"
+#include "replace.h"
 
 #define FILE_MAX (1u << 20)
 #define STMTS_MAX 4096
@@ -152,47 +153,19 @@ static int read_file(const char *path, char **text, size_t *len, gf_error *err)
     return 0;
 }
 
-static int mkdirs(char *path, gf_error *err)
-{
-    for (char *p = path + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        int rc = mkdir(path, 0755);
-        *p = '/';
-        if (rc < 0 && errno != EEXIST)
-            return gf_error_sys(err, "creating %.*s", (int)(p - path), path);
-    }
-    return 0;
-}
-
 static int write_file(const char *path, const char *text, gf_error *err)
 {
-    char tmp[GF_PATH_MAX + 32], dirs[GF_PATH_MAX + 16];
-    struct stat st;
-    mode_t mode = stat(path, &st) == 0 ? (st.st_mode & 07777) : 0644;
-    size_t len = strlen(text);
-    gf_cleanup_close int fd = -1;
+    char dirs[GF_PATH_MAX + 16];
+    char *slash;
 
-    if (fmt_into(dirs, sizeof(dirs), err, "the file's path", "%s", path) < 0 ||
-        mkdirs(dirs, err) < 0 ||
-        fmt_into(tmp, sizeof(tmp), err, "the file's path", "%s.gpufrac-%ld.tmp", path,
-                 (long)getpid()) < 0)
+    if (fmt_into(dirs, sizeof(dirs), err, "the file's path", "%s", path) < 0)
         return -1;
-    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
-    if (fd < 0)
-        return gf_error_sys(err, "creating %s", tmp);
-    if (write(fd, text, len) != (ssize_t)len || fchmod(fd, mode) < 0 || fsync(fd) < 0) {
-        gf_error_sys(err, "writing %s", tmp);
-        unlink(tmp);
-        return -1;
+    if ((slash = strrchr(dirs, '/')) && slash != dirs) {
+        *slash = '\0';
+        if (gf_mkdir_p(dirs, 0755, err) < 0)
+            return -1;
     }
-    if (rename(tmp, path) < 0) {
-        gf_error_sys(err, "renaming %s to %s", tmp, path);
-        unlink(tmp);
-        return -1;
-    }
-    return 0;
+    return gf_file_replace(path, text, strlen(text), GF_REPLACE_KEEP_MODE, err);
 }
 
 /* daemon.json with runtimes.<name>.path set; the entry's other keys and

@@ -10,30 +10,21 @@
 #include "cleanup.h"
 #include "fraction.h"
 #include "ledger.h"
+#include "replace.h"
 #include "statedir.h"
 
 static int write_config(const char *dir, const gf_fraction_config *cfg, gf_error *err)
 {
-    char text[GF_CONFIG_TEXT_MAX], tmp[GF_PATH_MAX], path[GF_PATH_MAX];
+    char text[GF_CONFIG_TEXT_MAX], path[GF_PATH_MAX];
     int len;
 
     len = gf_config_format(cfg, text, sizeof(text));
     if (len < 0)
         return gf_error_set(err, GF_ENOSPACE, "fraction config does not fit in %d bytes",
                             GF_CONFIG_TEXT_MAX);
-    if (gf_path_join(tmp, sizeof(tmp), dir, GF_FRAC_CONFIG_TMP) < 0 ||
-        gf_path_join(path, sizeof(path), dir, GF_FRAC_CONFIG) < 0)
+    if (gf_path_join(path, sizeof(path), dir, GF_FRAC_CONFIG) < 0)
         return gf_error_sys(err, "fraction config path");
-    { /* closed before the rename */
-        gf_cleanup_close int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
-        if (fd < 0)
-            return gf_error_sys(err, "creating %s", tmp);
-        if (write(fd, text, (size_t)len) != len || fchmod(fd, 0444) < 0 || fsync(fd) < 0)
-            return gf_error_sys(err, "writing %s", tmp);
-    }
-    if (rename(tmp, path) < 0)
-        return gf_error_sys(err, "installing %s", path);
-    return 0;
+    return gf_file_replace(path, text, (size_t)len, 0444, err);
 }
 
 static int make_ledger(const char *dir, const gf_fraction_config *cfg, gf_error *err)

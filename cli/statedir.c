@@ -7,26 +7,8 @@
 #include <unistd.h>
 
 #include "fraction.h"
+#include "replace.h"
 #include "statedir.h"
-
-static int mkdir_p(char *path, mode_t mode, gf_error *err)
-{
-    for (char *p = path + 1;; p++) {
-        if (*p != '/' && *p != '\0')
-            continue;
-        char c = *p;
-        *p = '\0';
-        int rc = mkdir(path, mode);
-        int e = errno;
-        *p = c;
-        if (rc < 0 && e != EEXIST) {
-            errno = e;
-            return gf_error_sys(err, "creating %.*s", (int)(p - path), path);
-        }
-        if (c == '\0')
-            return 0;
-    }
-}
 
 /* A shared /tmp lets anyone create /tmp/gpufrac-<uid> first: only use it
  * when it is our own private directory. */
@@ -111,7 +93,7 @@ int gf_state_dir(const char *flag, bool create, char *out, size_t len, gf_error 
     if (snprintf(fractions, sizeof(fractions), "%s/" GF_STATE_FRACTIONS, out) >=
         (int)sizeof(fractions))
         return gf_error_set(err, GF_EINVAL, "state directory path is too long");
-    if (mkdir_p(out, geteuid() == 0 ? 0755 : 0700, err) < 0)
+    if (gf_mkdir_p(out, geteuid() == 0 ? 0755 : 0700, err) < 0)
         return -1;
     if (tmp && check_private(out, err) < 0)
         return -1;

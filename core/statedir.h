@@ -71,8 +71,6 @@
  * (GPUFRAC_CONFIG), gpufracd (once, when the fraction appears) and gpufrac
  * status. Parsed with core/config.c's bounded parser by every reader. */
 #define GF_FRAC_CONFIG "config"
-/* gpufrac run's config being written, renamed to GF_FRAC_CONFIG when whole. */
-#define GF_FRAC_CONFIG_TMP "config.tmp"
 /* The shared ledger (core/ledger.h): written by every process of the
  * fraction through the shim: tenant-written. gpufracd reads it only through
  * bounded copies (agent/ledger_view.h); gpufrac status maps it. */

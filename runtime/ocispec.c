@@ -11,50 +11,16 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "replace.h"
 #include "runtime.h"
-
-static int write_all(int fd, const char *p, size_t n)
-{
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
 
 int rt_spec_save(const char *path, json_t *spec, gf_error *err)
 {
-    char tmp[GF_PATH_MAX + 16];
     gf_cleanup_free char *text = json_dumps(spec, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    struct stat st;
-    gf_cleanup_close int fd = -1;
 
     if (!text)
         return gf_error_set(err, GF_ENOSPACE, "encoding %s", path);
-    snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path);
-    if ((fd = mkstemp(tmp)) < 0)
-        return gf_error_sys(err, "creating a file next to %s", path);
-    if (stat(path, &st) == 0 && fchmod(fd, st.st_mode & 07777) < 0) {
-        gf_error_sys(err, "chmod %s", tmp);
-        goto fail_unlink;
-    }
-    if (write_all(fd, text, strlen(text)) < 0 || fsync(fd) < 0) {
-        gf_error_sys(err, "writing %s", tmp);
-        goto fail_unlink;
-    }
-    if (close(gf_steal_fd(&fd)) < 0 || rename(tmp, path) < 0) {
-        gf_error_sys(err, "replacing %s", path);
-        goto fail_unlink;
-    }
-    return 0;
-fail_unlink:
-    unlink(tmp);
-    return -1;
+    return gf_file_replace(path, text, strlen(text), GF_REPLACE_KEEP_MODE, err);
 }
 
 const char *rt_spec_annotation(json_t *spec, const char *key)

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "replace.h"
 #include "runtime.h"
 #include "statedir.h"
 
@@ -21,33 +22,9 @@ static bool id_valid(const char *id)
     return id && *id && id[0] != '.' && !strchr(id, '/') && strlen(id) < 256;
 }
 
-/* Writes text to path through a temp file and rename. */
 static int write_atomic(const char *path, const char *text, gf_error *err)
 {
-    char tmp[GF_PATH_MAX + 32];
-    size_t n = strlen(text);
-    gf_cleanup_close int fd = -1;
-
-    snprintf(tmp, sizeof(tmp), "%s.%ld.tmp", path, (long)getpid());
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return gf_error_sys(err, "creating %s", tmp);
-    if (write(fd, text, n) != (ssize_t)n) {
-        gf_error_sys(err, "writing %s", tmp);
-        unlink(tmp);
-        return -1;
-    }
-    if (close(gf_steal_fd(&fd)) < 0) { /* its error is the write's */
-        gf_error_sys(err, "writing %s", tmp);
-        unlink(tmp);
-        return -1;
-    }
-    if (rename(tmp, path) < 0) {
-        gf_error_sys(err, "renaming %s", tmp);
-        unlink(tmp);
-        return -1;
-    }
-    return 0;
+    return gf_file_replace(path, text, strlen(text), 0644, err);
 }
 
 static int ensure_dir(const char *path, gf_error *err)
