@@ -63,8 +63,7 @@ int gf_file_replace(const char *path, const char *text, size_t len, mode_t mode,
     gf_cleanup_close int fd = -1;
 
     if (snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path) >= (int)sizeof(tmp))
-        return gf_error_set(err, GF_EINVAL, "path too long (over %d bytes): %s", GF_PATH_MAX,
-                            path);
+        return gf_error_set(err, GF_EINVAL, "path too long (over %d bytes): %s", GF_PATH_MAX, path);
     if ((fd = mkostemp(tmp, O_CLOEXEC)) < 0)
         return gf_error_sys(err, "creating a file next to %s", path);
     if (fchmod(fd, mode_for(path, mode)) < 0 || write_all(fd, text, len) < 0 || fsync(fd) < 0 ||

@@ -13,6 +13,8 @@ import time
 import unittest
 import urllib.request
 
+import cases
+
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
 from harness import BUILD, GPUFRAC, PROBE, Gi, Mi, SimTestCase, StagedBuild, kv  # noqa: E402
 
@@ -754,4 +756,4 @@ class IdleTest(AgentTestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    cases.main(verbosity=2)

@@ -8,7 +8,8 @@ import signal
 import subprocess
 import sys
 import time
-import unittest
+
+import cases
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
@@ -87,4 +88,4 @@ class ShimRestartTest(AgentTestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    cases.main(verbosity=2)

@@ -13,6 +13,8 @@ import sys
 import tempfile
 import unittest
 
+import cases
+
 sys.path.insert(0, os.path.dirname(__file__))
 from test_agent import AGENT, GPUFRAC, AgentTestCase  # noqa: E402
 
@@ -194,4 +196,4 @@ class LogLevelDebugTest(AgentTestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    cases.main()

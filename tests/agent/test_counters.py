@@ -9,8 +9,9 @@ import signal
 import socket
 import subprocess
 import sys
-import unittest
 import urllib.request
+
+import cases
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_agent  # noqa: E402
@@ -85,4 +86,4 @@ class CounterTest(AgentTestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    cases.main(verbosity=2)

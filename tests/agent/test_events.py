@@ -9,7 +9,8 @@ import os
 import re
 import sys
 import time
-import unittest
+
+import cases
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_agent import AgentTestCase  # noqa: E402
@@ -80,4 +81,4 @@ class EventsTest(AgentTestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    cases.main(verbosity=2)

@@ -8,7 +8,8 @@ import os
 import signal
 import subprocess
 import sys
-import unittest
+
+import cases
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -97,4 +98,4 @@ if __name__ == "__main__":
     if os.getuid() != 0:
         print("agent.full_disk: needs root to mount a small tmpfs; skipped")
         sys.exit(77)
-    unittest.main(verbosity=2)
+    cases.main(verbosity=2)

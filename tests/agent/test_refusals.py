@@ -10,7 +10,8 @@ import signal
 import socket
 import subprocess
 import sys
-import unittest
+
+import cases
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_agent import AgentTestCase  # noqa: E402
@@ -70,4 +71,4 @@ class RefusalsTest(AgentTestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    cases.main(verbosity=2)

@@ -20,6 +20,8 @@ import time
 import unittest
 import urllib.request
 
+import cases
+
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
 from harness import BUILD, LEDGERTOOL, PROBE, SimTestCase, kv  # noqa: E402
 import test_agent  # noqa: E402
@@ -205,4 +207,4 @@ class SlowNameServiceTest(ScrapeTestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    cases.main(verbosity=2)

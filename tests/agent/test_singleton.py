@@ -9,7 +9,8 @@ import signal
 import socket
 import subprocess
 import sys
-import unittest
+
+import cases
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_agent  # noqa: E402
@@ -93,4 +94,4 @@ class SingletonTest(AgentTestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    cases.main(verbosity=2)

@@ -37,9 +37,10 @@ import sys
 import threading
 import time
 import traceback
-import unittest
 import urllib.error
 import urllib.request
+
+import cases
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -888,4 +889,4 @@ if __name__ == "__main__":
     if os.getuid() != 0:
         print("agent.soak: needs root (a small tmpfs, runs as other users); skipped")
         sys.exit(77)
-    unittest.main(verbosity=2)
+    cases.main(verbosity=2)

@@ -295,6 +295,42 @@ def node_env(gpusim_state, devices, state_dir):
     }
 
 
+class AgentHost:
+    """gpufracd on a test node: self.tmp (its log), self.state and self.env
+    are the node's; the fractions and containers it holds."""
+
+    agent = None
+
+    def start_agent(self):
+        log = open(os.path.join(self.tmp, "agent.log"), "a")
+        self.agent = subprocess.Popen(
+            [AGENT, "--state-dir", self.state, "--metrics-listen", "off",
+             "--watchdog-period-ms", "100", "--mps-control", MPS_FAKE],
+            env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        wait_for(lambda: "ready:" in self.agent_log() or self.agent.poll() is not None,
+                 "gpufracd to be ready")
+        if self.agent.poll() is not None:
+            raise AssertionError("gpufracd exited: " + self.agent_log())
+
+    def stop_agent(self, sig=signal.SIGTERM):
+        if self.agent and self.agent.poll() is None:
+            self.agent.send_signal(sig)
+            self.agent.wait(timeout=30)
+        self.agent = None
+
+    def agent_log(self):
+        with open(os.path.join(self.tmp, "agent.log"), errors="replace") as f:
+            return f.read()
+
+    def fractions(self):
+        return fractions(self.state)
+
+    def container_entries(self):
+        d = os.path.join(self.state, "containers")
+        return sorted(os.listdir(d)) if os.path.isdir(d) else []
+
+
 def fractions(state_dir):
     """The fractions the agent holds (its state dir's fractions/)."""
     d = os.path.join(state_dir, "fractions")

@@ -19,10 +19,12 @@ import time
 import unittest
 import uuid
 
+import cases
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import crinode  # noqa: E402
-from crinode import AGENT, Gi, MPS_FAKE, Mi, RUNTIME, wait_for  # noqa: E402
+from crinode import Gi, Mi, RUNTIME, wait_for  # noqa: E402
 
 REASON = crinode.skip_reason()
 if REASON and __name__ == "__main__":
@@ -35,7 +37,7 @@ NV = "nvidia.com/container."
 DEVICES = "4Gi,4Gi"
 
 
-class Node:
+class Node(crinode.AgentHost):
     """Everything the suite shares: one containerd, one gpufracd at a time."""
 
     def __init__(self):
@@ -63,41 +65,12 @@ class Node:
             os.unlink(self.gpusim_state)
         subprocess.run([PROBE, "info"], env=self.env, check=True, capture_output=True)
 
-    def start_agent(self):
-        log = open(os.path.join(self.tmp, "agent.log"), "a")
-        self.agent = subprocess.Popen(
-            [AGENT, "--state-dir", self.state, "--metrics-listen", "off",
-             "--watchdog-period-ms", "100", "--mps-control", MPS_FAKE],
-            env=self.env, stdout=log, stderr=subprocess.STDOUT)
-        log.close()
-        wait_for(lambda: "ready:" in self.agent_log() or self.agent.poll() is not None,
-                 "gpufracd to be ready")
-        if self.agent.poll() is not None:
-            raise AssertionError("gpufracd exited: " + self.agent_log())
-
-    def stop_agent(self, sig=signal.SIGTERM):
-        if self.agent and self.agent.poll() is None:
-            self.agent.send_signal(sig)
-            self.agent.wait(timeout=30)
-        self.agent = None
-
-    def agent_log(self):
-        with open(os.path.join(self.tmp, "agent.log"), errors="replace") as f:
-            return f.read()
-
     def events(self):
         p = os.path.join(self.state, "events.log")
         if not os.path.exists(p):
             return ""
         with open(p) as f:
             return f.read()
-
-    def fractions(self):
-        return crinode.fractions(self.state)
-
-    def container_entries(self):
-        d = os.path.join(self.state, "containers")
-        return sorted(os.listdir(d)) if os.path.isdir(d) else []
 
     def close(self):
         try:
@@ -506,4 +479,4 @@ class PassThroughTest(CriTestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    cases.main(verbosity=2)

@@ -26,6 +26,8 @@ import unittest
 import urllib.request
 import uuid
 
+import cases
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import crinode  # noqa: E402
@@ -271,4 +273,4 @@ class AgentFromImageTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    cases.main(verbosity=2)

@@ -20,6 +20,8 @@ import tomllib
 import unittest
 import uuid
 
+import cases
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "deploy"))
@@ -331,4 +333,4 @@ class InstallTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    cases.main(verbosity=2)

@@ -16,6 +16,8 @@ import sys
 import tempfile
 import unittest
 
+import cases
+
 SRC = os.environ.get("GPUFRAC_SOURCE") or os.path.abspath(
     os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.environ.get("GPUFRAC_BUILD", "build")
@@ -111,4 +113,4 @@ if __name__ == "__main__":
     if "--offline" not in h.stdout:
         print("SKIP: this systemd-analyze has no --offline (systemd 250 or later needed)")
         sys.exit(77)
-    unittest.main()
+    cases.main()

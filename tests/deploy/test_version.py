@@ -11,6 +11,8 @@ import shutil
 import subprocess
 import unittest
 
+import cases
+
 SRC = os.environ.get("GPUFRAC_SOURCE") or os.path.abspath(
     os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.path.abspath(os.environ.get("GPUFRAC_BUILD", "build"))
@@ -66,4 +68,4 @@ class Version(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    cases.main()

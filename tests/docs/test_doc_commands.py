@@ -26,6 +26,8 @@ import sys
 import tempfile
 import unittest
 
+import cases
+
 SRC = os.environ.get("GPUFRAC_SOURCE") or os.path.abspath(
     os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.path.abspath(os.environ.get("GPUFRAC_BUILD", os.path.join(SRC, "build")))
@@ -218,4 +220,4 @@ if __name__ == "__main__":
     if not os.path.exists(os.path.join(BUILD, "bin", "gpufrac")):
         print("SKIP: %s/bin/gpufrac is not built" % BUILD)
         sys.exit(77)
-    unittest.main()
+    cases.main()

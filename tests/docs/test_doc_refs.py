@@ -19,6 +19,8 @@ import subprocess
 import sys
 import unittest
 
+import cases
+
 SRC = os.environ.get("GPUFRAC_SOURCE") or os.path.abspath(
     os.path.join(os.path.dirname(__file__), "..", ".."))
 SELF = os.path.relpath(os.path.abspath(__file__), SRC)
@@ -186,4 +188,4 @@ def _parents(d):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    cases.main()

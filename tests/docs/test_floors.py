@@ -8,6 +8,8 @@ import os
 import re
 import unittest
 
+import cases
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
@@ -116,4 +118,4 @@ class Sideways(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    cases.main()

@@ -14,14 +14,14 @@ then execs the build's gpufrac-runtime under the name it was called by."""
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
+import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "cri"))
 import crinode  # noqa: E402
-from crinode import AGENT, BUILD, GPUSIM, MPS_FAKE, PROBE, RUNTIME, wait_for  # noqa: E402,F401
+from crinode import AGENT, BUILD, GPUSIM, PROBE, RUNTIME, wait_for  # noqa: E402,F401
 
 CLI = os.path.join(BUILD, "bin", "gpufrac")
 Gi, Mi = 1 << 30, 1 << 20
@@ -68,7 +68,19 @@ exec -a "$0" %(runtime)s "$@"
 """
 
 
-class Host:
+class EngineCase(unittest.TestCase):
+    """A case on the suite's host (cls.host): it starts with no fraction held
+    and gpufracd running."""
+
+    host = None
+
+    def setUp(self):
+        wait_for(lambda: self.host.fractions() == [], "the previous test's fractions to go", 60)
+        if self.host.agent is None or self.host.agent.poll() is not None:
+            self.host.start_agent()
+
+
+class Host(crinode.AgentHost):
     """gpusim, gpufracd and the images, shared by a suite."""
 
     def __init__(self, prefix):
@@ -118,34 +130,16 @@ class Host:
             raise AssertionError("gpufrac install %s failed: %s" % (engine, r.stderr))
         return r.stdout
 
-    def start_agent(self):
-        log = open(os.path.join(self.tmp, "agent.log"), "a")
-        self.agent = subprocess.Popen(
-            [AGENT, "--state-dir", self.state, "--metrics-listen", "off",
-             "--watchdog-period-ms", "100", "--mps-control", MPS_FAKE],
-            env=self.env, stdout=log, stderr=subprocess.STDOUT)
-        log.close()
-        wait_for(lambda: "ready:" in self.agent_log() or self.agent.poll() is not None,
-                 "gpufracd to be ready")
-        if self.agent.poll() is not None:
-            raise AssertionError("gpufracd exited: " + self.agent_log())
-
-    def stop_agent(self, sig=signal.SIGTERM):
-        if self.agent and self.agent.poll() is None:
-            self.agent.send_signal(sig)
-            self.agent.wait(timeout=30)
-        self.agent = None
-
-    def agent_log(self):
-        with open(os.path.join(self.tmp, "agent.log"), errors="replace") as f:
-            return f.read()
-
-    def fractions(self):
-        return crinode.fractions(self.state)
-
-    def container_entries(self):
-        d = os.path.join(self.state, "containers")
-        return sorted(os.listdir(d)) if os.path.isdir(d) else []
+    def run_args(self, image, flags, extra=(), name=None):
+        """`run` through the gpufrac runtime with gpusim's state shared, then
+        the engine's own request flags (extra), the name, flags and image."""
+        out = ["run", "--runtime", "gpufrac", "-v", "%s:%s" % (self.gpusim_dir, self.gpusim_dir)]
+        for e in container_env() + ["GPUSIM_STATE=" + self.gpusim_state]:
+            out += ["-e", e]
+        out += list(extra)
+        if name:
+            out += ["--name", name]
+        return out + list(flags) + [image]
 
     def wait_released(self, what, timeout=60):
         wait_for(lambda: self.fractions() == [] and self.container_entries() == [], what,

@@ -13,7 +13,8 @@ import signal
 import subprocess
 import sys
 import time
-import unittest
+
+import cases
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -126,22 +127,17 @@ def tearDownModule():
 
 
 def run_args(*flags, env=(), name=None):
-    out = ["run", "--runtime", "gpufrac", "-v", "%s:%s" % (H.gpusim_dir, H.gpusim_dir)]
-    for e in engines.container_env() + ["GPUSIM_STATE=" + H.gpusim_state] + list(env):
-        out += ["-e", e]
-    if name:
-        out += ["--name", name]
-    return out + list(flags) + [IMAGE]
+    extra = [a for e in env for a in ("-e", e)]
+    return H.run_args(IMAGE, flags, extra, name)
 
 
 REQ = "GPUFRAC_GPU_MEMORY_REQUEST="
 
 
-class DockerTest(unittest.TestCase):
+class DockerTest(engines.EngineCase):
     def setUp(self):
-        wait_for(lambda: H.fractions() == [], "the previous test's fractions to go", 60)
-        if H.agent is None or H.agent.poll() is not None:
-            H.start_agent()
+        self.host = H
+        super().setUp()
 
     def docker(self, *args, **kw):
         return H.dockerd.docker(*args, **kw)
@@ -247,4 +243,4 @@ class DockerTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    cases.main(verbosity=2)

@@ -13,6 +13,8 @@ import tempfile
 import tomllib
 import unittest
 
+import cases
+
 BUILD = os.environ.get("GPUFRAC_BUILD", "build")
 CLI = os.path.join(BUILD, "bin", "gpufrac")
 STOCK = "/usr/share/containers/containers.conf"  # containers-common's, read only
@@ -159,4 +161,4 @@ class InstallTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    cases.main(verbosity=2)

@@ -24,7 +24,8 @@ import os
 import signal
 import subprocess
 import sys
-import unittest
+
+import cases
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -123,21 +124,14 @@ def tearDownModule():
 
 
 def run_args(*flags, ann=None, name=None):
-    out = ["run", "--runtime", "gpufrac", "-v", "%s:%s" % (H.gpusim_dir, H.gpusim_dir)]
-    for e in engines.container_env() + ["GPUSIM_STATE=" + H.gpusim_state]:
-        out += ["-e", e]
-    for k, v in (ann or {}).items():
-        out += ["--annotation", "%s=%s" % (k, v)]
-    if name:
-        out += ["--name", name]
-    return out + list(flags) + [IMAGE]
+    extra = [a for k, v in (ann or {}).items() for a in ("--annotation", "%s=%s" % (k, v))]
+    return H.run_args(IMAGE, flags, extra, name)
 
 
-class PodmanTest(unittest.TestCase):
+class PodmanTest(engines.EngineCase):
     def setUp(self):
-        wait_for(lambda: H.fractions() == [], "the previous test's fractions to go", 60)
-        if H.agent is None or H.agent.poll() is not None:
-            H.start_agent()
+        self.host = H
+        super().setUp()
 
     def podman(self, *args, **kw):
         return H.podman.podman(*args, **kw)
@@ -249,4 +243,4 @@ class PodmanTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    cases.main(verbosity=2)

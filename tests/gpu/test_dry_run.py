@@ -12,6 +12,8 @@ import subprocess
 import tempfile
 import unittest
 
+import cases
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUN = os.path.join(HERE, "run.sh")
 BUILD = os.environ.get("GPUFRAC_BUILD") or os.path.join(HERE, "..", "..", "build")
@@ -181,4 +183,4 @@ class DryRunTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    cases.main()

@@ -16,6 +16,8 @@ import sys
 import tempfile
 import unittest
 
+import cases
+
 BUILD = os.environ.get("GPUFRAC_BUILD", "build")
 
 
@@ -148,4 +150,4 @@ if __name__ == "__main__":
     if not shutil.which("cmake"):
         print("SKIP: cmake is not installed")
         sys.exit(77)
-    unittest.main()
+    cases.main()

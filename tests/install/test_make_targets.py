@@ -13,6 +13,8 @@ import subprocess
 import tempfile
 import unittest
 
+import cases
+
 SRC = os.environ.get("GPUFRAC_SOURCE") or os.path.abspath(
     os.path.join(os.path.dirname(__file__), "..", ".."))
 TEST_ONLY = {"containerd", "prometheus", "lintian", "libcmocka-dev", "clang-14", "umoci",
@@ -103,4 +105,4 @@ class MakeTargets(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    cases.main()

@@ -9,7 +9,8 @@ import signal
 import subprocess
 import sys
 import time
-import unittest
+
+import cases
 
 sys.path.insert(0, os.path.dirname(__file__))
 from harness import GPUFRAC, PROBE, Gi, Mi, SimTestCase, kv  # noqa: E402
@@ -486,4 +487,4 @@ class DemoTest(CliTestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    cases.main(verbosity=2)

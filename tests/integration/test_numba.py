@@ -13,7 +13,8 @@ import os
 import re
 import subprocess
 import sys
-import unittest
+
+import cases
 
 sys.path.insert(0, os.path.dirname(__file__))
 from harness import BUILD, GPUFRAC, PROBE, Gi, Mi, SimTestCase, kv  # noqa: E402
@@ -129,4 +130,4 @@ if __name__ == "__main__":
     if PY is None:
         print("SKIP: python3-numba is not installed (scripts/deps.sh all installs it)")
         sys.exit(77)
-    unittest.main()
+    cases.main()

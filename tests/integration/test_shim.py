@@ -5,7 +5,8 @@ import os
 import subprocess
 import sys
 import time
-import unittest
+
+import cases
 
 sys.path.insert(0, os.path.dirname(__file__))
 from harness import LEDGERTOOL, PROBE, Gi, Mi, SHIM, SimTestCase, kv  # noqa: E402
@@ -588,4 +589,4 @@ class DeviceMappingTest(SimTestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    cases.main(verbosity=2)

@@ -31,6 +31,8 @@ import tarfile
 import unittest
 import urllib.request
 
+import cases
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "cri"))
@@ -226,6 +228,14 @@ def image_file(name, member):
 
 
 class ChartTest(unittest.TestCase):
+    def test_0_committed_manifest_is_what_the_api_server_knows(self):
+        # deploy/manifests/gpufrac.yaml, checked by kubectl against this real
+        # API server's discovery (kinds, API groups), nothing created
+        manifest = os.path.join(SRC, "deploy", "manifests", "gpufrac.yaml")
+        out = OP.kubectl("create", "--dry-run=client", "-o", "name", "-f", manifest)
+        self.assertIn("daemonset.apps/gpufrac-agent", out)
+        self.assertEqual(OP.kubectl("get", "namespaces", "-o", "name").count("gpufrac-system"), 0)
+
     def test_1_install_agent(self):
         api = OP.cluster
         OP.run_through("ctr -n k8s.io images import --base-name localhost/gpufrac-scheduler")
@@ -492,4 +502,4 @@ if __name__ == "__main__":
         print("SKIP: " + REASON)
         sys.exit(77)
     O.enter()
-    unittest.main(verbosity=2, failfast=True)
+    cases.main(verbosity=2, failfast=True)

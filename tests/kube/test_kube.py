@@ -26,6 +26,8 @@ import threading
 import time
 import unittest
 
+import cases
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cluster as C  # noqa: E402
 
@@ -489,4 +491,4 @@ if __name__ == "__main__":
     if SKIP:
         print("SKIP: " + SKIP)
         sys.exit(77)
-    unittest.main(verbosity=2)
+    cases.main(verbosity=2)

@@ -33,6 +33,8 @@ import time
 import unittest
 import urllib.request
 
+import cases
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "cri"))
@@ -586,4 +588,4 @@ if __name__ == "__main__":
         print("SKIP: " + REASON)
         sys.exit(77)
     enter_private_namespace()
-    unittest.main(verbosity=2)
+    cases.main(verbosity=2)

@@ -15,6 +15,8 @@ import subprocess
 import sys
 import unittest
 
+import cases
+
 BUILD = os.environ.get("GPUFRAC_BUILD", "build")
 SRC = os.environ.get("GPUFRAC_SOURCE") or os.path.abspath(
     os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -96,4 +98,4 @@ if __name__ == "__main__":
     if not shutil.which("man"):
         print("SKIP: man is not installed (apt-get install man-db)")
         sys.exit(77)
-    unittest.main()
+    cases.main()

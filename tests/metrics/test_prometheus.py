@@ -15,6 +15,8 @@ import unittest
 import urllib.parse
 import urllib.request
 
+import cases
+
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
 from harness import BUILD, GPUFRAC, PROBE, SimTestCase  # noqa: E402
 
@@ -262,4 +264,4 @@ if __name__ == "__main__":
         print("SKIP: needs Debian's prometheus package (prometheus, promtool): "
               "apt-get install prometheus")
         sys.exit(77)
-    unittest.main(verbosity=2)
+    cases.main(verbosity=2)

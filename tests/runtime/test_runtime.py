@@ -12,7 +12,8 @@ import signal
 import subprocess
 import sys
 import time
-import unittest
+
+import cases
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
@@ -513,4 +514,4 @@ if __name__ == "__main__":
     if skip_reason():
         print("runtime.runc: skipped: " + skip_reason())
         sys.exit(77)
-    unittest.main(verbosity=2)
+    cases.main(verbosity=2)

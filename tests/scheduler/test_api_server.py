@@ -14,6 +14,8 @@ import threading
 import time
 import unittest
 
+import cases
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kube_api_server import ApiServerProcess  # noqa: E402
 
@@ -385,4 +387,4 @@ class Kubectl(Base):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    cases.main(verbosity=2)

@@ -27,6 +27,8 @@ import unittest
 import urllib.error
 import urllib.request
 
+import cases
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kube_api_server import ApiServerProcess  # noqa: E402
 from test_api_server import kubectls  # noqa: E402
@@ -598,4 +600,4 @@ class Observability(E2E):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    cases.main(verbosity=2)

@@ -16,6 +16,8 @@ import sys
 import urllib.request
 import unittest
 
+import cases
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "agent"))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
@@ -550,4 +552,4 @@ if __name__ == "__main__":
     if os.getuid() != 0:
         print("security tests: need root to run attacks as uid 65534; skipped")
         sys.exit(77)
-    unittest.main(verbosity=2)
+    cases.main(verbosity=2)

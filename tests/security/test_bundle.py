@@ -17,7 +17,8 @@ import stat
 import subprocess
 import sys
 import threading
-import unittest
+
+import cases
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "runtime"))
@@ -445,4 +446,4 @@ if __name__ == "__main__":
     if skip_reason():
         print("security.bundle: skipped: " + skip_reason())
         sys.exit(77)
-    unittest.main(verbosity=2)
+    cases.main(verbosity=2)

@@ -11,7 +11,8 @@ import signal
 import subprocess
 import sys
 import time
-import unittest
+
+import cases
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "agent"))
@@ -246,4 +247,4 @@ if __name__ == "__main__":
     if not os.path.exists(HOOKED):
         print("gpufracd-testhooks is not built; skipped")
         sys.exit(77)
-    unittest.main(verbosity=2)
+    cases.main(verbosity=2)

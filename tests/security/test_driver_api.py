@@ -10,7 +10,8 @@ import json
 import os
 import subprocess
 import sys
-import unittest
+
+import cases
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
@@ -74,4 +75,4 @@ class DriverApiAttackTest(SimTestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    cases.main()

@@ -17,7 +17,8 @@ a recorder and runc, gpufracd over gpusim). Needs root; exits 77 otherwise."""
 import json
 import os
 import sys
-import unittest
+
+import cases
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -193,4 +194,4 @@ if __name__ == "__main__":
     if skip_reason():
         print("security.engines: %s; skipped" % skip_reason())
         sys.exit(77)
-    unittest.main(verbosity=2)
+    cases.main(verbosity=2)

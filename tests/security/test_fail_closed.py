@@ -10,6 +10,8 @@ import sys
 import time
 import unittest
 
+import cases
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from test_attacks import NOBODY, AttackBase  # noqa: E402
@@ -240,4 +242,4 @@ if __name__ == "__main__":
     if os.getuid() != 0:
         print("security tests: need root to act as other users; skipped")
         sys.exit(77)
-    unittest.main(verbosity=2)
+    cases.main(verbosity=2)

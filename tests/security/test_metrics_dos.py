@@ -12,7 +12,8 @@ import socket
 import statistics
 import sys
 import time
-import unittest
+
+import cases
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "agent"))
@@ -111,4 +112,4 @@ class MetricsDosTest(AgentTestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    cases.main(verbosity=2)

@@ -9,8 +9,9 @@ import os
 import signal
 import subprocess
 import sys
-import unittest
 import urllib.request
+
+import cases
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "agent"))
@@ -80,4 +81,4 @@ class MetricsLabelBoundTest(AgentTestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    cases.main(verbosity=2)

@@ -13,6 +13,8 @@ import sys
 import tempfile
 import unittest
 
+import cases
+
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "agent"))
 from test_agent import AGENT, NOBODY, UsersBase  # noqa: E402
 
@@ -106,4 +108,4 @@ class PolicyMadeUntrustedWhileRunningTest(UsersBase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    cases.main()

@@ -14,7 +14,8 @@ and the log naming the field and the value). What stays alive: the
 scheduler, other namespaces' pods, and the metrics showing each quota."""
 import os
 import sys
-import unittest
+
+import cases
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "scheduler"))
@@ -122,4 +123,4 @@ class QuotaTest(SchedulerCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    cases.main(verbosity=2)

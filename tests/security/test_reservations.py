@@ -18,7 +18,8 @@ well-formed reservation, which opens exactly its GPU."""
 import json
 import os
 import sys
-import unittest
+
+import cases
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "scheduler"))
@@ -168,4 +169,4 @@ class ReservationAttacks(SchedulerCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    cases.main(verbosity=2)
