@@ -40,32 +40,11 @@ static gf_fit_verdict run_case(const fit_case *c, gf_error *err)
     return GF_FIT_OK;
 }
 
+/* the agent asks mode and memory */
 static void test_table(void **state)
 {
-    size_t ran = 0;
-
     (void)state;
-    for (size_t i = 0; i < FIT_CASES; i++) {
-        const fit_case *c = &fit_cases[i];
-        gf_error err = {0};
-        char h[32];
-        gf_fit_verdict v;
-
-        if (!fit_case_mode_memory(c)) /* the agent asks mode and memory */
-            continue;
-        v = run_case(c, &err);
-        if (v != c->want)
-            fail_msg("%s: %s, expected %s (%s)", c->what, gf_fit_verdict_name(v),
-                     gf_fit_verdict_name(c->want), v ? err.msg : "admitted");
-        if (v == GF_FIT_MEMORY) {
-            gf_bytes_human(c->want_free, h, sizeof(h));
-            assert_msg_has(err.msg, "GPU " UUID " has ", h);
-        }
-        if (v == GF_FIT_MODE)
-            assert_msg_has(err.msg, "runs ", gf_mode_name(c->gpu.mode));
-        ran++;
-    }
-    assert_true(ran >= 10);
+    fit_cases_run_admission(run_case, NULL, "GPU " UUID " has ", "runs ");
 }
 
 int main(void)
