@@ -16,7 +16,7 @@ import urllib.request
 import cases
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
-from harness import BUILD, GPUFRAC, PROBE, Gi, Mi, SimTestCase, StagedBuild, kv  # noqa: E402
+from harness import BUILD, GPUFRAC, PROBE, Gi, Mi, SimTestCase, kv, stage_user_programs  # noqa: E402,E501
 
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
@@ -478,12 +478,7 @@ class UsersBase(AgentTestCase):
         if os.getuid() != 0:
             raise unittest.SkipTest("needs root to act as other users")
         super().setUpClass()
-        # what the user runs, where uid 65534 can reach it wherever the checkout is
-        cls.stage = StagedBuild(("bin/gpufrac", "lib/libgpufrac.so", "lib/gpusim",
-                                 "tests/shimprobe"))
-        cls.gpusim_dir = cls.stage.path("lib/gpusim")
-        cls.GPUFRAC = cls.stage.path("bin/gpufrac")
-        cls.PROBE = cls.stage.path("tests/shimprobe")
+        stage_user_programs(cls)  # where uid 65534 can reach them wherever the checkout is
 
     @classmethod
     def tearDownClass(cls):

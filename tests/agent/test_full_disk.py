@@ -14,7 +14,7 @@ import cases
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
-from harness import PROBE, Mi  # noqa: E402
+from harness import PROBE, Mi, fill_disk  # noqa: E402
 from test_agent import AgentTestCase  # noqa: E402
 import urllib.request  # noqa: E402
 
@@ -39,17 +39,6 @@ class FullDiskTest(AgentTestCase):
             subprocess.run(["umount", "-l", self.mnt])
         super().tearDown()
 
-    def fill(self):
-        filler = os.path.join(self.mnt, "filler")
-        with open(filler, "wb") as f:
-            try:
-                while True:
-                    f.write(b"\0" * (64 << 10))
-                    f.flush()
-            except OSError:
-                pass
-        return filler
-
     def log(self):
         with open(os.path.join(self.tmp, "agent.log")) as f:
             return f.read()
@@ -69,7 +58,7 @@ class FullDiskTest(AgentTestCase):
         b2 = self.run_bg("b2", "--memory", "64Mi", "--limit", "512Mi", "--", PROBE, "barrier", go,
                          "alloc", "256Mi")
         self.wait_for(lambda: "waiting=" in self.output("b2"), "b2 to start")
-        filler = self.fill()
+        filler = fill_disk(self.mnt)
         # (events.log is on the full disk too: the agent's own log says it)
         self.wait_for(lambda: "journal: no room" in self.log(), "the agent to see the full disk")
         status, body = self.healthz()

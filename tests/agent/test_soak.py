@@ -45,7 +45,7 @@ import cases
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
-from harness import GPUSIMTOOL, Gi, Mi, StagedBuild, kv  # noqa: E402
+from harness import GPUSIMTOOL, Gi, Mi, fill_disk, kv, stage_user_programs  # noqa: E402
 from test_agent import AgentTestCase  # noqa: E402
 from check_metrics import structure  # noqa: E402
 
@@ -165,13 +165,7 @@ class SoakTest(AgentTestCase):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        # what the users run, where they can reach it wherever the checkout is
-        cls.stage = StagedBuild(("bin/gpufrac", "lib/libgpufrac.so", "lib/gpusim",
-                                 "tests/shimprobe"))
-        cls.gpusim_dir = cls.stage.path("lib/gpusim")
-        cls.GPUFRAC = cls.stage.path("bin/gpufrac")
-        cls.PROBE = cls.stage.path("tests/shimprobe")
-        cls.SHIM = cls.stage.path("lib/libgpufrac.so")
+        stage_user_programs(cls)  # where the users can reach them wherever the checkout is
 
     @classmethod
     def tearDownClass(cls):
@@ -641,14 +635,7 @@ class SoakTest(AgentTestCase):
             self.problem("full disk", "its borrower did not start: %s", w.output())
         self.full_since = time.monotonic()
         rooms = self.log_text().count("journal: no room")
-        filler = os.path.join(self.mnt, "filler")
-        with open(filler, "wb") as f:
-            try:
-                while True:
-                    f.write(b"\0" * (64 << 10))
-                    f.flush()
-            except OSError:
-                pass
+        filler = fill_disk(self.mnt)
         self.say("full disk: %s filled (%d MiB)", self.mnt, os.path.getsize(filler) >> 20)
         if not self.soak_wait(lambda: self.log_text().count("journal: no room") > rooms, 60):
             self.problem("full disk", "the agent never saw the disk full")

@@ -111,6 +111,32 @@ class StagedBuild:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+USER_PROGRAMS = ("bin/gpufrac", "lib/libgpufrac.so", "lib/gpusim", "tests/shimprobe")
+
+
+def stage_user_programs(cls):
+    """Stages what users run for a class's cases: cls.stage (remove() it in
+    tearDownClass), cls.gpusim_dir, cls.GPUFRAC, cls.PROBE and cls.SHIM."""
+    cls.stage = StagedBuild(USER_PROGRAMS)
+    cls.gpusim_dir = cls.stage.path("lib/gpusim")
+    cls.GPUFRAC = cls.stage.path("bin/gpufrac")
+    cls.PROBE = cls.stage.path("tests/shimprobe")
+    cls.SHIM = cls.stage.path("lib/libgpufrac.so")
+
+
+def fill_disk(directory):
+    """Writes zeros to directory/filler until the file system refuses; its path."""
+    filler = os.path.join(directory, "filler")
+    with open(filler, "wb") as f:
+        try:
+            while True:
+                f.write(b"\0" * (64 << 10))
+                f.flush()
+        except OSError:
+            pass
+    return filler
+
+
 class SimTestCase(unittest.TestCase):
     """Each test gets its own simulated GPU state and temp dir."""
 
