@@ -2,6 +2,7 @@
 /* Plain, legacy, pitched and managed allocations, and every free of a device
  * pointer (a stream-ordered one's charge is its pool's: async.h). */
 #include <limits.h>
+#include <string.h>
 
 #include "async.h"
 #include "shim.h"
@@ -13,9 +14,66 @@ enum { KIND_PLAIN = 1, KIND_PITCH, KIND_MANAGED, KIND_LEGACY };
  * work before any constructor has run. */
 GF_HIDDEN gf_table gf_ptrs;
 
+/* In front of gf_ptrs, one direct-mapped slot per hash: a pointer whose slot
+ * is free is kept there, any other in gf_ptrs, and a free looks in its slot
+ * first. A slot is claimed by a compare-and-swap of its key to FAST_BUSY (so
+ * its word is only ever read or written by the one thread holding it) and
+ * published by storing the key; a pointer is in its slot or in gf_ptrs,
+ * never both, and is taken from either exactly once. word = bytes << 6 |
+ * ordinal: larger charges and ordinals go to gf_ptrs. */
+#define FAST_BITS 12
+#define FAST_BUSY 1ULL
+#define FAST_ORD_BITS 6
+_Static_assert(GF_MAX_ORDINALS <= 1 << FAST_ORD_BITS, "an ordinal fits its bits");
+
+typedef struct fast_slot {
+    _Atomic uint64_t key; /* 0 free, FAST_BUSY claimed, else the pointer */
+    uint64_t word;
+} fast_slot;
+static fast_slot fast[1 << FAST_BITS];
+
+static inline fast_slot *fast_home(uint64_t p)
+{
+    return &fast[gf_table_hash(p) >> (64 - FAST_BITS)];
+}
+
+static inline bool fast_put(uint64_t p, uint64_t bytes, int ordinal)
+{
+    fast_slot *s = fast_home(p);
+    uint64_t free_key = 0;
+
+    if (p <= FAST_BUSY || bytes >> (64 - FAST_ORD_BITS) || (unsigned)ordinal >= GF_MAX_ORDINALS ||
+        !atomic_compare_exchange_strong_explicit(&s->key, &free_key, FAST_BUSY,
+                                                 memory_order_acquire, memory_order_relaxed))
+        return false;
+    s->word = bytes << FAST_ORD_BITS | (uint64_t)ordinal;
+    atomic_store_explicit(&s->key, p, memory_order_release);
+    return true;
+}
+
+static inline bool fast_take(uint64_t p, gf_entry *e)
+{
+    fast_slot *s = fast_home(p);
+    uint64_t k = p;
+
+    if (__builtin_expect(atomic_load_explicit(&s->key, memory_order_relaxed) != p, 0) ||
+        p <= FAST_BUSY ||
+        !atomic_compare_exchange_strong_explicit(&s->key, &k, FAST_BUSY, memory_order_acquire,
+                                                 memory_order_relaxed))
+        return false;
+    uint64_t w = s->word;
+    atomic_store_explicit(&s->key, 0, memory_order_release);
+    *e = (gf_entry){.key = p,
+                    .bytes = w >> FAST_ORD_BITS,
+                    .ordinal = (int32_t)(w & ((1u << FAST_ORD_BITS) - 1))};
+    return true;
+}
+
 static inline __attribute__((always_inline)) void remember(CUdeviceptr p, uint64_t bytes,
                                                            int ordinal, int kind)
 {
+    if (__builtin_expect(fast_put(p, bytes, ordinal), 1))
+        return;
     gf_entry e = {.key = p, .bytes = bytes, .ordinal = ordinal, .kind = kind};
     if (!gf_table_put(&gf_ptrs, &e))
         gf_log(GF_LOG_ERROR, "out of host memory tracking %#llx: its %llu bytes stay counted",
@@ -180,7 +238,7 @@ static inline __attribute__((always_inline)) CUresult
 free_tracked(CUdeviceptr dptr, CUresult (*call)(CUdeviceptr, void *), void *arg)
 {
     gf_entry e;
-    bool tracked = gf_table_take(&gf_ptrs, dptr, &e);
+    bool tracked = fast_take(dptr, &e) || gf_table_take(&gf_ptrs, dptr, &e);
     CUresult rc;
 
     if (__builtin_expect(!tracked, 0) && gf_async_take(dptr, &e)) {
@@ -247,6 +305,7 @@ DEFINE_FREE_ASYNC(cuMemFreeAsync_ptsz)
 static void alloc_after_fork(void)
 {
     gf_table_reset(&gf_ptrs);
+    memset(fast, 0, sizeof(fast));
 }
 
 GF_HIDDEN const gf_family gf_family_alloc = {.name = "alloc", .after_fork = alloc_after_fork};

@@ -84,6 +84,20 @@ class ChargeTest(SimTestCase):
     def test_plain(self):
         self.assert_charged_then_returned(["alloc", "300Mi"], 300 * Mi)
 
+    def test_freed_by_another_thread(self):
+        # more pointers than fit their direct-mapped slots without a collision
+        # (some land in the table behind them): all found by another thread
+        self.make_fraction(limit=2 * Gi)
+        steps = ["alloc", "4Mi"] * 300
+        out = self.probe(*steps, "info", "freeall-thread", "info").stdout
+        self.assertEqual(out.count("freed=ok"), 300, out)
+        frees = [int(line.split("=")[1]) for line in out.splitlines()
+                 if line.startswith("free=")]
+        self.assertEqual(frees, [2 * Gi - 300 * 4 * Mi, 2 * Gi], out)
+        d = self.dump()
+        self.assertEqual(d["dev0_used"], 0)
+        self.assertEqual(d["slot_bytes"], 0)
+
     def test_managed(self):
         self.assert_charged_then_returned(["managed", "300Mi"], 300 * Mi)
 

@@ -212,6 +212,19 @@ static void *race_thread(void *p)
     return NULL;
 }
 
+/* Frees everything held from another thread: a charge is found wherever the
+ * allocating thread left it. */
+static void *free_thread(void *p)
+{
+    CUcontext c;
+    (void)p;
+    f.cuDevicePrimaryCtxRetain(&c, dev);
+    f.cuCtxSetCurrent(c);
+    while (n_held)
+        release(stack[--n_held]);
+    return NULL;
+}
+
 static void race(int threads, int iters, uint64_t size, int hold)
 {
     pthread_t t[64];
@@ -401,6 +414,10 @@ static int step(char **argv, int i, int argc)
     } else if (strcmp(s, "freeall") == 0) {
         while (n_held)
             release(stack[--n_held]);
+    } else if (strcmp(s, "freeall-thread") == 0) {
+        pthread_t t;
+        pthread_create(&t, NULL, free_thread, NULL);
+        pthread_join(t, NULL);
     } else if (strcmp(s, "free-unknown") == 0) {
         report(s, f.cuMemFree_v2(0xdead0000ULL));
     } else if (strcmp(s, "barrier") == 0) {
