@@ -2,13 +2,9 @@
 /* The bundle's config.json through jansson, once bundle.c has read it:
  * edit the few parts the wrapper owns (env, mounts, hooks), write back
  * atomically. Every other field is kept as it was. */
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "cleanup.h"
 #include "replace.h"
