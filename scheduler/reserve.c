@@ -322,8 +322,10 @@ static void res_update(gf_reserver *r, const podinfo *p, bool gone)
         snprintf(x->uid, sizeof(x->uid), "%s", p->uid);
         snprintf(x->name, sizeof(x->name), "%s", p->name);
         snprintf(x->node, sizeof(x->node), "%s", p->node);
-        if ((n = gf_rsv_node_get(r, p->node)))
+        if ((n = gf_rsv_node_get(r, p->node))) {
             n->starting_until = 0; /* it is here now: pending_on counts it */
+            n->arrived = true;
+        }
     }
     x->seen = true;
     x->deleting |= p->deleting; /* being deleted (by anyone): closed at once */

@@ -33,6 +33,7 @@ typedef struct rnode {
     char name[GF_SCHED_NAME_MAX];
     unsigned want;           /* reservations filter asked for */
     bool creating;           /* a POST in flight */
+    bool arrived;            /* the watch brought a reservation of the node since */
     uint64_t retry_at;       /* no reservation before this (ms) */
     uint64_t starting_until; /* created, maybe not in the watch yet (ms) */
     char error[160];         /* why the last one failed */

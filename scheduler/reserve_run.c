@@ -64,6 +64,7 @@ static void plan_creates(gf_reserver *r, plan *p, uint64_t now)
         if (gf_rsv_used_on(r, n->name) >= gf_model_node_dp_gpus(r->model, n->name))
             continue; /* filter says why the next time */
         n->creating = true;
+        n->arrived = false;
         snprintf(p->create[p->n_create++].node, GF_SCHED_NAME_MAX, "%s", n->name);
     }
 }
@@ -194,7 +195,7 @@ static void do_create(gf_reserver *r, const char *node)
         if (rc < 0) {
             n->retry_at = gf_model_now_ms() + GF_RESERVE_RETRY_MS;
             snprintf(n->error, sizeof(n->error), "%.150s", err.msg);
-        } else {
+        } else if (!n->arrived) { /* the watch can bring it before the POST returns */
             n->starting_until = gf_model_now_ms() + 5000; /* until the watch brings it */
         }
     }
