@@ -105,8 +105,10 @@ def perf_stop(recs):
 
 
 # gpufrac-scheduler's counters, per batch: a slow batch says whether binds
-# failed (kube-scheduler retries them after a back-off)
-COUNTED = ("bind_errors_total", "filter_failures_total", "bad_requests_total")
+# failed (kube-scheduler retries them after a back-off), and how many
+# connections to the API server it opened (each a TLS handshake on both sides)
+COUNTED = ("bind_errors_total", "filter_failures_total", "bad_requests_total",
+           "api_connections_total")
 
 
 def batch(cl, ks, gf, n, frac, tag, perf=None):

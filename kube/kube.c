@@ -196,6 +196,8 @@ int gf_kube_open(gf_kube **out, const gf_kube_opts *opts, gf_error *err)
     pthread_mutex_init(&k->idle_lock, NULL);
     if (share_init(k, err) < 0 || configure(k, opts, err) < 0)
         goto fail;
+    if (opts->multiplex && gf_kube_mux_start(&k->mux, err) < 0)
+        goto fail;
     if (gf_kube_token(k, true, &tok, err) < 0)
         goto fail;
     free(tok);
@@ -210,6 +212,7 @@ void gf_kube_close(gf_kube *k)
 {
     if (!k)
         return;
+    gf_kube_mux_stop(k->mux);
     while (k->n_idle)
         curl_easy_cleanup(k->idle[--k->n_idle]);
     pthread_mutex_destroy(&k->idle_lock);
@@ -225,20 +228,28 @@ void gf_kube_close(gf_kube *k)
 size_t gf_kube_idle_close(gf_kube *k, unsigned idle_s)
 {
     time_t now = gf_kube_now();
-    size_t old = 0, i;
+    size_t old = 0, n = 0, i;
     CURL *gone[GF_KUBE_IDLE_MAX];
 
+    if (k->mux)
+        old += gf_kube_mux_idle_close(k->mux, idle_s);
     pthread_mutex_lock(&k->idle_lock);
-    while (old < k->n_idle && now - k->idle_since[old] >= (time_t)idle_s)
-        old++;
-    memcpy(gone, k->idle, old * sizeof(*gone));
-    memmove(k->idle, k->idle + old, (k->n_idle - old) * sizeof(*k->idle));
-    memmove(k->idle_since, k->idle_since + old, (k->n_idle - old) * sizeof(*k->idle_since));
-    k->n_idle -= old;
+    while (n < k->n_idle && now - k->idle_since[n] >= (time_t)idle_s)
+        n++;
+    memcpy(gone, k->idle, n * sizeof(*gone));
+    memmove(k->idle, k->idle + n, (k->n_idle - n) * sizeof(*k->idle));
+    memmove(k->idle_since, k->idle_since + n, (k->n_idle - n) * sizeof(*k->idle_since));
+    k->n_idle -= n;
     pthread_mutex_unlock(&k->idle_lock);
-    for (i = 0; i < old; i++)
+    for (i = 0; i < n; i++)
         curl_easy_cleanup(gone[i]);
-    return old;
+    /* a multiplexed client's handles hold no connection of their own */
+    return k->mux ? old : old + n;
+}
+
+uint64_t gf_kube_connections(const gf_kube *k)
+{
+    return atomic_load_explicit(&k->connects, memory_order_relaxed);
 }
 
 const char *gf_kube_base(const gf_kube *k)

@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "error.h"
 
@@ -24,6 +25,10 @@ typedef struct gf_kube_opts {
     const char *ca_file;    /* NULL = in-cluster ca.crt (system CAs outside) */
     bool insecure;          /* --insecure-skip-tls-verify */
     const char *sa_dir;     /* NULL = GF_KUBE_SA_DIR (tests point it elsewhere) */
+    /* Requests from every thread share one connection (HTTP/2 where the
+     * server speaks it), driven by a thread of the client's; watches keep
+     * their own connections. */
+    bool multiplex;
 } gf_kube_opts;
 
 typedef struct gf_kube gf_kube;
@@ -35,6 +40,8 @@ void gf_kube_close(gf_kube *k);
  * many. */
 size_t gf_kube_idle_close(gf_kube *k, unsigned idle_s);
 const char *gf_kube_base(const gf_kube *k);
+/* Connections opened to the API server so far. */
+uint64_t gf_kube_connections(const gf_kube *k);
 
 /* Base URL from KUBERNETES_SERVICE_HOST/PORT, IPv6 hosts bracketed. */
 int gf_kube_incluster_url(char *buf, size_t len, gf_error *err);

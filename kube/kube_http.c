@@ -100,13 +100,25 @@ static void handle_put(gf_kube *k, CURL *c, bool reusable)
     curl_easy_cleanup(c);
 }
 
+/* A watch (the only transfer with a progress callback) streams for minutes:
+ * it keeps its own connection and thread. */
+static bool muxed(const gf_kube *k, const gf_kube_xfer *x)
+{
+    return k->mux && !x->progress;
+}
+
 static void setup(gf_kube *k, CURL *c, const gf_kube_xfer *x, const char *url, struct curl_slist *h)
 {
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_SHARE, k->share);
-    /* One connection per handle: HTTP/2's multiplexing would need one
-     * multi handle for all threads; HTTP/1.1 keep-alive needs nothing. */
-    curl_easy_setopt(c, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+    if (muxed(k, x)) {
+        curl_easy_setopt(c, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+        /* wait for the one connection to say it multiplexes, not open another */
+        curl_easy_setopt(c, CURLOPT_PIPEWAIT, 1L);
+    } else {
+        /* one connection per handle, kept alive with it */
+        curl_easy_setopt(c, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+    }
     curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
@@ -140,6 +152,7 @@ int gf_kube_perform(gf_kube *k, gf_kube_xfer *x, bool fresh_token, gf_error *err
     char *token = NULL, *url = NULL;
     struct curl_slist *h = NULL;
     CURL *c = NULL;
+    long connects = 0;
     int rc = -1;
 
     if (gf_kube_token(k, fresh_token, &token, err) < 0)
@@ -156,8 +169,10 @@ int gf_kube_perform(gf_kube *k, gf_kube_xfer *x, bool fresh_token, gf_error *err
     setup(k, c, x, url, h);
     x->status = 0;
     x->curl = c;
-    x->code = curl_easy_perform(c);
+    x->code = muxed(k, x) ? gf_kube_mux_perform(k->mux, c) : curl_easy_perform(c);
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &x->status);
+    if (curl_easy_getinfo(c, CURLINFO_NUM_CONNECTS, &connects) == CURLE_OK && connects > 0)
+        atomic_fetch_add_explicit(&k->connects, (uint64_t)connects, memory_order_relaxed);
     if (x->code != CURLE_OK && x->code != CURLE_ABORTED_BY_CALLBACK &&
         x->code != CURLE_WRITE_ERROR) {
         gf_error_set(err, GF_ESYS, "%s %s%s: %s", x->method, k->base, x->path,

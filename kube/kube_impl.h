@@ -6,6 +6,7 @@
 #include <curl/curl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <time.h>
 
 #include "kube.h"
@@ -16,6 +17,8 @@
 /* Idle easy handles kept: each keeps its own keep-alive connection, so a
  * request rarely pays a TLS handshake (on both sides) or a CA load. */
 #define GF_KUBE_IDLE_MAX 16
+
+typedef struct gf_kube_mux gf_kube_mux;
 
 struct gf_kube {
     char base[512];
@@ -31,7 +34,16 @@ struct gf_kube {
     CURL *idle[GF_KUBE_IDLE_MAX]; /* a stack: the oldest at the bottom */
     time_t idle_since[GF_KUBE_IDLE_MAX];
     size_t n_idle;
+    gf_kube_mux *mux;          /* NULL unless opts.multiplex */
+    _Atomic uint64_t connects; /* connections opened, over every transfer */
 };
+
+/* kube_mux.c: request/response transfers over one multi handle (one
+ * HTTP/2 connection); perform blocks until c's transfer is done. */
+int gf_kube_mux_start(gf_kube_mux **out, gf_error *err);
+CURLcode gf_kube_mux_perform(gf_kube_mux *m, CURL *c);
+size_t gf_kube_mux_idle_close(gf_kube_mux *m, unsigned idle_s);
+void gf_kube_mux_stop(gf_kube_mux *m);
 
 time_t gf_kube_now(void); /* CLOCK_MONOTONIC seconds */
 int gf_kube_token(gf_kube *k, bool force, char **out, gf_error *err);

@@ -170,6 +170,10 @@ static void render(gf_extender *x, FILE *f, const node_gpus *ng, size_t n)
     build_info(f);
     counter(f, "gpufrac_scheduler_bad_requests_total", "Requests refused as malformed (HTTP 400).",
             atomic_load(&x->metrics.bad_requests));
+    if (x->kube.connections)
+        counter(f, "gpufrac_scheduler_api_connections_total",
+                "Connections opened to the API server (watches' included).",
+                x->kube.connections(x->kube.cls));
     fprintf(f,
             "# HELP gpufrac_scheduler_synced Whether the cache holds a full list of nodes "
             "and pods.\n# TYPE gpufrac_scheduler_synced gauge\ngpufrac_scheduler_synced %d\n",

@@ -29,6 +29,8 @@ typedef struct gf_ext_kube {
                 json_t *annotations, gf_error *err);
     /* GET the v1.Pod ns/name (new reference in *pod). */
     int (*get_pod)(void *cls, const char *ns, const char *name, json_t **pod, gf_error *err);
+    /* connections opened to the API server so far (NULL: not counted) */
+    uint64_t (*connections)(void *cls);
     void *cls;
 } gf_ext_kube;
 

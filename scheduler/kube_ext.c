@@ -13,7 +13,13 @@ static int get_pod_cb(void *cls, const char *ns, const char *name, json_t **pod,
     return gf_kube_get_pod(cls, ns, name, pod, err);
 }
 
+static uint64_t connections_cb(void *cls)
+{
+    return gf_kube_connections(cls);
+}
+
 gf_ext_kube gf_kube_ext(gf_kube *k)
 {
-    return (gf_ext_kube){.bind = bind_cb, .get_pod = get_pod_cb, .cls = k};
+    return (gf_ext_kube){
+        .bind = bind_cb, .get_pod = get_pod_cb, .connections = connections_cb, .cls = k};
 }

@@ -208,8 +208,10 @@ typedef struct app {
 static int app_start(app *a, const opts *o, gf_error *err)
 {
     gf_ext_kube ek;
+    gf_kube_opts ko = o->kube;
 
-    if (gf_kube_open(&a->kube, &o->kube, err) < 0 || gf_model_new(o->prefix, &a->model, err) < 0)
+    ko.multiplex = true; /* binds in flight share one HTTP/2 connection */
+    if (gf_kube_open(&a->kube, &ko, err) < 0 || gf_model_new(o->prefix, &a->model, err) < 0)
         return -1;
     ek = gf_kube_ext(a->kube);
     if (gf_extender_init(&a->ext, a->model, o->policy, o->cdi, o->prefix, &ek, err) < 0)

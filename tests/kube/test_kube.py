@@ -196,6 +196,23 @@ class Layout:
         self.assertEqual(len(use), 16)
         self.assertTrue(all(v <= 80 * Gi for v in use.values()), use)
 
+    def test_burst_of_binds_shares_one_api_connection(self):
+        """200 binds, many in flight at once, open at most a few connections
+        to the API server: requests share one HTTP/2 connection (a new TLS
+        connection per bind in flight cost both sides a handshake)."""
+        self.node()
+        names = ["%s-c%d" % (self.tag, i) for i in range(200)]
+        self.assertIn("\ngpufrac_scheduler_api_connections_total ", self.gf.get("/metrics")[1])
+        before = self.gf.metric("gpufrac_scheduler_api_connections_total")
+        errors = self.gf.metric("gpufrac_scheduler_bind_errors_total")
+        self.submit_all(self.pod_obj(n, {P + "main.gpu-memory.request": "1Gi"}) for n in names)
+        C.wait_for(lambda: sum(1 for n in names if self.bound(n)) == len(names),
+                   "200 pods bound", timeout=120, proc=self.ks)
+        opened = self.gf.metric("gpufrac_scheduler_api_connections_total") - before
+        # one for the requests, and room for a watch that ends and resumes meanwhile
+        self.assertLessEqual(opened, 3, "connections opened for 200 binds")
+        self.assertEqual(self.gf.metric("gpufrac_scheduler_bind_errors_total"), errors)
+
     def test_binpack_then_spread_after_a_restart(self):
         self.node(gpus=4)
         for i in range(4):

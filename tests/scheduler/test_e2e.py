@@ -595,6 +595,9 @@ class Observability(E2E):
                 samples.setdefault(s.name, []).append(s)
         self.assertEqual(samples["gpufrac_scheduler_placements_total"][0].value, 1)
         self.assertEqual(samples["gpufrac_scheduler_synced"][0].value, 1)
+        # the lists, the watches and the requests' connection(s): a few, never one per request
+        conns = samples["gpufrac_scheduler_api_connections_total"][0].value
+        self.assertGreaterEqual(conns, 1)
         req = samples.get("gpufrac_scheduler_gpu_requested_bytes", [])
         self.assertIn(4 * Gi, [s.value for s in req], req)
 

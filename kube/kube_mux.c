@@ -1,0 +1,235 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The multiplexer: request/response transfers of one gf_kube, from any
+ * thread, run on one curl multi handle driven by one thread, so concurrent
+ * requests share one HTTP/2 connection (HTTP/1.1 servers get the multi's
+ * kept-alive connections instead). A caller blocks until its own transfer
+ * is done; its callbacks run on the mux thread, one transfer's never
+ * concurrently with themselves. Only the mux thread touches the multi
+ * handle; callers touch only the queue, under the lock. */
+#include <stdlib.h>
+
+#include "kube_impl.h"
+
+typedef struct mux_job {
+    CURL *curl;
+    CURLcode code;
+    bool done;
+    pthread_cond_t cond;
+    struct mux_job *next, *prev; /* the queue's, then the in-flight list's */
+} mux_job;
+
+struct gf_kube_mux {
+    pthread_t thread;
+    pthread_mutex_t lock; /* everything below but multi */
+    mux_job *queue, *queue_tail;
+    mux_job *inflight; /* in the multi */
+    size_t running;
+    bool stop;
+    bool close_asked, close_answered;
+    unsigned close_idle_s;
+    size_t closed; /* answer to the last close request */
+    pthread_cond_t close_cond;
+    time_t idle_since; /* when running last fell to 0 */
+    CURLM *multi;      /* the mux thread's alone */
+};
+
+static CURLM *multi_new(void)
+{
+    CURLM *m = curl_multi_init();
+
+    if (m)
+        curl_multi_setopt(m, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
+    return m;
+}
+
+/* Under the lock. */
+static void finish(mux_job *j, CURLcode code)
+{
+    j->code = code;
+    j->done = true;
+    pthread_cond_signal(&j->cond);
+}
+
+/* Under the lock: j leaves the in-flight list and the multi. */
+static void retire(gf_kube_mux *m, mux_job *j, CURLcode code)
+{
+    curl_multi_remove_handle(m->multi, j->curl);
+    if (j->prev)
+        j->prev->next = j->next;
+    else
+        m->inflight = j->next;
+    if (j->next)
+        j->next->prev = j->prev;
+    finish(j, code);
+    if (--m->running == 0)
+        m->idle_since = gf_kube_now();
+}
+
+/* Under the lock: the queued jobs join the multi. */
+static void admit_queued(gf_kube_mux *m)
+{
+    mux_job *j;
+
+    while ((j = m->queue)) {
+        m->queue = j->next;
+        curl_easy_setopt(j->curl, CURLOPT_PRIVATE, j);
+        if (curl_multi_add_handle(m->multi, j->curl) != CURLM_OK) {
+            finish(j, CURLE_OUT_OF_MEMORY);
+            continue;
+        }
+        j->prev = NULL;
+        j->next = m->inflight;
+        if (m->inflight)
+            m->inflight->prev = j;
+        m->inflight = j;
+        m->running++;
+    }
+    m->queue_tail = NULL;
+}
+
+/* Under the lock: with nothing in flight for close_idle_s, a new multi
+ * handle replaces the old, whose cleanup closes its connections. */
+static void close_idle(gf_kube_mux *m)
+{
+    CURLM *fresh;
+
+    if (!m->close_asked)
+        return;
+    m->closed = 0;
+    if (m->running == 0 && gf_kube_now() - m->idle_since >= (time_t)m->close_idle_s &&
+        (fresh = multi_new())) {
+        curl_multi_cleanup(m->multi);
+        m->multi = fresh;
+        m->closed = 1;
+    }
+    m->close_asked = false;
+    m->close_answered = true;
+    pthread_cond_broadcast(&m->close_cond);
+}
+
+static void reap(gf_kube_mux *m)
+{
+    CURLMsg *msg;
+    mux_job *j;
+    int left;
+
+    while ((msg = curl_multi_info_read(m->multi, &left))) {
+        if (msg->msg != CURLMSG_DONE)
+            continue;
+        j = NULL;
+        curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&j);
+        pthread_mutex_lock(&m->lock);
+        retire(m, j, msg->data.result);
+        pthread_mutex_unlock(&m->lock);
+    }
+}
+
+/* On stop: whatever is still in flight ends now, as a send error. */
+static void abandon_all(gf_kube_mux *m)
+{
+    pthread_mutex_lock(&m->lock);
+    admit_queued(m);
+    while (m->inflight)
+        retire(m, m->inflight, CURLE_SEND_ERROR);
+    pthread_mutex_unlock(&m->lock);
+}
+
+static void *loop(void *cls)
+{
+    gf_kube_mux *m = cls;
+    int active;
+
+    for (;;) {
+        pthread_mutex_lock(&m->lock);
+        if (m->stop) {
+            pthread_mutex_unlock(&m->lock);
+            break;
+        }
+        admit_queued(m);
+        close_idle(m);
+        pthread_mutex_unlock(&m->lock);
+        curl_multi_perform(m->multi, &active);
+        reap(m);
+        curl_multi_poll(m->multi, NULL, 0, 1000, NULL);
+    }
+    abandon_all(m);
+    return NULL;
+}
+
+int gf_kube_mux_start(gf_kube_mux **out, gf_error *err)
+{
+    gf_kube_mux *m = calloc(1, sizeof(*m));
+
+    if (!m || !(m->multi = multi_new())) {
+        free(m);
+        return gf_error_set(err, GF_ENOSPACE, "out of memory starting the API multiplexer");
+    }
+    pthread_mutex_init(&m->lock, NULL);
+    pthread_cond_init(&m->close_cond, NULL);
+    m->idle_since = gf_kube_now();
+    if (pthread_create(&m->thread, NULL, loop, m) != 0) {
+        curl_multi_cleanup(m->multi);
+        pthread_cond_destroy(&m->close_cond);
+        pthread_mutex_destroy(&m->lock);
+        free(m);
+        return gf_error_set(err, GF_ESYS, "cannot start the API multiplexer's thread");
+    }
+    *out = m;
+    return 0;
+}
+
+CURLcode gf_kube_mux_perform(gf_kube_mux *m, CURL *c)
+{
+    mux_job j = {.curl = c};
+
+    pthread_cond_init(&j.cond, NULL);
+    pthread_mutex_lock(&m->lock);
+    if (m->stop) {
+        pthread_mutex_unlock(&m->lock);
+        pthread_cond_destroy(&j.cond);
+        return CURLE_SEND_ERROR;
+    }
+    if (m->queue_tail)
+        m->queue_tail->next = &j;
+    else
+        m->queue = &j;
+    m->queue_tail = &j;
+    curl_multi_wakeup(m->multi);
+    while (!j.done)
+        pthread_cond_wait(&j.cond, &m->lock);
+    pthread_mutex_unlock(&m->lock);
+    pthread_cond_destroy(&j.cond);
+    return j.code;
+}
+
+size_t gf_kube_mux_idle_close(gf_kube_mux *m, unsigned idle_s)
+{
+    size_t closed;
+
+    pthread_mutex_lock(&m->lock);
+    m->close_idle_s = idle_s;
+    m->close_asked = true;
+    m->close_answered = false;
+    curl_multi_wakeup(m->multi);
+    while (!m->close_answered && !m->stop)
+        pthread_cond_wait(&m->close_cond, &m->lock);
+    closed = m->close_answered ? m->closed : 0;
+    pthread_mutex_unlock(&m->lock);
+    return closed;
+}
+
+void gf_kube_mux_stop(gf_kube_mux *m)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&m->lock);
+    m->stop = true;
+    pthread_cond_broadcast(&m->close_cond);
+    curl_multi_wakeup(m->multi);
+    pthread_mutex_unlock(&m->lock);
+    pthread_join(m->thread, NULL);
+    curl_multi_cleanup(m->multi);
+    pthread_cond_destroy(&m->close_cond);
+    pthread_mutex_destroy(&m->lock);
+    free(m);
+}
