@@ -17,6 +17,7 @@
 #include <jansson.h>
 
 #include "decode.h"
+#include "extender.h"
 #include "model.h"
 #include "quantity.h"
 
@@ -227,32 +228,32 @@ typedef struct req_times {
     size_t fits;
 } req_times;
 
-/* One extender call: parse the body, decode the pod, evaluate every node. */
-static int one_call(gf_model *m, const buf *body, const char **names, gf_sched_verdict *v,
-                    double *parse_us, double *model_us, size_t *fits)
+/* One extender call: parse the body as the extender does, decode the pod,
+ * evaluate every node. */
+static int one_call(gf_model *m, const buf *body, gf_sched_verdict *v, double *parse_us,
+                    double *model_us, size_t *fits)
 {
     static gf_sched_pod pod;
     double t0 = now_us(), t1;
-    json_t *j = json_loadb(body->s, body->len, 0, NULL);
-    const json_t *list, *name;
+    gf_ext_args a;
     gf_error err;
-    size_t i, n = 0;
-    int rc = -1;
+    int prc = gf_ext_args_parse(body->s, body->len, &a, &err), rc = -1;
 
     t1 = now_us();
-    if (j == NULL || gf_sched_pod_decode(json_object_get(j, "Pod"), NULL, &pod, &err) < 0)
+    if (prc < 0)
         goto out;
-    list = json_object_get(j, "NodeNames");
-    json_array_foreach(list, i, name) names[n++] = json_string_value(name);
-    if (gf_model_evaluate(m, &pod, names, n, GF_POLICY_BINPACK, v, &err) < 0)
-        goto out;
-    for (i = 0, *fits = 0; i < n; i++)
+    if (gf_sched_pod_decode(a.pod, NULL, &pod, &err) < 0 ||
+        gf_model_evaluate(m, &pod, a.names, a.n, GF_POLICY_BINPACK, v, &err) < 0)
+        goto out_args;
+    *fits = 0;
+    for (size_t i = 0; i < a.n; i++)
         *fits += v[i].status == GF_FIT;
     rc = 0;
+out_args:
+    gf_ext_args_free(&a);
 out:
     *model_us = now_us() - t1;
     *parse_us = t1 - t0;
-    json_decref(j);
     return rc;
 }
 
@@ -297,21 +298,20 @@ static void request_body(buf *b, const cfg *c, size_t k)
 
 static int requests(gf_model *m, const cfg *c, req_times *t)
 {
-    const char **names = calloc(c->nodes, sizeof(*names));
     gf_sched_verdict *v = calloc(c->nodes, sizeof(*v));
     buf body = {0};
     size_t k, fits = 0;
     int rc = -1;
 
-    if (names == NULL || v == NULL)
+    if (v == NULL)
         goto out;
     for (k = 0; k < c->requests; k++) {
         double p1, m1, p2, m2;
 
         request_body(&body, c, k);
         /* kube-scheduler sends the same body to filter, then to prioritize */
-        if (one_call(m, &body, names, v, &p1, &m1, &fits) < 0 ||
-            one_call(m, &body, names, v, &p2, &m2, &fits) < 0)
+        if (one_call(m, &body, v, &p1, &m1, &fits) < 0 ||
+            one_call(m, &body, v, &p2, &m2, &fits) < 0)
             goto out;
         t->parse[k] = p1 + p2;
         t->model[k] = m1 + m2;
@@ -321,7 +321,6 @@ static int requests(gf_model *m, const cfg *c, req_times *t)
     rc = 0;
 out:
     free(body.s);
-    free(names);
     free(v);
     return rc;
 }

@@ -101,18 +101,79 @@ static int names_from_list(gf_ext_args *a, json_t *list, gf_error *err)
     return 0;
 }
 
+static int pod_of(gf_ext_args *out, gf_error *err)
+{
+    out->pod = get_ci(out->root, "Pod");
+    if (!json_is_object(out->pod))
+        return gf_error_set(err, GF_EINVAL, "ExtenderArgs: \"Pod\" is missing or not an object");
+    return 0;
+}
+
+/* The names the span holds, copied NUL-terminated into one buffer. */
+static int names_from_span(gf_ext_args *a, const gf_ext_names_span *sp, gf_error *err)
+{
+    const char *p = sp->start + 1, *q;
+    char *dst;
+    size_t i = 0;
+
+    if (alloc_names(a, sp->n, err) < 0)
+        return -1;
+    if (!(a->name_buf = dst = malloc((size_t)(sp->end - sp->start))))
+        return gf_error_set(err, GF_ENOSPACE, "out of memory");
+    while (i < sp->n) {
+        p = (const char *)memchr(p, '"', (size_t)(sp->end - p)) + 1;
+        q = memchr(p, '"', (size_t)(sp->end - p));
+        memcpy(dst, p, (size_t)(q - p));
+        dst[q - p] = '\0';
+        a->names[i++] = dst;
+        dst += q - p + 1;
+        p = q + 1;
+    }
+    return 0;
+}
+
+/* The body with the span's array replaced by null, parsed in full. */
+static int parse_fast(const char *body, size_t len, const gf_ext_names_span *sp, gf_ext_args *out,
+                      gf_error *err)
+{
+    size_t head = (size_t)(sp->start - body), tail = len - (size_t)(sp->end - body);
+    char *rest = malloc(head + 4 + tail);
+
+    if (!rest)
+        return gf_error_set(err, GF_ENOSPACE, "out of memory");
+    memcpy(rest, body, head);
+    memcpy(rest + head, "null", 4);
+    memcpy(rest + head + 4, sp->end, tail);
+    out->root = load(rest, head + 4 + tail, "ExtenderArgs", err);
+    free(rest);
+    if (!out->root || pod_of(out, err) < 0 || names_from_span(out, sp, err) < 0) {
+        gf_ext_args_free(out);
+        return -1;
+    }
+    return 0;
+}
+
 int gf_ext_args_parse(const char *body, size_t len, gf_ext_args *out, gf_error *err)
+{
+    gf_ext_names_span sp;
+
+    memset(out, 0, sizeof(*out));
+    if (len <= GF_EXT_BODY_MAX && gf_ext_names_scan(body, len, &sp) &&
+        parse_fast(body, len, &sp, out, err) == 0)
+        return 0;
+    /* the full parse decides, and names what is wrong where */
+    return gf_ext_args_parse_full(body, len, out, err);
+}
+
+int gf_ext_args_parse_full(const char *body, size_t len, gf_ext_args *out, gf_error *err)
 {
     json_t *names, *nodes;
 
     memset(out, 0, sizeof(*out));
     if (!(out->root = load(body, len, "ExtenderArgs", err)))
         return -1;
-    out->pod = get_ci(out->root, "Pod");
-    if (!json_is_object(out->pod)) {
-        gf_error_set(err, GF_EINVAL, "ExtenderArgs: \"Pod\" is missing or not an object");
+    if (pod_of(out, err) < 0)
         goto fail;
-    }
     names = get_ci(out->root, "NodeNames");
     nodes = get_ci(out->root, "Nodes");
     if (json_is_array(names)) {
@@ -139,6 +200,7 @@ fail:
 void gf_ext_args_free(gf_ext_args *a)
 {
     free(a->names);
+    free(a->name_buf);
     json_decref(a->root);
     memset(a, 0, sizeof(*a));
 }

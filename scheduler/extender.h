@@ -127,9 +127,21 @@ typedef struct gf_ext_args {
     const char **names;
     size_t n;
     bool from_nodes;
-    json_t *items; /* the NodeList's items when from_nodes (borrowed) */
+    json_t *items;  /* the NodeList's items when from_nodes (borrowed) */
+    char *name_buf; /* the names, when the fast path found them */
 } gf_ext_args;
+/* Takes the fast path (ext_names.c) where it applies, else the full parse;
+ * the two accept the same bodies and give the same pod and names. */
 int gf_ext_args_parse(const char *body, size_t len, gf_ext_args *out, gf_error *err);
+int gf_ext_args_parse_full(const char *body, size_t len, gf_ext_args *out, gf_error *err);
+
+/* ext_names.c: where a body's top-level "NodeNames" array of n plain names
+ * lies ([start, end)), or false: the full parser decides. */
+typedef struct gf_ext_names_span {
+    const char *start, *end;
+    size_t n;
+} gf_ext_names_span;
+bool gf_ext_names_scan(const char *body, size_t len, gf_ext_names_span *out);
 void gf_ext_args_free(gf_ext_args *a);
 
 /* ExtenderBindingArgs: {"PodName", "PodNamespace", "PodUID", "Node"}. */

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The extender's request decoders (ExtenderArgs, ExtenderBindingArgs) and
- * the watch stream framing + event parser, on arbitrary bytes. */
+ * the watch stream framing + event parser, on arbitrary bytes. ExtenderArgs'
+ * fast path must agree with the full parse on every input: the same answer,
+ * the same pod, the same names. */
 #include "fuzz.h"
 
 #include "extender.h"
@@ -24,17 +26,23 @@ static int on_line(void *cls, const char *line, size_t len, gf_error *err)
 
 static void args(const uint8_t *data, size_t size)
 {
-    gf_ext_args a;
-    gf_error err;
+    gf_ext_args a, full;
+    gf_error err, full_err;
+    int rc = gf_ext_args_parse((const char *)data, size, &a, &err);
+    int full_rc = gf_ext_args_parse_full((const char *)data, size, &full, &full_err);
 
-    if (gf_ext_args_parse((const char *)data, size, &a, &err) == 0) {
-        FUZZ_CHECK(json_is_object(a.pod));
+    FUZZ_CHECK(rc == full_rc);
+    if (rc == 0) {
+        FUZZ_CHECK(json_is_object(a.pod) && json_equal(a.pod, full.pod));
+        FUZZ_CHECK(a.n == full.n && a.from_nodes == full.from_nodes);
         for (size_t i = 0; i < a.n; i++)
             FUZZ_CHECK(a.names[i] != NULL && a.names[i][0] != '\0' &&
-                       strlen(a.names[i]) < GF_SCHED_NAME_MAX);
+                       strlen(a.names[i]) < GF_SCHED_NAME_MAX &&
+                       strcmp(a.names[i], full.names[i]) == 0);
         gf_ext_args_free(&a);
+        gf_ext_args_free(&full);
     } else {
-        FUZZ_CHECK(err.msg[0] != '\0');
+        FUZZ_CHECK(err.msg[0] != '\0' && strcmp(err.msg, full_err.msg) == 0);
     }
 }
 
