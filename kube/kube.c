@@ -243,8 +243,7 @@ size_t gf_kube_idle_close(gf_kube *k, unsigned idle_s)
     pthread_mutex_unlock(&k->idle_lock);
     for (i = 0; i < n; i++)
         curl_easy_cleanup(gone[i]);
-    /* a multiplexed client's handles hold no connection of their own */
-    return k->mux ? old : old + n;
+    return old + n;
 }
 
 uint64_t gf_kube_connections(const gf_kube *k)

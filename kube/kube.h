@@ -35,9 +35,9 @@ typedef struct gf_kube gf_kube;
 
 int gf_kube_open(gf_kube **out, const gf_kube_opts *opts, gf_error *err);
 void gf_kube_close(gf_kube *k);
-/* Closes the kept-alive connections unused for idle_s seconds or more (their
- * TLS state is most of what a burst of binds leaves resident); returns how
- * many. */
+/* Closes the kept-alive connections and frees the idle request handles
+ * unused for idle_s seconds or more (their TLS state and buffers are most of
+ * what a burst of binds leaves resident); returns how many it released. */
 size_t gf_kube_idle_close(gf_kube *k, unsigned idle_s);
 const char *gf_kube_base(const gf_kube *k);
 /* Connections opened to the API server so far. */

@@ -37,8 +37,13 @@ static CURLM *multi_new(void)
 {
     CURLM *m = curl_multi_init();
 
-    if (m)
+    if (m) {
         curl_multi_setopt(m, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
+        /* curl's default is 100 and a burst of binds has more in flight:
+         * over it, curl opens a second connection. The server's own
+         * SETTINGS still bound it (the API server's: 250). */
+        curl_multi_setopt(m, CURLMOPT_MAX_CONCURRENT_STREAMS, 1000L);
+    }
     return m;
 }
 
