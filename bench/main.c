@@ -2,7 +2,7 @@
 /* gpufrac-bench: measures the shim against no shim in one run.
  *
  *   gpufrac-bench [--quick] [--sim] [--json FILE] [--n PAIRS] [--runs N]
- *                 [--startup-runs N] [--no-callgrind]
+ *                 [--startup-runs N] [--no-callgrind] [--instructions]
  *
  * Without a real GPU (NVML not loadable with the default library path) or
  * with --sim it runs on gpusim from <exe dir>/../lib/gpusim. The shim is
@@ -19,7 +19,7 @@
 static void usage(FILE *f)
 {
     fputs("usage: gpufrac-bench [--quick] [--sim] [--json FILE] [--n PAIRS] [--runs N]\n"
-          "                     [--startup-runs N] [--no-callgrind]\n"
+          "                     [--startup-runs N] [--no-callgrind] [--instructions]\n"
           "Measures libgpufrac.so against no shim in one run and prints a table and\n"
           "key=value lines.\n"
           "  --quick            small counts (CI); timings are then rough\n"
@@ -30,6 +30,8 @@ static void usage(FILE *f)
           "  --runs N           best-of count for single-process timings (default 5)\n"
           "  --startup-runs N   start-ups per side (default 50)\n"
           "  --no-callgrind     do not count instructions per pair under valgrind\n"
+          "  --instructions     only count instructions per pair under valgrind (plain;\n"
+          "                     on gpusim also two devices and stream-ordered): no timings\n"
           "env: GPUFRAC_SHIM=<path to libgpufrac.so>\n",
           f);
 }
@@ -59,6 +61,7 @@ static int parse_args(int argc, char **argv, bench_opts *o)
                                           {"startup-runs", required_argument, NULL, 'u'},
                                           {"help", no_argument, NULL, 'h'},
                                           {"no-callgrind", no_argument, NULL, 'c'},
+                                          {"instructions", no_argument, NULL, 'i'},
                                           {NULL, 0, NULL, 0}};
     long v;
     int c;
@@ -82,6 +85,7 @@ static int parse_args(int argc, char **argv, bench_opts *o)
             o->startup_runs = (int)v;
             break;
         case 'c': o->no_callgrind = true; break;
+        case 'i': o->instructions_only = true; break;
         case 'h': usage(stdout); return 1;
         default: usage(stderr); return -1;
         }
@@ -138,6 +142,13 @@ static int run_all(bench_env *e, const bench_opts *o, bench_results *r, gf_error
     bench_put_u64(r, "fraction_limit_bytes", total / 2);
     fprintf(stderr, "gpufrac-bench: on %s (%s); measuring...\n", e->sim ? "gpusim" : "a real GPU",
             bench_get(r, "device_name"));
+    if (o->instructions_only) {
+        p.callgrind = true;
+        if (bench_env_fraction(e, total / 2, err) < 0 ||
+            bench_measure_instructions(e, &p, r, err) < 0)
+            return -1;
+        return 0;
+    }
     if (bench_env_fraction(e, total / 2, err) < 0 || bench_measure_pairs(e, &p, r, err) < 0 ||
         bench_measure_contended(e, &p, r, err) < 0 || bench_measure_big(e, &p, r, err) < 0 ||
         bench_measure_launch(e, &p, r, err) < 0 || bench_measure_startup(e, &p, r, err) < 0 ||
