@@ -53,16 +53,12 @@ static int parse_count(const char *s, const char *what, long max, long *out)
 /* Returns 0, 1 (stop: help printed, exit 0) or -1 (usage error). */
 static int parse_args(int argc, char **argv, bench_opts *o)
 {
-    static const struct option longs[] = {{"quick", no_argument, NULL, 'q'},
-                                          {"sim", no_argument, NULL, 's'},
-                                          {"json", required_argument, NULL, 'j'},
-                                          {"n", required_argument, NULL, 'n'},
-                                          {"runs", required_argument, NULL, 'r'},
-                                          {"startup-runs", required_argument, NULL, 'u'},
-                                          {"help", no_argument, NULL, 'h'},
-                                          {"no-callgrind", no_argument, NULL, 'c'},
-                                          {"instructions", no_argument, NULL, 'i'},
-                                          {NULL, 0, NULL, 0}};
+    static const struct option longs[] = {
+        {"quick", no_argument, NULL, 'q'},        {"sim", no_argument, NULL, 's'},
+        {"json", required_argument, NULL, 'j'},   {"n", required_argument, NULL, 'n'},
+        {"runs", required_argument, NULL, 'r'},   {"startup-runs", required_argument, NULL, 'u'},
+        {"help", no_argument, NULL, 'h'},         {"no-callgrind", no_argument, NULL, 'c'},
+        {"instructions", no_argument, NULL, 'i'}, {NULL, 0, NULL, 0}};
     long v;
     int c;
     while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
