@@ -75,6 +75,8 @@
     X(cuCtxGetCurrent, cuCtxGetCurrent, 4000, 0, (CUcontext * pctx))                               \
     X(cuCtxPushCurrent_v2, cuCtxPushCurrent, 4000, 0, (CUcontext ctx))                             \
     X(cuCtxPopCurrent_v2, cuCtxPopCurrent, 4000, 0, (CUcontext * pctx))                            \
+    X(cuCtxPushCurrent, cuCtxPushCurrent, 2000, 0, (CUcontext ctx))                                \
+    X(cuCtxPopCurrent, cuCtxPopCurrent, 2000, 0, (CUcontext * pctx))                               \
     X(cuCtxGetDevice, cuCtxGetDevice, 2000, 0, (CUdevice * device))                                \
     X(cuCtxSynchronize, cuCtxSynchronize, 2000, 0, (void))                                         \
     GS_CU_EXPORTS_13(X)                                                                            \

@@ -601,6 +601,41 @@ class DeviceMappingTest(SimTestCase):
         self.assertEqual(int(out["total"]), 0, "a GPU outside the fraction gets nothing")
         self.assertEqual(int(out["free"]), 0)
 
+    def test_each_allocation_is_charged_to_the_current_contexts_device(self):
+        # the shim caches each thread's current device: every way of switching
+        # contexts must move it (set, push and pop, both ABIs, create)
+        legacy = ["ctx-push-legacy", "0", "alloc", "10Mi", "ctx-pop-legacy", "alloc", "20Mi",
+                  "ctx-create", "0", "alloc", "1Mi"]
+        for via in ("direct", "dlsym", "procaddr"):
+            # a lookup by base name never returns the pre-4.0 push and pop (nor,
+            # at the probe's version, cuCtxCreate_v2)
+            old = legacy if via != "procaddr" else []
+            steps = ["retain", "0", "alloc", "100Mi", "retain", "1", "alloc", "200Mi",
+                     "ctx-push", "0", "alloc", "300Mi", "ctx-pop", "alloc", "50Mi", *old,
+                     "hold", "60"]
+            with self.subTest(via=via):
+                # a fraction and a simulated GPU of its own for each way
+                self.env["GPUSIM_STATE"] = os.path.join(self.tmp, "gpusim.state." + via)
+                self.make_fraction(limit=2 * Gi, name=via)
+                p = subprocess.Popen([PROBE, "--via", via] + steps, env=self.shim_env(),
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                self.procs.append(p)
+                out = []
+                for line in p.stdout:
+                    out.append(line)
+                    if line.startswith("holding="):
+                        break
+                held = kv("".join(out))
+                named = ["ctx-push-legacy", "ctx-pop-legacy", "ctx-create"] if old else []
+                for step in ["ctx-push", "ctx-pop"] + named:
+                    self.assertEqual(held[step], "ok", "".join(out))
+                d, drv = self.dump(), self.driver()
+                self.assertEqual(d["dev0_used"], (100 + 300 + (11 if old else 0)) * Mi)
+                self.assertEqual(d["dev1_used"], (200 + 50 + (20 if old else 0)) * Mi)
+                self.assertEqual((drv["dev0_used"], drv["dev1_used"]),
+                                 (d["dev0_used"], d["dev1_used"]))
+                self.kill(p)
+
 
 if __name__ == "__main__":
     cases.main(verbosity=2)

@@ -10,6 +10,7 @@
  *          graph SIZE | graph-upload SIZE | graph-trim | free | freeall | hold SECONDS |
  *          race THREADS ITERS SIZE [HOLD] | ptr-check |
  *          retain DEV | primary-release DEV | primary-reset DEV | ctx-create DEV |
+ *          ctx-push[-legacy] DEV (its primary) | ctx-pop[-legacy] |
  *          ctx-legacy DEV | set-limit stack|fifo|heap BYTES | module SIZE | library SIZE |
  *          legacy-pitch W H | pools N SIZE | pools-destroy | pa2000 | barrier PATH
  * (module/library SIZE: a gpusim image of that many bytes; free/freeall
@@ -35,7 +36,6 @@
     X(cuInit, (unsigned int flags))                                     \
     X(cuDriverGetVersion, (int *v))                                     \
     X(cuDeviceGet, (CUdevice * d, int ordinal))                         \
-    X(cuCtxSetCurrent, (CUcontext c))                                   \
     X(cuCtxSynchronize, (void))                                         \
     X(cuDeviceGetMemPool, (CUmemoryPool * p, CUdevice d))               \
     X(cuMemPoolCreate, (CUmemoryPool * p, const CUmemPoolProps *props)) \
@@ -445,6 +445,18 @@ static int step(char **argv, int i, int argc)
             f.cuCtxSetCurrent(c);
         report(s, rc);
         return 1;
+    } else if (strcmp(s, "ctx-push") == 0 || strcmp(s, "ctx-push-legacy") == 0) {
+        CUcontext c = NULL;
+        rc = f.cuDevicePrimaryCtxRetain(&c, atoi(ARG(1)));
+        if (rc == CUDA_SUCCESS)
+            rc = s[8] ? f.cuCtxPushCurrent(c) : f.cuCtxPushCurrent_v2(c);
+        report(s, rc);
+        return 1;
+    } else if (strcmp(s, "ctx-pop") == 0 || strcmp(s, "ctx-pop-legacy") == 0) {
+        CUcontext c = NULL;
+        rc = s[7] ? f.cuCtxPopCurrent(&c) : f.cuCtxPopCurrent_v2(&c);
+        report(s, rc);
+        return 0;
     } else if (strcmp(s, "primary-release") == 0 || strcmp(s, "primary-reset") == 0) {
         rc = s[8] == 'r' && s[10] == 'l' ? f.cuDevicePrimaryCtxRelease_v2(atoi(ARG(1)))
                                          : f.cuDevicePrimaryCtxReset_v2(atoi(ARG(1)));
