@@ -17,7 +17,9 @@
 #if GS_DRIVER_VERSION >= 13000
 #define GS_CU_EXPORTS_13(X)                                                            \
     X(cuCtxGetDevice_v2, cuCtxGetDevice, 13000, 0, (CUdevice * device, CUcontext ctx)) \
-    X(cuCtxSynchronize_v2, cuCtxSynchronize, 13000, 0, (CUcontext ctx))
+    X(cuCtxSynchronize_v2, cuCtxSynchronize, 13000, 0, (CUcontext ctx))                \
+    X(cuMemSetMemPool, cuMemSetMemPool, 13000, 0,                                      \
+      (CUmemLocation * location, CUmemAllocationType type, CUmemoryPool pool))
 #else
 #define GS_CU_EXPORTS_13(X)
 #endif

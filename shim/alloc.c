@@ -281,10 +281,11 @@ static CUresult __attribute__((noinline))
 free_cold(CUdeviceptr dptr, CUresult (*call)(CUdeviceptr, void *), void *arg)
 {
     gf_entry e;
-    bool tracked = gf_table_take(&gf_ptrs, dptr, &e);
+    bool async = gf_async_take_slot(dptr, &e);
+    bool tracked = !async && gf_table_take(&gf_ptrs, dptr, &e);
     CUresult rc;
 
-    if (!tracked && gf_async_take(dptr, &e)) {
+    if (async || (!tracked && gf_async_take(dptr, &e))) {
         /* a stream-ordered allocation: its pool holds the charge */
         rc = call(dptr, arg);
         if (rc == CUDA_SUCCESS)

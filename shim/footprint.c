@@ -395,10 +395,6 @@ static CUresult primary_dropped(CUresult rc, CUdevice dev)
 PRIMARY_DROP(DEFINE_DROP)
 
 /* ---- switching contexts: only the thread's cached device moves ------------------ */
-#define CTX_SWITCH(X)                                                          \
-    X(cuCtxSetCurrent, CUcontext, ctx)                                         \
-    X(cuCtxPushCurrent_v2, CUcontext, ctx) X(cuCtxPushCurrent, CUcontext, ctx) \
-        X(cuCtxPopCurrent_v2, CUcontext *, pctx) X(cuCtxPopCurrent, CUcontext *, pctx)
 #define DEFINE_SWITCH(name, type, arg) \
     GF_EXPORT CUresult name(type arg)  \
     {                                  \
@@ -407,7 +403,11 @@ PRIMARY_DROP(DEFINE_DROP)
         gf_ctx_switched();             \
         return rc;                     \
     }
-CTX_SWITCH(DEFINE_SWITCH)
+DEFINE_SWITCH(cuCtxSetCurrent, CUcontext, ctx)
+DEFINE_SWITCH(cuCtxPushCurrent_v2, CUcontext, ctx)
+DEFINE_SWITCH(cuCtxPushCurrent, CUcontext, ctx)
+DEFINE_SWITCH(cuCtxPopCurrent_v2, CUcontext *, pctx)
+DEFINE_SWITCH(cuCtxPopCurrent, CUcontext *, pctx)
 
 /* ---- contexts made with cuCtxCreate ------------------------------------------ */
 typedef CUresult (*create_call)(CUcontext *pctx, const void *args);

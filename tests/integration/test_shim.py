@@ -118,6 +118,25 @@ class ChargeTest(SimTestCase):
     def test_async_own_pool(self):
         self.assert_charged_then_returned(["pool-async", "300Mi"], 300 * Mi)
 
+    def test_async_follows_the_current_pool(self):
+        # the shim caches each thread's current pool: setting another (either
+        # way) must move it, or the new pool's growth would go uncharged (no
+        # memory query in between: its resync from NVML would cover that up)
+        ways = {"cuDeviceSetMemPool": ["async", "100Mi", "set-pool", "async", "200Mi"],
+                "cuMemSetMemPool": ["set-pool", "async", "200Mi", "set-pool-default", "async",
+                                    "100Mi"]}
+        for way, steps in ways.items():
+            with self.subTest(way=way):
+                self.env["GPUSIM_STATE"] = os.path.join(self.tmp, "gpusim.state." + way)
+                self.make_fraction(limit=2 * Gi, name=way)
+                p, held = self.probe_bg(*steps, "hold", "60")
+                self.assertEqual(held.get("set-pool-default", "ok"), "ok")
+                self.assertEqual(held["set-pool"], "ok")
+                d, drv = self.dump(), self.driver()
+                self.assertGreaterEqual(d["dev0_used"], 300 * Mi)
+                self.assertEqual(d["dev0_used"], drv["dev0_used"])
+                self.kill(p)
+
     def test_async_pool_destroyed_with_live_allocations(self):
         # the driver keeps a destroyed pool's memory for its live allocations
         # until they are freed; only the unused rest of the reservation goes

@@ -10,7 +10,8 @@
  *          graph SIZE | graph-upload SIZE | graph-trim | free | freeall | hold SECONDS |
  *          race THREADS ITERS SIZE [HOLD] | ptr-check |
  *          retain DEV | primary-release DEV | primary-reset DEV | ctx-create DEV |
- *          ctx-push[-legacy] DEV (its primary) | ctx-pop[-legacy] |
+ *          ctx-push[-legacy] DEV (its primary) | ctx-pop[-legacy] | set-pool |
+ *          set-pool-default |
  *          ctx-legacy DEV | set-limit stack|fifo|heap BYTES | module SIZE | library SIZE |
  *          legacy-pitch W H | pools N SIZE | pools-destroy | pa2000 | barrier PATH
  * (module/library SIZE: a gpusim image of that many bytes; free/freeall
@@ -341,6 +342,20 @@ static int step(char **argv, int i, int argc)
             push(3, d);
         report(s, rc);
         return 1;
+    } else if (strcmp(s, "set-pool") == 0 || strcmp(s, "set-pool-default") == 0) {
+        /* the device's current pool: the probe's own (cuDeviceSetMemPool), or
+         * back to the default (13.0's cuMemSetMemPool) */
+        static CUmemoryPool dflt;
+        CUmemLocation loc = {CU_MEM_LOCATION_TYPE_DEVICE, dev};
+        if (!dflt)
+            f.cuDeviceGetMemPool(&dflt, dev);
+        if (!own_pool) {
+            CUmemPoolProps p = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED, .location = loc};
+            f.cuMemPoolCreate(&own_pool, &p);
+        }
+        rc = s[8] ? f.cuMemSetMemPool(&loc, CU_MEM_ALLOCATION_TYPE_PINNED, dflt)
+                  : f.cuDeviceSetMemPool(dev, own_pool);
+        report(s, rc);
     } else if (strcmp(s, "sync") == 0) {
         report(s, f.cuCtxSynchronize());
     } else if (strcmp(s, "trim") == 0) {
