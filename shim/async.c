@@ -33,6 +33,7 @@ typedef struct pool_charge {
     int ordinal;
     _Atomic uint64_t charged;
     _Atomic uint64_t outstanding; /* bytes of live allocations from it, | DESTROYED */
+    _Atomic uint64_t lowering;    /* odd while a true-up lowers charged; +2 each */
 } pool_charge;
 
 static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -140,23 +141,23 @@ static uint64_t pool_reserved(CUmemoryPool pool)
     return v;
 }
 
-/* Moves pc->charged to what the driver holds now, up or down. */
+/* Lowers pc->charged to what the driver holds now, when it holds less (the
+ * pool shrank at a synchronisation). Never raises it: every growth is an
+ * allocation's, which settles it itself (settle_growth). Caller holds
+ * pools_lock, so lowerings never overlap; lowering is odd while one runs,
+ * which is what an allocation that finds its growth already charged checks
+ * (the charge it counted on must not be lowered by an older answer). */
 static void pool_true_up(pool_charge *pc)
 {
     const gf_ordinal *o = gf_ordinal_get(pc->ordinal);
-    uint64_t c = atomic_load(&pc->charged), now;
 
     if ((atomic_load(&pc->outstanding) & DESTROYED) || !o || o->dev < 0)
         return; /* a destroyed pool cannot be asked: its live allocations count */
-    do {
-        now = pool_reserved(pc->pool);
-        if (now == UINT64_MAX || now == c)
-            return;
-    } while (!atomic_compare_exchange_strong(&pc->charged, &c, now));
-    if (now < c)
+    atomic_fetch_add(&pc->lowering, 1);
+    uint64_t c = atomic_load(&pc->charged), now = pool_reserved(pc->pool);
+    if (now < c && atomic_compare_exchange_strong(&pc->charged, &c, now))
         gf_ledger_release(&gf_state.ledger, o->dev, c - now);
-    else
-        gf_ledger_charge(&gf_state.ledger, o->dev, now - c);
+    atomic_fetch_add(&pc->lowering, 1);
 }
 
 static void pools_reconcile(int ordinal)
@@ -168,19 +169,44 @@ static void pools_reconcile(int ordinal)
     pthread_mutex_unlock(&pools_lock);
 }
 
-/* The growth of the pool's reservation past its charge, now taken on by the
- * caller (0 when none is seen: a shrink waits for a true-up, and the charge
- * it leaves covers a regrowth). */
-static uint64_t pool_grow(pool_charge *pc)
+/* The allocation was admitted for `admitted` bytes (by the hot view when h
+ * is not NULL); the pool may have grown by less (memory reused) or more
+ * (rounding). Settles the charge at the growth: the charge is raised by a
+ * compare-and-swap from a value read before the driver was asked, the extra
+ * reserved first (so a refusal leaves nothing to undo but the admission);
+ * a growth the charge already covers needs no lowering to have begun since.
+ * False when the extra does not fit (nothing stays charged). */
+static bool settle_growth(const gf_ordinal *o, gf_hot *h, pool_charge *pc, uint64_t admitted)
 {
-    uint64_t c = atomic_load(&pc->charged), now;
+    for (;;) {
+        uint64_t g = atomic_load(&pc->lowering), c = atomic_load(&pc->charged);
+        uint64_t now = pool_reserved(pc->pool), back = admitted;
 
-    do {
-        now = pool_reserved(pc->pool);
-        if (now == UINT64_MAX || now <= c)
-            return 0;
-    } while (!atomic_compare_exchange_strong(&pc->charged, &c, now));
-    return now - c;
+        if (g & 1)
+            continue; /* a true-up is lowering the charge: ask again */
+        if (now == UINT64_MAX || now <= c) {
+            if (atomic_load(&pc->lowering) != g)
+                continue;
+        } else {
+            uint64_t growth = now - c, extra = growth > admitted ? growth - admitted : 0;
+            if (extra && !gf_ledger_reserve(&gf_state.ledger, o->dev, extra, o->limit)) {
+                gf_ledger_note_denied(&gf_state.ledger, o->dev);
+                gf_unadmit(o, admitted);
+                return false;
+            }
+            if (!atomic_compare_exchange_strong(&pc->charged, &c, now)) {
+                if (extra)
+                    gf_unadmit(o, extra); /* another moved the charge: ask again */
+                continue;
+            }
+            back = admitted - (growth - extra);
+        }
+        if (back && h)
+            gf_hot_release(h, back);
+        else if (back)
+            gf_unadmit(o, back);
+        return true;
+    }
 }
 
 /* In front of async_ptrs, as alloc.c's slots are in front of gf_ptrs: one
@@ -274,25 +300,8 @@ GF_HIDDEN void gf_async_freed(const struct gf_entry *e)
 typedef CUresult (*async_call)(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, CUstream s,
                                void *fn);
 
-/* The pool grew past the limit: the allocation goes back (freed, the pool
- * trimmed), nothing stays charged. */
-static CUresult __attribute__((noinline))
-refuse_growth(const gf_ordinal *o, pool_charge *pc, uint64_t admitted, uint64_t growth,
-              CUdeviceptr *dptr, CUstream stream)
-{
-    gf_ledger_note_denied(&gf_state.ledger, o->dev);
-    gf_unadmit(o, admitted);
-    atomic_fetch_sub(&pc->charged, growth);
-    gf_cu.cuMemFreeAsync(*dptr, stream);
-    if (gf_cu.cuMemPoolTrimTo)
-        gf_cu.cuMemPoolTrimTo(pc->pool, 0);
-    *dptr = 0;
-    return CUDA_ERROR_OUT_OF_MEMORY;
-}
-
-/* Admitted for its size, then settled at the pool's growth: the extra is
- * reserved (or the allocation refused), what the pool did not need goes
- * back. The hot ordinal's admission is inline; the rest the cold way. */
+/* Admitted for its size, then settled at the pool's growth. The hot
+ * ordinal's admission is inline; the rest the cold way. */
 static CUresult alloc_async(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, CUstream stream,
                             async_call call, void *fn)
 {
@@ -312,15 +321,12 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, 
         gf_unadmit(o, bytes);
         return rc;
     }
-    uint64_t growth = pool_grow(pc);
-    if (growth < bytes) {
-        if (h)
-            gf_hot_release(h, bytes - growth);
-        else
-            gf_unadmit(o, bytes - growth);
-    } else if (growth > bytes &&
-               !gf_ledger_reserve(&gf_state.ledger, o->dev, growth - bytes, o->limit)) {
-        return refuse_growth(o, pc, bytes, growth, dptr, stream);
+    if (!settle_growth(o, h, pc, bytes)) { /* grew past the limit: give it back */
+        gf_cu.cuMemFreeAsync(*dptr, stream);
+        if (gf_cu.cuMemPoolTrimTo)
+            gf_cu.cuMemPoolTrimTo(pc->pool, 0);
+        *dptr = 0;
+        return CUDA_ERROR_OUT_OF_MEMORY;
     }
     atomic_fetch_add_explicit(&pc->outstanding, bytes, memory_order_relaxed);
     track_async(*dptr, bytes, ord, pc);

@@ -282,6 +282,30 @@ class CrossProcessTest(SimTestCase):
         self.assertEqual(d["slot_bytes"], 0)
 
 
+    def test_racing_stream_ordered_processes_never_pass_the_limit(self):
+        # the same race through pools that grow and shrink (a synchronisation
+        # after each round): their charges move without a lock
+        self.make_fraction(limit=1 * Gi)
+        procs = [subprocess.Popen(
+            [PROBE, "race-async", "4", "100", "100Mi", "2"], env=self.shim_env(),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(8)]
+        ok = refused = 0
+        for p in procs:
+            out, err = p.communicate(timeout=120)
+            self.assertEqual(p.returncode, 0, err)
+            o = kv(out)
+            ok += int(o["race_ok"])
+            refused += int(o["race_refused"])
+        self.assertEqual(ok + refused, 8 * 4 * 100 * 2)
+        self.assertGreater(ok, 0)
+        self.assertGreater(refused, 0, "32 threads x 2 x 100Mi on 1Gi must contend")
+        self.assertLessEqual(self.driver()["dev0_peak"], 1 * Gi, "the driver's own measure")
+        self.assertLessEqual(self.dump()["dev0_peak"], 1 * Gi)
+        # what the exited processes' pools still held comes back with their slots
+        subprocess.run([LEDGERTOOL, "reclaim", self.ledger], check=True, capture_output=True)
+        self.assertEqual(self.dump()["dev0_used"], 0)
+
+
 class FootprintTest(SimTestCase):
     """The limit bounds what the driver attributes to the fraction: contexts,
     their limit reservations and modules as well as allocations."""

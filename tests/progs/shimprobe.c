@@ -8,7 +8,8 @@
  *          managed SIZE | pitch W H | async SIZE | pool-async SIZE | sync | trim |
  *          vmm SIZE | array W H | array3d W H D | mipmap W H LEVELS |
  *          graph SIZE | graph-upload SIZE | graph-trim | free | freeall | hold SECONDS |
- *          race THREADS ITERS SIZE [HOLD] | ptr-check |
+ *          race THREADS ITERS SIZE [HOLD] | race-async THREADS ITERS SIZE [HOLD] |
+ *          ptr-check |
  *          retain DEV | primary-release DEV | primary-reset DEV | ctx-create DEV |
  *          ctx-push[-legacy] DEV (its primary) | ctx-pop[-legacy] | set-pool |
  *          set-pool-default |
@@ -184,6 +185,7 @@ static void release(held h)
 
 typedef struct race_arg {
     int iters, hold;
+    bool async; /* stream-ordered, synchronised after each round (the pool shrinks) */
     uint64_t size;
     int ok, refused;
 } race_arg;
@@ -198,7 +200,8 @@ static void *race_thread(void *p)
         CUdeviceptr d[16];
         int n = 0;
         for (int k = 0; k < a->hold; k++) { /* up to `hold` at once, then all freed */
-            CUresult rc = f.cuMemAlloc_v2(&d[n], a->size);
+            CUresult rc = a->async ? f.cuMemAllocAsync(&d[n], a->size, NULL)
+                                   : f.cuMemAlloc_v2(&d[n], a->size);
             if (rc == CUDA_SUCCESS) {
                 a->ok++;
                 n++;
@@ -208,7 +211,9 @@ static void *race_thread(void *p)
         }
         usleep(50);
         while (n)
-            f.cuMemFree_v2(d[--n]);
+            a->async ? f.cuMemFreeAsync(d[--n], NULL) : f.cuMemFree_v2(d[--n]);
+        if (a->async)
+            f.cuCtxSynchronize();
     }
     return NULL;
 }
@@ -226,7 +231,7 @@ static void *free_thread(void *p)
     return NULL;
 }
 
-static void race(int threads, int iters, uint64_t size, int hold)
+static void race(int threads, int iters, uint64_t size, int hold, bool async)
 {
     pthread_t t[64];
     race_arg a[64];
@@ -235,6 +240,7 @@ static void race(int threads, int iters, uint64_t size, int hold)
         threads = 64;
     for (int i = 0; i < threads; i++) {
         a[i] = (race_arg){.iters = iters,
+                          .async = async,
                           .size = size,
                           .hold = hold < 1    ? 1
                                   : hold > 16 ? 16
@@ -447,11 +453,11 @@ static int step(char **argv, int i, int argc)
         fflush(stdout);
         sleep((unsigned)atoi(ARG(1)));
         return 1;
-    } else if (strcmp(s, "race") == 0) {
+    } else if (strcmp(s, "race") == 0 || strcmp(s, "race-async") == 0) {
         /* race THREADS ITERS SIZE [HOLD]: HOLD is optional (a number) */
         int hold =
             i + 4 < argc && argv[i + 4][0] >= '0' && argv[i + 4][0] <= '9' ? atoi(argv[i + 4]) : 1;
-        race(atoi(ARG(1)), atoi(ARG(2)), parse_size(ARG(3)), hold);
+        race(atoi(ARG(1)), atoi(ARG(2)), parse_size(ARG(3)), hold, s[4] != '\0');
         return i + 4 < argc && argv[i + 4][0] >= '0' && argv[i + 4][0] <= '9' ? 4 : 3;
     } else if (strcmp(s, "retain") == 0) {
         CUcontext c = NULL;
