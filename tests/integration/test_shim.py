@@ -230,6 +230,19 @@ class ChargeTest(SimTestCase):
 class CrossProcessTest(SimTestCase):
     devices = "16Gi"
 
+    def test_forked_child_is_charged_in_its_own_slot(self):
+        # the hot path writes the process's slot through a pointer: a fork
+        # child must write its own, or its death would leave its bytes counted
+        self.make_fraction(limit=1 * Gi)
+        p, held = self.probe_bg("alloc", "100Mi", "fork-alloc", "200Mi", "hold", "60")
+        self.assertEqual(held["fork-alloc"], "ok")
+        self.assertEqual(self.dump()["dev0_used"], 300 * Mi)
+        out = kv(subprocess.run([LEDGERTOOL, "reclaim", self.ledger], capture_output=True,
+                                text=True, check=True).stdout)
+        self.assertEqual(out["reclaimed"], "1")
+        self.assertEqual(self.dump()["dev0_used"], 100 * Mi)
+        self.kill(p)
+
     def test_two_processes_share_one_limit(self):
         self.make_fraction(limit=1 * Gi)
         p, held = self.probe_bg("alloc", "600Mi", "hold", "30")

@@ -12,7 +12,7 @@
  *          ptr-check |
  *          retain DEV | primary-release DEV | primary-reset DEV | ctx-create DEV |
  *          ctx-push[-legacy] DEV (its primary) | ctx-pop[-legacy] | set-pool |
- *          set-pool-default |
+ *          set-pool-default | fork-alloc SIZE |
  *          ctx-legacy DEV | set-limit stack|fifo|heap BYTES | module SIZE | library SIZE |
  *          legacy-pitch W H | pools N SIZE | pools-destroy | pa2000 | barrier PATH
  * (module/library SIZE: a gpusim image of that many bytes; free/freeall
@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "gpufrac/cuda_abi.h"
@@ -362,6 +363,22 @@ static int step(char **argv, int i, int argc)
         rc = s[8] ? f.cuMemSetMemPool(&loc, CU_MEM_ALLOCATION_TYPE_PINNED, dflt)
                   : f.cuDeviceSetMemPool(dev, own_pool);
         report(s, rc);
+    } else if (strcmp(s, "fork-alloc") == 0) {
+        /* a forked child allocates and dies holding it */
+        pid_t pid = fork();
+        int st = 0;
+        if (pid == 0) { /* a child starts with no CUDA state, as on the real driver */
+            CUdeviceptr d = 0;
+            CUcontext c = NULL;
+            if (f.cuInit(0) != CUDA_SUCCESS ||
+                f.cuDevicePrimaryCtxRetain(&c, dev) != CUDA_SUCCESS ||
+                f.cuCtxSetCurrent(c) != CUDA_SUCCESS)
+                _exit(4);
+            _exit(f.cuMemAlloc_v2(&d, parse_size(ARG(1))) == CUDA_SUCCESS ? 0 : 3);
+        }
+        waitpid(pid, &st, 0);
+        printf("fork-alloc=%s\n", WIFEXITED(st) && WEXITSTATUS(st) == 0 ? "ok" : "failed");
+        return 1;
     } else if (strcmp(s, "sync") == 0) {
         report(s, f.cuCtxSynchronize());
     } else if (strcmp(s, "trim") == 0) {
