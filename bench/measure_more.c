@@ -308,11 +308,12 @@ static int callgrind_per(const bench_env *e, const char *kind, const char *extra
 
 /* The plain pair; on gpusim also the pair with two devices visible (what
  * the shim adds there beyond what it adds with one) and the stream-ordered
- * pair (what the shim adds to it). */
+ * pairs, from the current pool and from a pool by handle (what the shim adds
+ * to each). */
 int bench_measure_instructions(const bench_env *e, const bench_plan *p, bench_results *r,
                                gf_error *err)
 {
-    double per[2], two[2], async[2];
+    double per[2], two[2], async[2], pool[2];
 
     if (!p->callgrind || !have_valgrind()) {
         bench_put_str(r, "instructions_status",
@@ -331,11 +332,13 @@ int bench_measure_instructions(const bench_env *e, const bench_plan *p, bench_re
     if (!e->sim)
         return 0;
     if (callgrind_per(e, "pairs", BENCH_SIM_DEVICE "," BENCH_SIM_DEVICE, two, err) < 0 ||
-        callgrind_per(e, "async", "0", async, err) < 0)
+        callgrind_per(e, "async", "0", async, err) < 0 ||
+        callgrind_per(e, "async", "1", pool, err) < 0)
         return -1;
     for (int s = 0; s < 2; s++) {
         bench_put_side(r, "instructions_devices2", (bench_side)s, 1, two[s]);
         bench_put_side(r, "instructions_async", (bench_side)s, 1, async[s]);
+        bench_put_side(r, "instructions_pool", (bench_side)s, 1, pool[s]);
     }
     double extra = (two[1] - two[0]) - (per[1] - per[0]);
     double async_added = async[1] - async[0];
@@ -343,5 +346,7 @@ int bench_measure_instructions(const bench_env *e, const bench_plan *p, bench_re
     bench_put_verdict(r, "instructions_devices2_target", extra <= 0.5);
     bench_put_num(r, "instructions_async_added", 1, async_added);
     bench_put_verdict(r, "instructions_async_target", async_added <= per[1] - per[0]);
+    bench_put_num(r, "instructions_pool_added", 1, pool[1] - pool[0]);
+    bench_put_verdict(r, "instructions_pool_target", pool[1] - pool[0] <= per[1] - per[0]);
     return 0;
 }

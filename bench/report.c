@@ -78,6 +78,8 @@ static const row rows[] = {
      "instructions_devices2_extra_added", NULL, "extra 0", "instructions_devices2_target"},
     {"AllocAsync+FreeAsync, instr/pair", "instructions_async_noshim", "instructions_async_shim",
      "instructions_async_added", NULL, "added <= pair's", "instructions_async_target"},
+    {"FromPoolAsync+Free, instr/pair", "instructions_pool_noshim", "instructions_pool_shim",
+     "instructions_pool_added", NULL, "added <= pair's", "instructions_pool_target"},
     {"2 threads, CPU ns/pair", "threads2_cpu_ns_noshim", "threads2_cpu_ns_shim", NULL,
      "threads2_cost_ratio", "", NULL},
     {"4 threads, CPU ns/pair", "threads4_cpu_ns_noshim", "threads4_cpu_ns_shim", NULL,
