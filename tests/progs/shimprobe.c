@@ -12,7 +12,7 @@
  *          ptr-check |
  *          retain DEV | primary-release DEV | primary-reset DEV | ctx-create DEV |
  *          ctx-push[-legacy] DEV (its primary) | ctx-pop[-legacy] | set-pool |
- *          set-pool-default | fork-alloc SIZE |
+ *          set-pool-default | fork-alloc SIZE | set-current HANDLE |
  *          ctx-legacy DEV | set-limit stack|fifo|heap BYTES | module SIZE | library SIZE |
  *          legacy-pitch W H | pools N SIZE | pools-destroy | pa2000 | barrier PATH
  * (module/library SIZE: a gpusim image of that many bytes; free/freeall
@@ -488,6 +488,11 @@ static int step(char **argv, int i, int argc)
         rc = f.cuDevicePrimaryCtxRetain(&c, atoi(ARG(1)));
         if (rc == CUDA_SUCCESS)
             rc = s[8] ? f.cuCtxPushCurrent(c) : f.cuCtxPushCurrent_v2(c);
+        report(s, rc);
+        return 1;
+    } else if (strcmp(s, "set-current") == 0) {
+        /* set-current HANDLE: any value, 0 for none (a forged one must fail) */
+        rc = f.cuCtxSetCurrent((CUcontext)(uintptr_t)strtoull(ARG(1), NULL, 0));
         report(s, rc);
         return 1;
     } else if (strcmp(s, "ctx-pop") == 0 || strcmp(s, "ctx-pop-legacy") == 0) {
