@@ -102,7 +102,7 @@ class SwitchAttackTest(SimTestCase):
                 break
         held = kv("".join(out))
         self.assertIn("holding", held, "".join(out))
-        self.assertEqual(held["alloc"], "CUDA_ERROR_OUT_OF_MEMORY", "the last one is over the limit")
+        self.assertEqual(held["alloc"], "CUDA_ERROR_OUT_OF_MEMORY", "the last is over the limit")
         d, drv = self.dump(), self.driver()
         self.assertEqual((d["dev0_used"], d["dev1_used"]), (drv["dev0_used"], drv["dev1_used"]),
                          "".join(out))
