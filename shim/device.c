@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Device ordinals of this process, mapped to the fraction's ledger devices. */
+/* Device ordinals of this process, mapped to the fraction's ledger devices,
+ * their hot views, and the calling thread's current ordinal: cached, and
+ * right as long as every context switch passes through a hook that moves
+ * gf_ctx_epoch on (shim.h). */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
