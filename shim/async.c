@@ -178,6 +178,8 @@ static void pools_reconcile(int ordinal)
  * False when the extra does not fit (nothing stays charged). */
 static bool settle_growth(const gf_ordinal *o, gf_hot *h, pool_charge *pc, uint64_t admitted)
 {
+    bool reconciled = false;
+
     for (;;) {
         uint64_t g = atomic_load(&pc->lowering), c = atomic_load(&pc->charged);
         uint64_t now = pool_reserved(pc->pool), back = admitted;
@@ -190,6 +192,12 @@ static bool settle_growth(const gf_ordinal *o, gf_hot *h, pool_charge *pc, uint6
         } else {
             uint64_t growth = now - c, extra = growth > admitted ? growth - admitted : 0;
             if (extra && !gf_ledger_reserve(&gf_state.ledger, o->dev, extra, o->limit)) {
+                if (!reconciled) { /* pools that shrank may still be charged: as any refusal */
+                    reconciled = true;
+                    gf_ledger_reclaim_dead(&gf_state.ledger);
+                    gf_reconcile(pc->ordinal, GF_RECONCILE_REFUSAL);
+                    continue;
+                }
                 gf_ledger_note_denied(&gf_state.ledger, o->dev);
                 gf_unadmit(o, admitted);
                 return false;

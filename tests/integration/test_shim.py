@@ -137,6 +137,16 @@ class ChargeTest(SimTestCase):
                 self.assertEqual(d["dev0_used"], drv["dev0_used"])
                 self.kill(p)
 
+    def test_a_shrunk_pool_does_not_refuse_another_pools_rounding(self):
+        # a pool that shrank at a synchronisation stays charged until a
+        # true-up; an allocation whose rounding (2 MiB granules) needs more
+        # than it was admitted for trues the pools up before it refuses
+        self.make_fraction(limit=1023 * Mi)
+        out = kv(self.probe("pool-async", "4Mi", "free", "sync", "async", str(1018 * Mi + Mi // 2),
+                            "info").stdout)
+        self.assertEqual(out["async"], "ok")
+        self.assertEqual(int(out["free"]), 3 * Mi)
+
     def test_async_pool_destroyed_with_live_allocations(self):
         # the driver keeps a destroyed pool's memory for its live allocations
         # until they are freed; only the unused rest of the reservation goes
