@@ -35,6 +35,7 @@ typedef struct bench_opts {
     int runs;     /* best-of count for single-process timings */
     int startup_runs;
     bool no_callgrind;
+    bool instructions_only; /* --instructions: callgrind counts, no timings */
 } bench_opts;
 
 /* ---- where things are and the two environments (setup.c) ------------------ */

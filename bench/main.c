@@ -2,7 +2,7 @@
 /* gpufrac-bench: measures the shim against no shim in one run.
  *
  *   gpufrac-bench [--quick] [--sim] [--json FILE] [--n PAIRS] [--runs N]
- *                 [--startup-runs N] [--no-callgrind]
+ *                 [--startup-runs N] [--no-callgrind] [--instructions]
  *
  * Without a real GPU (NVML not loadable with the default library path) or
  * with --sim it runs on gpusim from <exe dir>/../lib/gpusim. The shim is
@@ -19,7 +19,7 @@
 static void usage(FILE *f)
 {
     fputs("usage: gpufrac-bench [--quick] [--sim] [--json FILE] [--n PAIRS] [--runs N]\n"
-          "                     [--startup-runs N] [--no-callgrind]\n"
+          "                     [--startup-runs N] [--no-callgrind] [--instructions]\n"
           "Measures libgpufrac.so against no shim in one run and prints a table and\n"
           "key=value lines.\n"
           "  --quick            small counts (CI); timings are then rough\n"
@@ -30,6 +30,8 @@ static void usage(FILE *f)
           "  --runs N           best-of count for single-process timings (default 5)\n"
           "  --startup-runs N   start-ups per side (default 50)\n"
           "  --no-callgrind     do not count instructions per pair under valgrind\n"
+          "  --instructions     only count instructions per pair under valgrind (plain;\n"
+          "                     on gpusim also two devices and stream-ordered): no timings\n"
           "env: GPUFRAC_SHIM=<path to libgpufrac.so>\n",
           f);
 }
@@ -51,15 +53,12 @@ static int parse_count(const char *s, const char *what, long max, long *out)
 /* Returns 0, 1 (stop: help printed, exit 0) or -1 (usage error). */
 static int parse_args(int argc, char **argv, bench_opts *o)
 {
-    static const struct option longs[] = {{"quick", no_argument, NULL, 'q'},
-                                          {"sim", no_argument, NULL, 's'},
-                                          {"json", required_argument, NULL, 'j'},
-                                          {"n", required_argument, NULL, 'n'},
-                                          {"runs", required_argument, NULL, 'r'},
-                                          {"startup-runs", required_argument, NULL, 'u'},
-                                          {"help", no_argument, NULL, 'h'},
-                                          {"no-callgrind", no_argument, NULL, 'c'},
-                                          {NULL, 0, NULL, 0}};
+    static const struct option longs[] = {
+        {"quick", no_argument, NULL, 'q'},        {"sim", no_argument, NULL, 's'},
+        {"json", required_argument, NULL, 'j'},   {"n", required_argument, NULL, 'n'},
+        {"runs", required_argument, NULL, 'r'},   {"startup-runs", required_argument, NULL, 'u'},
+        {"help", no_argument, NULL, 'h'},         {"no-callgrind", no_argument, NULL, 'c'},
+        {"instructions", no_argument, NULL, 'i'}, {NULL, 0, NULL, 0}};
     long v;
     int c;
     while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
@@ -82,6 +81,7 @@ static int parse_args(int argc, char **argv, bench_opts *o)
             o->startup_runs = (int)v;
             break;
         case 'c': o->no_callgrind = true; break;
+        case 'i': o->instructions_only = true; break;
         case 'h': usage(stdout); return 1;
         default: usage(stderr); return -1;
         }
@@ -138,6 +138,13 @@ static int run_all(bench_env *e, const bench_opts *o, bench_results *r, gf_error
     bench_put_u64(r, "fraction_limit_bytes", total / 2);
     fprintf(stderr, "gpufrac-bench: on %s (%s); measuring...\n", e->sim ? "gpusim" : "a real GPU",
             bench_get(r, "device_name"));
+    if (o->instructions_only) {
+        p.callgrind = true;
+        if (bench_env_fraction(e, total / 2, err) < 0 ||
+            bench_measure_instructions(e, &p, r, err) < 0)
+            return -1;
+        return 0;
+    }
     if (bench_env_fraction(e, total / 2, err) < 0 || bench_measure_pairs(e, &p, r, err) < 0 ||
         bench_measure_contended(e, &p, r, err) < 0 || bench_measure_big(e, &p, r, err) < 0 ||
         bench_measure_launch(e, &p, r, err) < 0 || bench_measure_startup(e, &p, r, err) < 0 ||

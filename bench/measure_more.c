@@ -236,8 +236,10 @@ static bool have_valgrind(void)
     return false;
 }
 
-/* Total instructions of one worker run under callgrind (its log's "I refs"). */
-static int callgrind_ir(const bench_env *e, bench_side s, long n, uint64_t *ir, gf_error *err)
+/* Total instructions of one worker run under callgrind (its log's "I refs"):
+ * `--worker KIND N SIZE 1 [extra]` (one timed run of N after its warm-up). */
+static int callgrind_ir(const bench_env *e, bench_side s, const char *kind, long n,
+                        const char *extra, uint64_t *ir, gf_error *err)
 {
     char log[GF_PATH_MAX + 16], logopt[GF_PATH_MAX + 32], pairs[24], size[24], line[256];
     snprintf(log, sizeof(log), "%s/callgrind.log", e->tmp);
@@ -250,10 +252,11 @@ static int callgrind_ir(const bench_env *e, bench_side s, long n, uint64_t *ir, 
                           logopt,
                           e->exe,
                           "--worker",
-                          "pairs",
+                          kind,
                           pairs,
                           size,
                           "1",
+                          extra,
                           NULL};
     posix_spawn_file_actions_t fa;
     pid_t pid;
@@ -281,18 +284,36 @@ static int callgrind_ir(const bench_env *e, bench_side s, long n, uint64_t *ir, 
         fclose(f);
     unlink(log);
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || *ir == 0)
-        return gf_error_set(err, GF_ESTATE, "the pairs worker failed under callgrind (%s)",
+        return gf_error_set(err, GF_ESTATE, "the %s worker failed under callgrind (%s)", kind,
                             s == SIDE_SHIM ? "shim" : "no shim");
     return 0;
 }
 
-/* Two runs of different lengths: their difference is n pairs exactly, free of
- * start-up and of the warm-up each run does (n/10 + 1 pairs). */
+/* Instructions per iteration of one worker kind on both sides. Two runs of
+ * different lengths: their difference is n iterations exactly, free of
+ * start-up and of the warm-up each run does (n/10 + 1). */
+static int callgrind_per(const bench_env *e, const char *kind, const char *extra, double per[2],
+                         gf_error *err)
+{
+    const long n = 10000;
+    for (int s = 0; s < 2; s++) {
+        uint64_t a, b;
+        if (callgrind_ir(e, (bench_side)s, kind, n, extra, &a, err) < 0 ||
+            callgrind_ir(e, (bench_side)s, kind, 2 * n, extra, &b, err) < 0)
+            return -1;
+        per[s] = (double)(b - a) / (double)(n + n / 10);
+    }
+    return 0;
+}
+
+/* The plain pair; on gpusim also the pair with two devices visible (what
+ * the shim adds there beyond what it adds with one) and the stream-ordered
+ * pairs, from the current pool and from a pool by handle (what the shim adds
+ * to each). */
 int bench_measure_instructions(const bench_env *e, const bench_plan *p, bench_results *r,
                                gf_error *err)
 {
-    const long n = 10000;
-    double per[2];
+    double per[2], two[2], async[2], pool[2];
 
     if (!p->callgrind || !have_valgrind()) {
         bench_put_str(r, "instructions_status",
@@ -301,17 +322,31 @@ int bench_measure_instructions(const bench_env *e, const bench_plan *p, bench_re
         bench_put_str(r, "instructions_target", "skipped");
         return 0;
     }
-    for (int s = 0; s < 2; s++) {
-        uint64_t a, b;
-        if (callgrind_ir(e, (bench_side)s, n, &a, err) < 0 ||
-            callgrind_ir(e, (bench_side)s, 2 * n, &b, err) < 0)
-            return -1;
-        per[s] = (double)(b - a) / (double)(n + n / 10);
-    }
+    if (callgrind_per(e, "pairs", NULL, per, err) < 0)
+        return -1;
     bench_put_str(r, "instructions_status", "ok");
     for (int s = 0; s < 2; s++)
         bench_put_side(r, "instructions_per_pair", (bench_side)s, 1, per[s]);
     bench_put_num(r, "instructions_added", 1, per[1] - per[0]);
     bench_put_verdict(r, "instructions_target", per[1] - per[0] <= 150.0);
+    if (!e->sim)
+        return 0;
+    if (callgrind_per(e, "pairs", BENCH_SIM_DEVICE "," BENCH_SIM_DEVICE, two, err) < 0 ||
+        callgrind_per(e, "async", "0", async, err) < 0 ||
+        callgrind_per(e, "async", "1", pool, err) < 0)
+        return -1;
+    for (int s = 0; s < 2; s++) {
+        bench_put_side(r, "instructions_devices2", (bench_side)s, 1, two[s]);
+        bench_put_side(r, "instructions_async", (bench_side)s, 1, async[s]);
+        bench_put_side(r, "instructions_pool", (bench_side)s, 1, pool[s]);
+    }
+    double extra = (two[1] - two[0]) - (per[1] - per[0]);
+    double async_added = async[1] - async[0];
+    bench_put_num(r, "instructions_devices2_extra_added", 1, extra);
+    bench_put_verdict(r, "instructions_devices2_target", extra <= 0.5);
+    bench_put_num(r, "instructions_async_added", 1, async_added);
+    bench_put_verdict(r, "instructions_async_target", async_added <= per[1] - per[0]);
+    bench_put_num(r, "instructions_pool_added", 1, pool[1] - pool[0]);
+    bench_put_verdict(r, "instructions_pool_target", pool[1] - pool[0] <= per[1] - per[0]);
     return 0;
 }

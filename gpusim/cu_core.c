@@ -655,6 +655,19 @@ GS_API CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
     return CUDA_SUCCESS;
 }
 
+/* the pre-4.0 ABI: the same stack */
+GS_API CUresult cuCtxPushCurrent(CUcontext ctx)
+{
+    GS_FAILPOINT("cuCtxPushCurrent");
+    return cuCtxPushCurrent_v2(ctx);
+}
+
+GS_API CUresult cuCtxPopCurrent(CUcontext *pctx)
+{
+    GS_FAILPOINT("cuCtxPopCurrent");
+    return cuCtxPopCurrent_v2(pctx);
+}
+
 /* The current context's device. With none current (or a released primary
  * current), behave like the runtime: retain the device's primary context
  * once for the process and make it current (GPUSIM_STRICT_CTX=1: fail like

@@ -288,6 +288,19 @@ GS_API CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
     return CUDA_SUCCESS;
 }
 
+#if GS_DRIVER_VERSION >= 13000
+/* 13.0's form of cuDeviceSetMemPool: a device location's pinned allocations */
+GS_API CUresult cuMemSetMemPool(CUmemLocation *location, CUmemAllocationType type,
+                                CUmemoryPool pool)
+{
+    GS_FAILPOINT("cuMemSetMemPool");
+    if (!location || location->type != CU_MEM_LOCATION_TYPE_DEVICE ||
+        type != CU_MEM_ALLOCATION_TYPE_PINNED)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    return cuDeviceSetMemPool(location->id, pool);
+}
+#endif
+
 GS_API CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props)
 {
     int p = -1;

@@ -17,7 +17,9 @@
 #if GS_DRIVER_VERSION >= 13000
 #define GS_CU_EXPORTS_13(X)                                                            \
     X(cuCtxGetDevice_v2, cuCtxGetDevice, 13000, 0, (CUdevice * device, CUcontext ctx)) \
-    X(cuCtxSynchronize_v2, cuCtxSynchronize, 13000, 0, (CUcontext ctx))
+    X(cuCtxSynchronize_v2, cuCtxSynchronize, 13000, 0, (CUcontext ctx))                \
+    X(cuMemSetMemPool, cuMemSetMemPool, 13000, 0,                                      \
+      (CUmemLocation * location, CUmemAllocationType type, CUmemoryPool pool))
 #else
 #define GS_CU_EXPORTS_13(X)
 #endif
@@ -75,6 +77,8 @@
     X(cuCtxGetCurrent, cuCtxGetCurrent, 4000, 0, (CUcontext * pctx))                               \
     X(cuCtxPushCurrent_v2, cuCtxPushCurrent, 4000, 0, (CUcontext ctx))                             \
     X(cuCtxPopCurrent_v2, cuCtxPopCurrent, 4000, 0, (CUcontext * pctx))                            \
+    X(cuCtxPushCurrent, cuCtxPushCurrent, 2000, 0, (CUcontext ctx))                                \
+    X(cuCtxPopCurrent, cuCtxPopCurrent, 2000, 0, (CUcontext * pctx))                               \
     X(cuCtxGetDevice, cuCtxGetDevice, 2000, 0, (CUdevice * device))                                \
     X(cuCtxSynchronize, cuCtxSynchronize, 2000, 0, (void))                                         \
     GS_CU_EXPORTS_13(X)                                                                            \

@@ -51,7 +51,8 @@ static inline bool fast_put(uint64_t p, uint64_t bytes, int ordinal)
     return true;
 }
 
-static inline bool fast_take(uint64_t p, gf_entry *e)
+/* Takes p out of its slot: its word (bytes << FAST_ORD_BITS | ordinal). */
+static inline bool fast_take(uint64_t p, uint64_t *word)
 {
     fast_slot *s = fast_home(p);
     uint64_t k = p;
@@ -61,32 +62,48 @@ static inline bool fast_take(uint64_t p, gf_entry *e)
         !atomic_compare_exchange_strong_explicit(&s->key, &k, FAST_BUSY, memory_order_acquire,
                                                  memory_order_relaxed))
         return false;
-    uint64_t w = s->word;
+    *word = s->word;
     atomic_store_explicit(&s->key, 0, memory_order_release);
-    *e = (gf_entry){.key = p,
-                    .bytes = w >> FAST_ORD_BITS,
-                    .ordinal = (int32_t)(w & ((1u << FAST_ORD_BITS) - 1))};
     return true;
 }
 
-static inline __attribute__((always_inline)) void remember(CUdeviceptr p, uint64_t bytes,
-                                                           int ordinal, int kind)
+static inline uint64_t word_bytes(uint64_t w)
 {
-    if (__builtin_expect(fast_put(p, bytes, ordinal), 1))
-        return;
+    return w >> FAST_ORD_BITS;
+}
+
+static inline int word_ordinal(uint64_t w)
+{
+    return (int)(w & ((1u << FAST_ORD_BITS) - 1));
+}
+
+static void __attribute__((noinline))
+remember_slow(CUdeviceptr p, uint64_t bytes, int ordinal, int kind)
+{
     gf_entry e = {.key = p, .bytes = bytes, .ordinal = ordinal, .kind = kind};
     if (!gf_table_put(&gf_ptrs, &e))
         gf_log(GF_LOG_ERROR, "out of host memory tracking %#llx: its %llu bytes stay counted",
                (unsigned long long)p, (unsigned long long)bytes);
 }
 
+static inline __attribute__((always_inline)) void remember(CUdeviceptr p, uint64_t bytes,
+                                                           int ordinal, int kind)
+{
+    if (__builtin_expect(!fast_put(p, bytes, ordinal), 0))
+        remember_slow(p, bytes, ordinal, kind);
+}
+
 typedef CUresult (*alloc_call)(void *dptr, size_t bytes, unsigned int flags);
 
+static inline __attribute__((always_inline)) CUdeviceptr returned(void *dptr, int kind)
+{
+    return kind == KIND_LEGACY ? *(CUdeviceptr_v1 *)dptr : *(CUdeviceptr *)dptr;
+}
+
 /* Reserve first, then ask the driver: the fraction can never pass its limit,
- * not even for the duration of one call. */
-/* Inline into each hook, so that call is a direct call of the driver. */
-static inline __attribute__((always_inline)) CUresult
-alloc_admitted(void *dptr, size_t bytes, int kind, alloc_call call, unsigned int flags)
+ * not even for the duration of one call. Every case but the hot one. */
+static CUresult __attribute__((noinline))
+alloc_cold(void *dptr, size_t bytes, int kind, alloc_call call, unsigned int flags)
 {
     int ord = gf_current_ordinal();
     const gf_ordinal *o = ord >= 0 ? gf_ordinal_of(ord) : NULL;
@@ -103,9 +120,35 @@ alloc_admitted(void *dptr, size_t bytes, int kind, alloc_call call, unsigned int
         gf_unadmit(o, bytes);
         return rc;
     }
-    remember(kind == KIND_LEGACY ? *(CUdeviceptr_v1 *)dptr : *(CUdeviceptr *)dptr, bytes, ord,
-             kind);
+    remember(returned(dptr, kind), bytes, ord, kind);
     return rc;
+}
+
+/* The driver refused the hot path's allocation: the reservation goes back. */
+static CUresult __attribute__((noinline)) alloc_refused(int ord, uint64_t bytes, CUresult rc)
+{
+    gf_hot_release(&gf_state.hot[ord], bytes);
+    return rc;
+}
+
+/* Inline into each hook, so that call is a direct call of the driver. The
+ * hot ordinal's path (no agent: a refused call has no loan to take back);
+ * a refusal goes the cold way, which reclaims before it refuses. Everything
+ * off it is out of line, so the hook keeps few registers across the call. */
+static inline __attribute__((always_inline)) CUresult
+alloc_admitted(void *dptr, size_t bytes, int kind, alloc_call call, unsigned int flags)
+{
+    int ord = gf_current_ordinal();
+    gf_hot *h = gf_hot_ordinal(ord);
+    CUresult rc;
+
+    if (__builtin_expect(!h || !gf_hot_reserve(h, bytes), 0))
+        return alloc_cold(dptr, bytes, kind, call, flags);
+    rc = call(dptr, bytes, flags);
+    if (__builtin_expect(rc != CUDA_SUCCESS, 0))
+        return alloc_refused(ord, bytes, rc);
+    remember(returned(dptr, kind), bytes, ord, kind);
+    return CUDA_SUCCESS;
 }
 
 static CUresult call_alloc(void *dptr, size_t bytes, unsigned int flags)
@@ -233,15 +276,16 @@ GF_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
 }
 
 /* Frees always reach the driver, tracked or not; the charge is returned only
- * when the driver accepted the free. */
-static inline __attribute__((always_inline)) CUresult
-free_tracked(CUdeviceptr dptr, CUresult (*call)(CUdeviceptr, void *), void *arg)
+ * when the driver accepted the free. Every case but a pointer in its slot. */
+static CUresult __attribute__((noinline))
+free_cold(CUdeviceptr dptr, CUresult (*call)(CUdeviceptr, void *), void *arg)
 {
     gf_entry e;
-    bool tracked = fast_take(dptr, &e) || gf_table_take(&gf_ptrs, dptr, &e);
+    bool async = gf_async_take_slot(dptr, &e);
+    bool tracked = !async && gf_table_take(&gf_ptrs, dptr, &e);
     CUresult rc;
 
-    if (__builtin_expect(!tracked, 0) && gf_async_take(dptr, &e)) {
+    if (async || (!tracked && gf_async_take(dptr, &e))) {
         /* a stream-ordered allocation: its pool holds the charge */
         rc = call(dptr, arg);
         if (rc == CUDA_SUCCESS)
@@ -257,10 +301,32 @@ free_tracked(CUdeviceptr dptr, CUresult (*call)(CUdeviceptr, void *), void *arg)
         gf_table_put(&gf_ptrs, &e);
         return rc;
     }
-    const gf_ordinal *o = gf_ordinal_of(e.ordinal);
-    if (o)
-        gf_unadmit(o, e.bytes);
+    gf_return_charge(e.ordinal, e.bytes);
     return rc;
+}
+
+/* The driver refused the free of a pointer taken from its slot: it stays
+ * tracked, in the table. */
+static CUresult __attribute__((noinline)) free_refused(CUdeviceptr p, uint64_t w, CUresult rc)
+{
+    gf_entry e = {.key = p, .bytes = word_bytes(w), .ordinal = word_ordinal(w)};
+    gf_table_put(&gf_ptrs, &e);
+    return rc;
+}
+
+static inline __attribute__((always_inline)) CUresult
+free_tracked(CUdeviceptr dptr, CUresult (*call)(CUdeviceptr, void *), void *arg)
+{
+    uint64_t w;
+    CUresult rc;
+
+    if (__builtin_expect(!fast_take(dptr, &w), 0))
+        return free_cold(dptr, call, arg);
+    rc = call(dptr, arg);
+    if (__builtin_expect(rc != CUDA_SUCCESS, 0))
+        return free_refused(dptr, w, rc);
+    gf_return_charge(word_ordinal(w), word_bytes(w));
+    return CUDA_SUCCESS;
 }
 
 static CUresult call_free(CUdeviceptr p, void *arg)

@@ -4,66 +4,132 @@
  * device loses. Each allocation is admitted for its size first, then the
  * charge is trued up to the pool's reservation. Frees return memory to the
  * pool; the pool shrinks at synchronisation, which is seen at the next
- * reconcile (trim, memory query, or refusal) or right after the next
- * allocation from that pool. */
+ * reconcile (trim, memory query, or refusal).
+ *
+ * A pool's charge moves without a lock: whoever sees the reservation above
+ * the charge moves the charge up to it with a compare-and-swap from a value
+ * it read *before* it asked the driver, so a stale answer never lowers a
+ * charge another thread raised since, and each byte of growth is settled by
+ * exactly one thread. Only a true-up lowers a charge (the same rule), and
+ * only a free of a destroyed pool's allocation takes the lock. */
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "async.h"
 #include "shim.h"
 #include "table.h"
 
 enum { KIND_ASYNC = 30 };
+#define DESTROYED (1ULL << 63) /* in outstanding: the pool was destroyed */
 
-/* One per pool the process allocated from, however many there are. A pool
- * destroyed with allocations still live stays here, charged for those, until
- * the last of them is freed: the driver holds their memory until then. */
+/* One per pool the process allocated from, however many there are. A record
+ * never moves and is never freed (a thread may still hold it): allocations
+ * name theirs by address. A pool destroyed with allocations still live keeps
+ * its record charged for those until the last of them is freed: the driver
+ * holds their memory until then. */
 typedef struct pool_charge {
     CUmemoryPool pool;
-    uint64_t id; /* the pool handle may be reused once destroyed: pointers name this */
     int ordinal;
-    bool destroyed;
-    uint64_t charged;
-    uint64_t outstanding; /* bytes of live allocations from it */
+    _Atomic uint64_t charged;
+    _Atomic uint64_t outstanding; /* bytes of live allocations from it, | DESTROYED */
+    _Atomic uint64_t lowering;    /* odd while a true-up lowers charged; +2 each */
 } pool_charge;
 
 static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER;
-static pool_charge *pools;
+static pool_charge **pools; /* the pools not destroyed, under pools_lock */
 static int n_pools, cap_pools;
-static uint64_t next_id = 1;
-static gf_table async_ptrs; /* pointer -> bytes, pool id (aux) */
+static gf_table async_ptrs; /* pointer -> bytes, record (aux) */
 
 /* Caller holds pools_lock. */
 static pool_charge *pool_find(CUmemoryPool pool, int ordinal, bool add)
 {
     for (int i = 0; i < n_pools; i++)
-        if (pools[i].pool == pool && !pools[i].destroyed)
-            return &pools[i];
+        if (pools[i]->pool == pool)
+            return pools[i];
     if (!add)
         return NULL;
     if (n_pools == cap_pools) {
         int ncap = cap_pools ? cap_pools * 2 : 16;
-        pool_charge *n = realloc(pools, (size_t)ncap * sizeof(*n));
+        pool_charge **n = realloc(pools, (size_t)ncap * sizeof(*n));
         if (!n)
             return NULL;
         pools = n;
         cap_pools = ncap;
     }
-    pools[n_pools] = (pool_charge){.pool = pool, .ordinal = ordinal, .id = next_id++};
-    return &pools[n_pools++];
+    pool_charge *pc = calloc(1, sizeof(*pc));
+    if (!pc)
+        return NULL;
+    pc->pool = pool;
+    pc->ordinal = ordinal;
+    pools[n_pools++] = pc;
+    return pc;
 }
 
-static pool_charge *pool_by_id(uint64_t id)
+static void pool_unlist(pool_charge *pc)
 {
     for (int i = 0; i < n_pools; i++)
-        if (pools[i].id == id)
-            return &pools[i];
-    return NULL;
+        if (pools[i] == pc) {
+            pools[i] = pools[--n_pools];
+            return;
+        }
 }
 
-static void pool_remove(pool_charge *pc)
+static pool_charge *pool_record(CUmemoryPool pool, int ordinal)
 {
-    *pc = pools[--n_pools];
+    pthread_mutex_lock(&pools_lock);
+    pool_charge *pc = pool_find(pool, ordinal, true);
+    pthread_mutex_unlock(&pools_lock);
+    if (!pc)
+        gf_log(GF_LOG_ERROR, "out of host memory: a memory pool's reservation is not counted");
+    return pc;
+}
+
+/* The calling thread's last pools, valid while the context epoch is the one
+ * they were found at: every hook that can change a device's current pool or
+ * end a pool (cuDeviceSetMemPool, cuMemSetMemPool, cuMemPoolDestroy, context
+ * ends) moves the epoch on. key = epoch ^ ordinal. */
+typedef struct pool_cache {
+    uint64_t key;
+    CUmemoryPool pool;
+    pool_charge *pc;
+} pool_cache;
+static _Thread_local pool_cache current_cache __attribute__((tls_model("initial-exec")));
+static _Thread_local pool_cache named_cache __attribute__((tls_model("initial-exec")));
+
+static inline uint64_t cache_key(int ordinal)
+{
+    return atomic_load_explicit(&gf_ctx_epoch, memory_order_relaxed) ^ (uint64_t)ordinal;
+}
+
+/* The record of the ordinal's current pool (what cuMemAllocAsync takes
+ * from), or NULL when the driver cannot say. */
+static pool_charge *pool_current(int ordinal)
+{
+    uint64_t key = cache_key(ordinal);
+    CUmemoryPool target;
+
+    if (__builtin_expect(current_cache.key == key, 1))
+        return current_cache.pc;
+    if (!gf_cu.cuDeviceGetMemPool || gf_cu.cuDeviceGetMemPool(&target, ordinal) != CUDA_SUCCESS ||
+        !target)
+        return NULL;
+    pool_charge *pc = pool_record(target, ordinal);
+    if (pc)
+        current_cache = (pool_cache){.key = key, .pool = target, .pc = pc};
+    return pc;
+}
+
+static pool_charge *pool_named(CUmemoryPool pool, int ordinal)
+{
+    uint64_t key = cache_key(ordinal);
+
+    if (__builtin_expect(named_cache.key == key && named_cache.pool == pool, 1))
+        return named_cache.pc;
+    pool_charge *pc = pool_record(pool, ordinal);
+    if (pc)
+        named_cache = (pool_cache){.key = key, .pool = pool, .pc = pc};
+    return pc;
 }
 
 static uint64_t pool_reserved(CUmemoryPool pool)
@@ -75,89 +141,137 @@ static uint64_t pool_reserved(CUmemoryPool pool)
     return v;
 }
 
-/* Moves pc->charged to what the driver holds now. Caller holds pools_lock. */
+/* Lowers pc->charged to what the driver holds now, when it holds less (the
+ * pool shrank at a synchronisation). Never raises it: every growth is an
+ * allocation's, which settles it itself (settle_growth). Caller holds
+ * pools_lock, so lowerings never overlap; lowering is odd while one runs,
+ * which is what an allocation that finds its growth already charged checks
+ * (the charge it counted on must not be lowered by an older answer). */
 static void pool_true_up(pool_charge *pc)
 {
     const gf_ordinal *o = gf_ordinal_get(pc->ordinal);
-    uint64_t now;
 
-    if (pc->destroyed || !o || o->dev < 0)
+    if ((atomic_load(&pc->outstanding) & DESTROYED) || !o || o->dev < 0)
         return; /* a destroyed pool cannot be asked: its live allocations count */
-    now = pool_reserved(pc->pool);
-    if (now == UINT64_MAX || now == pc->charged)
-        return;
-    if (now < pc->charged)
-        gf_ledger_release(&gf_state.ledger, o->dev, pc->charged - now);
-    else
-        gf_ledger_charge(&gf_state.ledger, o->dev, now - pc->charged);
-    pc->charged = now;
+    atomic_fetch_add(&pc->lowering, 1);
+    uint64_t c = atomic_load(&pc->charged), now = pool_reserved(pc->pool);
+    if (now < c && atomic_compare_exchange_strong(&pc->charged, &c, now))
+        gf_ledger_release(&gf_state.ledger, o->dev, c - now);
+    atomic_fetch_add(&pc->lowering, 1);
 }
 
 static void pools_reconcile(int ordinal)
 {
     pthread_mutex_lock(&pools_lock);
     for (int i = 0; i < n_pools; i++)
-        if (ordinal < 0 || pools[i].ordinal == ordinal)
-            pool_true_up(&pools[i]);
+        if (ordinal < 0 || pools[i]->ordinal == ordinal)
+            pool_true_up(pools[i]);
     pthread_mutex_unlock(&pools_lock);
 }
 
-/* What the pool holds now against what it is charged: a shrink (the pool
- * trimmed at a synchronisation) is given back, a growth is what the
- * allocation took. Caller holds pools_lock. */
-static uint64_t pool_growth(pool_charge *pc, const gf_ordinal *o, uint64_t now)
+/* The allocation was admitted for `admitted` bytes (by the hot view when h
+ * is not NULL); the pool may have grown by less (memory reused) or more
+ * (rounding). Settles the charge at the growth: the charge is raised by a
+ * compare-and-swap from a value read before the driver was asked, the extra
+ * reserved first (so a refusal leaves nothing to undo but the admission);
+ * a growth the charge already covers needs no lowering to have begun since.
+ * False when the extra does not fit (nothing stays charged). */
+static bool settle_growth(const gf_ordinal *o, gf_hot *h, pool_charge *pc, uint64_t admitted)
 {
-    if (now == UINT64_MAX)
-        return 0;
-    if (now < pc->charged) {
-        gf_ledger_release(&gf_state.ledger, o->dev, pc->charged - now);
-        pc->charged = now;
+    bool reconciled = false;
+
+    for (;;) {
+        uint64_t g = atomic_load(&pc->lowering), c = atomic_load(&pc->charged);
+        uint64_t now = pool_reserved(pc->pool), back = admitted;
+
+        if (g & 1)
+            continue; /* a true-up is lowering the charge: ask again */
+        if (now == UINT64_MAX || now <= c) {
+            if (atomic_load(&pc->lowering) != g)
+                continue;
+        } else {
+            uint64_t growth = now - c, extra = growth > admitted ? growth - admitted : 0;
+            if (extra && !gf_ledger_reserve(&gf_state.ledger, o->dev, extra, o->limit)) {
+                if (!reconciled) { /* pools that shrank may still be charged: as any refusal */
+                    reconciled = true;
+                    gf_ledger_reclaim_dead(&gf_state.ledger);
+                    gf_reconcile(pc->ordinal, GF_RECONCILE_REFUSAL);
+                    continue;
+                }
+                gf_ledger_note_denied(&gf_state.ledger, o->dev);
+                gf_unadmit(o, admitted);
+                return false;
+            }
+            if (!atomic_compare_exchange_strong(&pc->charged, &c, now)) {
+                if (extra)
+                    gf_unadmit(o, extra); /* another moved the charge: ask again */
+                continue;
+            }
+            back = admitted - (growth - extra);
+        }
+        if (back && h)
+            gf_hot_release(h, back);
+        else if (back)
+            gf_unadmit(o, back);
+        return true;
     }
-    return now - pc->charged;
 }
 
-/* The allocation was admitted for `admitted` bytes; the pool may have grown
- * by less (memory reused) or more (rounding). Settles the charge at the
- * growth and counts the allocation against its pool, all under one take of
- * the lock and one query of the pool; returns false when the extra does not
- * fit (nothing stays charged). */
-static bool settle_growth(const gf_ordinal *o, CUmemoryPool target, int ord, uint64_t admitted,
-                          uint64_t bytes, uint64_t *id)
-{
-    bool ok = true;
-    pthread_mutex_lock(&pools_lock);
-    pool_charge *pc = pool_find(target, ord, true);
-    uint64_t now = pool_reserved(target);
-    uint64_t growth = pc ? pool_growth(pc, o, now) : 0;
+/* In front of async_ptrs, as alloc.c's slots are in front of gf_ptrs: one
+ * direct-mapped slot per hash, claimed by a compare-and-swap of its key to
+ * SLOT_BUSY, published by storing the key; a pointer is in its slot or in
+ * the table, never both. */
+#define SLOT_BITS 12
+#define SLOT_BUSY 1ULL
 
-    if (growth <= admitted) {
-        gf_unadmit(o, admitted - growth);
-    } else if (gf_ledger_reserve(&gf_state.ledger, o->dev, growth - admitted, o->limit)) {
-        ;
-    } else {
-        gf_ledger_note_denied(&gf_state.ledger, o->dev);
-        gf_unadmit(o, admitted);
-        ok = false;
-    }
-    if (!pc) {
-        *id = 0;
-        gf_log(GF_LOG_ERROR, "out of host memory: a memory pool's reservation is not counted");
-    } else {
-        if (ok && growth)
-            pc->charged = now;
-        if (ok)
-            pc->outstanding += bytes;
-        *id = pc->id;
-    }
-    pthread_mutex_unlock(&pools_lock);
-    return ok;
+typedef struct async_slot {
+    _Atomic uint64_t key; /* 0 free, SLOT_BUSY claimed, else the pointer */
+    uint64_t bytes;
+    pool_charge *pc;
+    uint64_t pad;
+} async_slot;
+static async_slot slots[1 << SLOT_BITS];
+
+static inline async_slot *slot_home(uint64_t p)
+{
+    return &slots[gf_table_hash(p) >> (64 - SLOT_BITS)];
 }
 
-static void track_async(CUdeviceptr p, uint64_t bytes, int ord, uint64_t id)
+static void track_async(CUdeviceptr p, uint64_t bytes, int ord, pool_charge *pc)
 {
-    gf_entry e = {.key = p, .bytes = bytes, .ordinal = ord, .kind = KIND_ASYNC, .aux = id};
-    if (id && !gf_table_put(&async_ptrs, &e))
+    async_slot *s = slot_home(p);
+    uint64_t free_key = 0;
+
+    if (p > SLOT_BUSY &&
+        atomic_compare_exchange_strong_explicit(&s->key, &free_key, SLOT_BUSY, memory_order_acquire,
+                                                memory_order_relaxed)) {
+        s->bytes = bytes;
+        s->pc = pc;
+        atomic_store_explicit(&s->key, p, memory_order_release);
+        return;
+    }
+    gf_entry e = {
+        .key = p, .bytes = bytes, .ordinal = ord, .kind = KIND_ASYNC, .aux = (uintptr_t)pc};
+    if (!gf_table_put(&async_ptrs, &e))
         gf_log(GF_LOG_ERROR, "out of host memory tracking %#llx", (unsigned long long)p);
+}
+
+GF_HIDDEN bool gf_async_take_slot(CUdeviceptr p, struct gf_entry *out)
+{
+    async_slot *s = slot_home(p);
+    uint64_t k = p;
+
+    if (atomic_load_explicit(&s->key, memory_order_relaxed) != p || p <= SLOT_BUSY ||
+        !atomic_compare_exchange_strong_explicit(&s->key, &k, SLOT_BUSY, memory_order_acquire,
+                                                 memory_order_relaxed))
+        return false;
+    *out = (gf_entry){.key = p,
+                      .bytes = s->bytes,
+                      .ordinal = s->pc->ordinal,
+                      .kind = KIND_ASYNC,
+                      .aux = (uintptr_t)s->pc};
+    atomic_store_explicit(&s->key, 0, memory_order_release);
+    return true;
 }
 
 GF_HIDDEN bool gf_async_take(CUdeviceptr dptr, struct gf_entry *out)
@@ -170,62 +284,60 @@ GF_HIDDEN void gf_async_put_back(const struct gf_entry *e)
     gf_table_put(&async_ptrs, e);
 }
 
-/* The driver took the free: a destroyed pool gives its bytes back now, and
- * goes once its last allocation has. */
+/* The driver took the free. A destroyed pool gives its bytes back now (the
+ * last allocation all that is left), under the lock; a live one's charge
+ * stays for its reservation. */
 GF_HIDDEN void gf_async_freed(const struct gf_entry *e)
 {
+    pool_charge *pc = (pool_charge *)(uintptr_t)e->aux;
+    uint64_t old = atomic_fetch_sub(&pc->outstanding, e->bytes);
+
+    if (__builtin_expect(!(old & DESTROYED), 1))
+        return;
     pthread_mutex_lock(&pools_lock);
-    pool_charge *pc = pool_by_id(e->aux);
-    if (pc) {
-        pc->outstanding -= e->bytes < pc->outstanding ? e->bytes : pc->outstanding;
-        if (pc->destroyed) {
-            const gf_ordinal *o = gf_ordinal_get(pc->ordinal);
-            uint64_t back = pc->outstanding ? (e->bytes < pc->charged ? e->bytes : pc->charged)
-                                            : pc->charged;
-            if (o)
-                gf_unadmit(o, back);
-            pc->charged -= back;
-            if (!pc->outstanding)
-                pool_remove(pc);
-        }
-    }
+    const gf_ordinal *o = gf_ordinal_get(pc->ordinal);
+    uint64_t c = atomic_load(&pc->charged);
+    uint64_t left = (old & ~DESTROYED) - e->bytes;
+    uint64_t back = left ? (e->bytes < c ? e->bytes : c) : c;
+    if (o)
+        gf_unadmit(o, back);
+    atomic_store(&pc->charged, c - back);
     pthread_mutex_unlock(&pools_lock);
 }
 
 typedef CUresult (*async_call)(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, CUstream s,
                                void *fn);
 
+/* Admitted for its size, then settled at the pool's growth. The hot
+ * ordinal's admission is inline; the rest the cold way. */
 static CUresult alloc_async(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, CUstream stream,
                             async_call call, void *fn)
 {
     int ord = gf_current_ordinal();
-    const gf_ordinal *o = ord >= 0 ? gf_ordinal_get(ord) : NULL;
-    CUmemoryPool target = pool;
+    const gf_ordinal *o = ord >= 0 ? gf_ordinal_of(ord) : NULL;
+    gf_hot *h = gf_hot_ordinal(ord);
     CUresult rc;
 
     if (!o)
         return call(dptr, bytes, pool, stream, fn);
-    uint64_t id = 0;
-
-    /* no true-up before the call: a pool that shrank is settled after it
-     * (pool_growth), and a refusal trues every pool up before it refuses */
-    if (!target && (!gf_cu.cuDeviceGetMemPool || gf_cu.cuDeviceGetMemPool(&target, ord)))
-        target = NULL;
-    if (!gf_admit(o, bytes))
+    /* no true-up before the call: a refusal trues every pool up before it refuses */
+    pool_charge *pc = pool ? pool_named(pool, ord) : pool_current(ord);
+    if (!(h ? gf_hot_reserve(h, bytes) || gf_admit(o, bytes) : gf_admit(o, bytes)))
         return CUDA_ERROR_OUT_OF_MEMORY;
     rc = call(dptr, bytes, pool, stream, fn);
-    if (rc != CUDA_SUCCESS || !target) {
+    if (rc != CUDA_SUCCESS || !pc) {
         gf_unadmit(o, bytes);
         return rc;
     }
-    if (!settle_growth(o, target, ord, bytes, bytes, &id)) { /* grew past the limit: give it back */
+    if (!settle_growth(o, h, pc, bytes)) { /* grew past the limit: give it back */
         gf_cu.cuMemFreeAsync(*dptr, stream);
         if (gf_cu.cuMemPoolTrimTo)
-            gf_cu.cuMemPoolTrimTo(target, 0);
+            gf_cu.cuMemPoolTrimTo(pc->pool, 0);
         *dptr = 0;
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    track_async(*dptr, bytes, ord, id);
+    atomic_fetch_add_explicit(&pc->outstanding, bytes, memory_order_relaxed);
+    track_async(*dptr, bytes, ord, pc);
     return rc;
 }
 
@@ -276,7 +388,9 @@ GF_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
 }
 
 /* The driver keeps a destroyed pool's memory for its live allocations until
- * they are freed; only the rest of the reservation goes now. */
+ * they are freed; only the rest of the reservation goes now. The DESTROYED
+ * bit splits the frees: one before it was counted out of what is kept, one
+ * after it gives its bytes back itself (gf_async_freed). */
 GF_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
 {
     CUresult rc;
@@ -284,19 +398,37 @@ GF_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
     rc = gf_cu.cuMemPoolDestroy(pool);
     if (rc != CUDA_SUCCESS)
         return rc;
+    gf_ctx_switched(); /* the handle may come back for another pool; the current pool may change */
     pthread_mutex_lock(&pools_lock);
     pool_charge *pc = pool_find(pool, -1, false);
     if (pc) {
         const gf_ordinal *o = gf_ordinal_get(pc->ordinal);
-        uint64_t keep = pc->outstanding < pc->charged ? pc->outstanding : pc->charged;
+        uint64_t live = atomic_fetch_or(&pc->outstanding, DESTROYED) & ~DESTROYED;
+        uint64_t c = atomic_load(&pc->charged), keep = live < c ? live : c;
         if (o)
-            gf_unadmit(o, pc->charged - keep);
-        pc->charged = keep;
-        pc->destroyed = true;
-        if (!pc->outstanding)
-            pool_remove(pc);
+            gf_unadmit(o, c - keep);
+        atomic_store(&pc->charged, keep);
+        pool_unlist(pc);
     }
     pthread_mutex_unlock(&pools_lock);
+    return rc;
+}
+
+/* A device's current pool changes: the threads' cached records go. */
+GF_EXPORT CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
+{
+    GF_HOOK_ENTER(cu, cuDeviceSetMemPool);
+    CUresult rc = gf_cu.cuDeviceSetMemPool(dev, pool);
+    gf_ctx_switched();
+    return rc;
+}
+
+GF_EXPORT CUresult cuMemSetMemPool(CUmemLocation *location, CUmemAllocationType type,
+                                   CUmemoryPool pool)
+{
+    GF_HOOK_ENTER(cu, cuMemSetMemPool);
+    CUresult rc = gf_cu.cuMemSetMemPool(location, type, pool);
+    gf_ctx_switched();
     return rc;
 }
 
@@ -307,6 +439,7 @@ static void pools_after_fork(void)
     pools = NULL; /* the parent's copy may be mid-update: dropped, not freed */
     n_pools = cap_pools = 0;
     gf_table_reset(&async_ptrs);
+    memset(slots, 0, sizeof(slots));
 }
 
 static void reconcile(int ordinal, gf_reconcile_why why)

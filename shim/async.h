@@ -10,7 +10,10 @@
 #include "shim.h"
 #include "table.h"
 
-/* Takes a stream-ordered allocation out of the tracking; false if dptr is none. */
+/* Takes a stream-ordered allocation out of the tracking; false if dptr is
+ * none. _slot looks only in its direct-mapped slot (asked first: one load
+ * when it is not there), gf_async_take only in the table behind them. */
+GF_HIDDEN bool gf_async_take_slot(CUdeviceptr dptr, gf_entry *out);
 GF_HIDDEN bool gf_async_take(CUdeviceptr dptr, gf_entry *out);
 /* The driver refused the free: the allocation is tracked again. */
 GF_HIDDEN void gf_async_put_back(const gf_entry *e);

@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Device ordinals of this process, mapped to the fraction's ledger devices. */
+/* Device ordinals of this process, mapped to the fraction's ledger devices,
+ * their hot views, and the calling thread's current ordinal: cached, and
+ * right as long as every context switch passes through a hook that moves
+ * gf_ctx_epoch on (shim.h). */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -47,6 +50,38 @@ static void ordinal_fill(gf_ordinal *o, CUdevice ordinal)
            (unsigned long long)o->limit);
 }
 
+/* The hot view of a ready ordinal, where admission needs nothing but the
+ * ledger's compare-and-swap (see gf_hot). */
+static void ordinal_heat(const gf_ordinal *o, gf_hot *h)
+{
+    gf_ledger *lg = &gf_state.ledger;
+
+    if (!gf_state.active || o->dev < 0 || gf_state.cfg.agent[0] || !lg->hdr || lg->slot < 0)
+        return;
+    gf_ledger_device *d = &lg->hdr->devices[o->dev];
+    h->cap = o->limit < d->limit ? o->limit : d->limit;
+    h->used = &d->used;
+    h->mine = &lg->hdr->slots[lg->slot].used[o->dev];
+    h->peak = &d->peak;
+    atomic_store_explicit(&h->on, 1, memory_order_release);
+}
+
+GF_HIDDEN void gf_ordinals_hot(bool hot)
+{
+    for (int i = 0; i < GF_MAX_ORDINALS; i++) {
+        atomic_store_explicit(&gf_state.hot[i].on, 0, memory_order_relaxed);
+        if (hot && atomic_load_explicit(&gf_state.ordinals[i].state, memory_order_acquire))
+            ordinal_heat(&gf_state.ordinals[i], &gf_state.hot[i]);
+    }
+}
+
+GF_HIDDEN void gf_return_charge_cold(int ordinal, uint64_t bytes)
+{
+    const gf_ordinal *o = gf_ordinal_of(ordinal);
+    if (o)
+        gf_unadmit(o, bytes);
+}
+
 GF_HIDDEN const gf_ordinal *gf_ordinal_get_slow(CUdevice ordinal)
 {
     static const gf_ordinal none = {.state = 1, .dev = -1, .limit = 0};
@@ -62,30 +97,33 @@ GF_HIDDEN const gf_ordinal *gf_ordinal_get_slow(CUdevice ordinal)
     pthread_mutex_lock(&ordinal_lock);
     if (!atomic_load_explicit(&o->state, memory_order_relaxed)) {
         ordinal_fill(o, ordinal);
+        ordinal_heat(o, &gf_state.hot[ordinal]);
         atomic_store_explicit(&o->state, 1, memory_order_release);
     }
     pthread_mutex_unlock(&ordinal_lock);
     return o;
 }
 
-/* The device count, asked once: it is fixed once the driver is initialised,
- * which it is when a context exists. 0 until then. */
-static _Atomic int device_count;
+GF_HIDDEN _Atomic uint64_t gf_ctx_epoch = 256;
+GF_HIDDEN _Thread_local uint64_t gf_ctx_cache __attribute__((tls_model("initial-exec")));
 
+GF_HIDDEN void gf_ctx_switched(void)
+{
+    atomic_fetch_add_explicit(&gf_ctx_epoch, 256, memory_order_relaxed);
+}
+
+/* Asks the driver and caches the answer for this epoch. The epoch is read
+ * first: a switch by another thread meanwhile only makes the next call ask
+ * again. No context (an error) is not cached. */
 GF_HIDDEN int gf_current_ordinal_slow(void)
 {
+    uint64_t epoch = atomic_load_explicit(&gf_ctx_epoch, memory_order_relaxed);
     CUdevice d;
-    int n = 0;
 
     if (!gf_cu.cuCtxGetDevice || gf_cu.cuCtxGetDevice(&d) != CUDA_SUCCESS)
         return -1;
-    if (__builtin_expect(atomic_load_explicit(&device_count, memory_order_relaxed), 1))
-        return d;
-    if (gf_cu.cuDeviceGetCount && gf_cu.cuDeviceGetCount(&n) == CUDA_SUCCESS && n > 0) {
-        atomic_store_explicit(&device_count, n, memory_order_relaxed);
-        if (n == 1)
-            atomic_store_explicit(&gf_state.one_device, true, memory_order_relaxed);
-    }
+    if (d >= 0 && d < 256)
+        gf_ctx_cache = epoch ^ (uint64_t)d;
     return d;
 }
 

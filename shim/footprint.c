@@ -384,18 +384,35 @@ static CUresult primary_dropped(CUresult rc, CUdevice dev)
 #define PRIMARY_DROP(X)          \
     X(cuDevicePrimaryCtxRelease) \
     X(cuDevicePrimaryCtxRelease_v2) X(cuDevicePrimaryCtxReset) X(cuDevicePrimaryCtxReset_v2)
-#define DEFINE_DROP(name)                             \
-    GF_EXPORT CUresult name(CUdevice dev)             \
-    {                                                 \
-        GF_HOOK_ENTER(cu, name);                      \
-        return primary_dropped(gf_cu.name(dev), dev); \
+#define DEFINE_DROP(name)                 \
+    GF_EXPORT CUresult name(CUdevice dev) \
+    {                                     \
+        GF_HOOK_ENTER(cu, name);          \
+        CUresult rc = gf_cu.name(dev);    \
+        gf_ctx_switched();                \
+        return primary_dropped(rc, dev);  \
     }
 PRIMARY_DROP(DEFINE_DROP)
+
+/* ---- switching contexts: only the thread's cached device moves ------------------ */
+#define DEFINE_SWITCH(name, type, arg) \
+    GF_EXPORT CUresult name(type arg)  \
+    {                                  \
+        GF_HOOK_ENTER(cu, name);       \
+        CUresult rc = gf_cu.name(arg); \
+        gf_ctx_switched();             \
+        return rc;                     \
+    }
+DEFINE_SWITCH(cuCtxSetCurrent, CUcontext, ctx)
+DEFINE_SWITCH(cuCtxPushCurrent_v2, CUcontext, ctx)
+DEFINE_SWITCH(cuCtxPushCurrent, CUcontext, ctx)
+DEFINE_SWITCH(cuCtxPopCurrent_v2, CUcontext *, pctx)
+DEFINE_SWITCH(cuCtxPopCurrent, CUcontext *, pctx)
 
 /* ---- contexts made with cuCtxCreate ------------------------------------------ */
 typedef CUresult (*create_call)(CUcontext *pctx, const void *args);
 
-static CUresult ctx_create(CUcontext *pctx, CUdevice dev, create_call call, const void *args)
+static CUresult ctx_create_at(CUcontext *pctx, CUdevice dev, create_call call, const void *args)
 {
     holder h;
     CUresult rc;
@@ -424,6 +441,14 @@ static CUresult ctx_create(CUcontext *pctx, CUdevice dev, create_call call, cons
     }
     first_context_unlock(&h);
     pthread_mutex_unlock(&h.d->lock);
+    return rc;
+}
+
+/* A made context is pushed on the thread's stack: its device is current. */
+static CUresult ctx_create(CUcontext *pctx, CUdevice dev, create_call call, const void *args)
+{
+    CUresult rc = ctx_create_at(pctx, dev, call, args);
+    gf_ctx_switched();
     return rc;
 }
 
@@ -494,6 +519,7 @@ GF_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
     CUresult rc;
     GF_HOOK_ENTER(cu, cuCtxDestroy_v2);
     rc = gf_cu.cuCtxDestroy_v2(ctx);
+    gf_ctx_switched();
     if (rc == CUDA_SUCCESS)
         forget(ctx);
     return rc;
@@ -504,6 +530,7 @@ GF_EXPORT CUresult cuCtxDestroy(CUcontext ctx)
     CUresult rc;
     GF_HOOK_ENTER(cu, cuCtxDestroy);
     rc = gf_cu.cuCtxDestroy(ctx);
+    gf_ctx_switched();
     if (rc == CUDA_SUCCESS)
         forget(ctx);
     return rc;

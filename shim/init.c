@@ -101,6 +101,8 @@ static void child_after_fork(void)
     gf_error err;
     if (!gf_state.active)
         return;
+    gf_ordinals_hot(false); /* they point into the parent's slot */
+    gf_ctx_switched();
     for (const gf_family *const *f = gf_families; *f; f++)
         if ((*f)->after_fork)
             (*f)->after_fork();
@@ -108,7 +110,9 @@ static void child_after_fork(void)
         gf_log(GF_LOG_ERROR, "%s: allocations in this process will fail", err.msg);
         gf_state.active = false;
         gf_state.env_limit = 0;
+        return;
     }
+    gf_ordinals_hot(true);
 }
 
 static void open_fraction(void)

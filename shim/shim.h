@@ -38,7 +38,6 @@
     X(cuCtxGetCurrent, CUresult, (CUcontext * pctx))                                              \
     X(cuCtxGetLimit, CUresult, (size_t * pvalue, CUlimit limit))                                  \
     X(cuDevicePrimaryCtxGetState, CUresult, (CUdevice dev, unsigned int *flags, int *active))     \
-    X(cuDeviceGetCount, CUresult, (int *count))                                                   \
     X(cuDeviceGetUuid, CUresult, (CUuuid * uuid, CUdevice dev))                                   \
     X(cuDeviceGetMemPool, CUresult, (CUmemoryPool * pool, CUdevice dev))                          \
     X(cuMemPoolGetAttribute, CUresult, (CUmemoryPool pool, CUmemPool_attribute attr, void *v))    \
@@ -79,6 +78,20 @@ typedef struct gf_ordinal {
     char uuid[GF_UUID_MAX];
 } gf_ordinal;
 
+/* An ordinal's hot view, one cache line: on is set (after the rest) once the
+ * ordinal is ready, counted on a ledger device, and no agent lends, where
+ * admission is the ledger's compare-and-swap on *used against cap and
+ * nothing else; the hooks test on and take their inline path (gf_hot_reserve,
+ * gf_hot_release). A fork child clears it before it maps the ledger anew and
+ * sets it again after. */
+typedef struct gf_hot {
+    _Atomic int on;
+    uint64_t cap;           /* min(limit, the ledger device's own limit) */
+    _Atomic uint64_t *used; /* the ledger device's count */
+    _Atomic uint64_t *mine; /* this process's slot's count on it */
+    _Atomic uint64_t *peak;
+} __attribute__((aligned(64))) gf_hot;
+
 typedef struct gf_shim {
     bool active; /* a fraction config was found and the ledger is open */
     gf_log_level log_level;
@@ -89,7 +102,7 @@ typedef struct gf_shim {
     uint64_t env_limit; /* GPUFRAC_MEMORY_LIMIT, or UINT64_MAX */
     void *cuda;         /* libcuda.so.1 */
     gf_ordinal ordinals[GF_MAX_ORDINALS];
-    _Atomic bool one_device; /* the process sees exactly one device */
+    gf_hot hot[GF_MAX_ORDINALS];
 } gf_shim;
 
 GF_HIDDEN extern gf_real gf_cu;
@@ -154,12 +167,24 @@ static inline const gf_ordinal *gf_ordinal_get(CUdevice ordinal)
 
 GF_HIDDEN int gf_current_ordinal_slow(void);
 
-/* The ordinal of the calling thread's context, or -1. A process that sees
- * one device needs no driver call to know it. */
+/* The calling thread's current ordinal, cached: epoch ^ ordinal, valid while
+ * gf_ctx_epoch (a multiple of 256, never 0) is what it was when the driver
+ * was asked. A thread's context changes only through its own calls, and
+ * every entry point that can change it, or a context's device (destroy:
+ * the handle may come back on another device), is a hook that moves the
+ * epoch on (gf_ctx_switched); so a cache of the current epoch names the
+ * device of the thread's context. */
+GF_HIDDEN extern _Atomic uint64_t gf_ctx_epoch;
+GF_HIDDEN extern _Thread_local uint64_t gf_ctx_cache __attribute__((tls_model("initial-exec")));
+GF_HIDDEN void gf_ctx_switched(void);
+
+/* The ordinal of the calling thread's context, or -1; one thread-local load
+ * and one shared one, the same with one device or many. */
 static inline int gf_current_ordinal(void)
 {
-    if (__builtin_expect(atomic_load_explicit(&gf_state.one_device, memory_order_relaxed), 1))
-        return 0;
+    uint64_t x = gf_ctx_cache ^ atomic_load_explicit(&gf_ctx_epoch, memory_order_relaxed);
+    if (__builtin_expect(x < 256, 1))
+        return (int)x;
     return gf_current_ordinal_slow();
 }
 GF_HIDDEN void gf_uuid_format(const CUuuid *u, char *buf, size_t len);
@@ -188,6 +213,64 @@ static inline void gf_unadmit(const gf_ordinal *o, uint64_t bytes)
 }
 GF_HIDDEN bool gf_reclaim_for(const gf_ordinal *o, uint64_t bytes);
 GF_HIDDEN uint64_t gf_used(const gf_ordinal *o);
+
+/* The ordinal's hot view, or NULL (not ready, not counted, an agent lends,
+ * the shim inactive). For a caller past GF_HOOK_ENTER. */
+static inline gf_hot *gf_hot_ordinal(int ordinal)
+{
+    if (__builtin_expect((unsigned)ordinal < GF_MAX_ORDINALS, 1)) {
+        gf_hot *h = &gf_state.hot[ordinal];
+        if (__builtin_expect(atomic_load_explicit(&h->on, memory_order_acquire), 1))
+            return h;
+    }
+    return NULL;
+}
+
+/* gf_ledger_reserve and gf_ledger_release through the hot view: the same
+ * words in the same order. */
+static inline bool gf_hot_reserve(const gf_hot *h, uint64_t bytes)
+{
+    uint64_t cap = h->cap;
+    _Atomic uint64_t *used = h->used, *peak = h->peak;
+    uint64_t cur = atomic_load_explicit(used, memory_order_relaxed), next;
+
+    if (bytes > cap)
+        return false;
+    do {
+        if (cur > cap - bytes)
+            return false;
+        next = cur + bytes;
+    } while (!atomic_compare_exchange_weak_explicit(used, &cur, next, memory_order_acq_rel,
+                                                    memory_order_relaxed));
+    atomic_fetch_add_explicit(h->mine, bytes, memory_order_relaxed);
+    uint64_t top = atomic_load_explicit(peak, memory_order_relaxed);
+    while (next > top && !atomic_compare_exchange_weak_explicit(
+                             peak, &top, next, memory_order_relaxed, memory_order_relaxed))
+        ;
+    return true;
+}
+
+static inline void gf_hot_release(const gf_hot *h, uint64_t bytes)
+{
+    atomic_fetch_sub_explicit(h->mine, bytes, memory_order_relaxed);
+    atomic_fetch_sub_explicit(h->used, bytes, memory_order_release);
+}
+
+GF_HIDDEN void gf_return_charge_cold(int ordinal, uint64_t bytes);
+
+/* Gives a charge back on ordinal's ledger device, hot or not. */
+static inline void gf_return_charge(int ordinal, uint64_t bytes)
+{
+    gf_hot *h = gf_hot_ordinal(ordinal);
+    if (__builtin_expect(h != NULL, 1))
+        gf_hot_release(h, bytes);
+    else
+        gf_return_charge_cold(ordinal, bytes);
+}
+
+/* device.c: sets every ready ordinal's hot view from the ledger as mapped
+ * now (hot false: clears them all, before the ledger goes). */
+GF_HIDDEN void gf_ordinals_hot(bool hot);
 
 /* Why a family trues its charges up to the driver's own figures. */
 typedef enum gf_reconcile_why {

@@ -118,6 +118,35 @@ class ChargeTest(SimTestCase):
     def test_async_own_pool(self):
         self.assert_charged_then_returned(["pool-async", "300Mi"], 300 * Mi)
 
+    def test_async_follows_the_current_pool(self):
+        # the shim caches each thread's current pool: setting another (either
+        # way) must move it, or the new pool's growth would go uncharged (no
+        # memory query in between: its resync from NVML would cover that up)
+        ways = {"cuDeviceSetMemPool": ["async", "100Mi", "set-pool", "async", "200Mi"],
+                "cuMemSetMemPool": ["set-pool", "async", "200Mi", "set-pool-default", "async",
+                                    "100Mi"]}
+        for way, steps in ways.items():
+            with self.subTest(way=way):
+                self.env["GPUSIM_STATE"] = os.path.join(self.tmp, "gpusim.state." + way)
+                self.make_fraction(limit=2 * Gi, name=way)
+                p, held = self.probe_bg(*steps, "hold", "60")
+                self.assertEqual(held.get("set-pool-default", "ok"), "ok")
+                self.assertEqual(held["set-pool"], "ok")
+                d, drv = self.dump(), self.driver()
+                self.assertGreaterEqual(d["dev0_used"], 300 * Mi)
+                self.assertEqual(d["dev0_used"], drv["dev0_used"])
+                self.kill(p)
+
+    def test_a_shrunk_pool_does_not_refuse_another_pools_rounding(self):
+        # a pool that shrank at a synchronisation stays charged until a
+        # true-up; an allocation whose rounding (2 MiB granules) needs more
+        # than it was admitted for trues the pools up before it refuses
+        self.make_fraction(limit=1023 * Mi)
+        out = kv(self.probe("pool-async", "4Mi", "free", "sync", "async", str(1018 * Mi + Mi // 2),
+                            "info").stdout)
+        self.assertEqual(out["async"], "ok")
+        self.assertEqual(int(out["free"]), 3 * Mi)
+
     def test_async_pool_destroyed_with_live_allocations(self):
         # the driver keeps a destroyed pool's memory for its live allocations
         # until they are freed; only the unused rest of the reservation goes
@@ -211,6 +240,19 @@ class ChargeTest(SimTestCase):
 class CrossProcessTest(SimTestCase):
     devices = "16Gi"
 
+    def test_forked_child_is_charged_in_its_own_slot(self):
+        # the hot path writes the process's slot through a pointer: a fork
+        # child must write its own, or its death would leave its bytes counted
+        self.make_fraction(limit=1 * Gi)
+        p, held = self.probe_bg("alloc", "100Mi", "fork-alloc", "200Mi", "hold", "60")
+        self.assertEqual(held["fork-alloc"], "ok")
+        self.assertEqual(self.dump()["dev0_used"], 300 * Mi)
+        out = kv(subprocess.run([LEDGERTOOL, "reclaim", self.ledger], capture_output=True,
+                                text=True, check=True).stdout)
+        self.assertEqual(out["reclaimed"], "1")
+        self.assertEqual(self.dump()["dev0_used"], 100 * Mi)
+        self.kill(p)
+
     def test_two_processes_share_one_limit(self):
         self.make_fraction(limit=1 * Gi)
         p, held = self.probe_bg("alloc", "600Mi", "hold", "30")
@@ -261,6 +303,30 @@ class CrossProcessTest(SimTestCase):
         self.assertLessEqual(d["dev0_peak"], 1 * Gi)
         self.assertEqual(d["dev0_used"], 0)
         self.assertEqual(d["slot_bytes"], 0)
+
+
+    def test_racing_stream_ordered_processes_never_pass_the_limit(self):
+        # the same race through pools that grow and shrink (a synchronisation
+        # after each round): their charges move without a lock
+        self.make_fraction(limit=1 * Gi)
+        procs = [subprocess.Popen(
+            [PROBE, "race-async", "4", "100", "100Mi", "2"], env=self.shim_env(),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(8)]
+        ok = refused = 0
+        for p in procs:
+            out, err = p.communicate(timeout=120)
+            self.assertEqual(p.returncode, 0, err)
+            o = kv(out)
+            ok += int(o["race_ok"])
+            refused += int(o["race_refused"])
+        self.assertEqual(ok + refused, 8 * 4 * 100 * 2)
+        self.assertGreater(ok, 0)
+        self.assertGreater(refused, 0, "32 threads x 2 x 100Mi on 1Gi must contend")
+        self.assertLessEqual(self.driver()["dev0_peak"], 1 * Gi, "the driver's own measure")
+        self.assertLessEqual(self.dump()["dev0_peak"], 1 * Gi)
+        # what the exited processes' pools still held comes back with their slots
+        subprocess.run([LEDGERTOOL, "reclaim", self.ledger], check=True, capture_output=True)
+        self.assertEqual(self.dump()["dev0_used"], 0)
 
 
 class FootprintTest(SimTestCase):
@@ -600,6 +666,41 @@ class DeviceMappingTest(SimTestCase):
         out = kv(self.probe("info", env=self.shim_env(CUDA_VISIBLE_DEVICES="0")).stdout)
         self.assertEqual(int(out["total"]), 0, "a GPU outside the fraction gets nothing")
         self.assertEqual(int(out["free"]), 0)
+
+    def test_each_allocation_is_charged_to_the_current_contexts_device(self):
+        # the shim caches each thread's current device: every way of switching
+        # contexts must move it (set, push and pop, both ABIs, create)
+        legacy = ["ctx-push-legacy", "0", "alloc", "10Mi", "ctx-pop-legacy", "alloc", "20Mi",
+                  "ctx-create", "0", "alloc", "1Mi"]
+        for via in ("direct", "dlsym", "procaddr"):
+            # a lookup by base name never returns the pre-4.0 push and pop (nor,
+            # at the probe's version, cuCtxCreate_v2)
+            old = legacy if via != "procaddr" else []
+            steps = ["retain", "0", "alloc", "100Mi", "retain", "1", "alloc", "200Mi",
+                     "ctx-push", "0", "alloc", "300Mi", "ctx-pop", "alloc", "50Mi", *old,
+                     "hold", "60"]
+            with self.subTest(via=via):
+                # a fraction and a simulated GPU of its own for each way
+                self.env["GPUSIM_STATE"] = os.path.join(self.tmp, "gpusim.state." + via)
+                self.make_fraction(limit=2 * Gi, name=via)
+                p = subprocess.Popen([PROBE, "--via", via] + steps, env=self.shim_env(),
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                self.procs.append(p)
+                out = []
+                for line in p.stdout:
+                    out.append(line)
+                    if line.startswith("holding="):
+                        break
+                held = kv("".join(out))
+                named = ["ctx-push-legacy", "ctx-pop-legacy", "ctx-create"] if old else []
+                for step in ["ctx-push", "ctx-pop"] + named:
+                    self.assertEqual(held[step], "ok", "".join(out))
+                d, drv = self.dump(), self.driver()
+                self.assertEqual(d["dev0_used"], (100 + 300 + (11 if old else 0)) * Mi)
+                self.assertEqual(d["dev1_used"], (200 + 50 + (20 if old else 0)) * Mi)
+                self.assertEqual((drv["dev0_used"], drv["dev1_used"]),
+                                 (d["dev0_used"], d["dev1_used"]))
+                self.kill(p)
 
 
 if __name__ == "__main__":

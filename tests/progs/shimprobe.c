@@ -8,8 +8,11 @@
  *          managed SIZE | pitch W H | async SIZE | pool-async SIZE | sync | trim |
  *          vmm SIZE | array W H | array3d W H D | mipmap W H LEVELS |
  *          graph SIZE | graph-upload SIZE | graph-trim | free | freeall | hold SECONDS |
- *          race THREADS ITERS SIZE [HOLD] | ptr-check |
+ *          race THREADS ITERS SIZE [HOLD] | race-async THREADS ITERS SIZE [HOLD] |
+ *          ptr-check |
  *          retain DEV | primary-release DEV | primary-reset DEV | ctx-create DEV |
+ *          ctx-push[-legacy] DEV (its primary) | ctx-pop[-legacy] | set-pool |
+ *          set-pool-default | fork-alloc SIZE | set-current HANDLE |
  *          ctx-legacy DEV | set-limit stack|fifo|heap BYTES | module SIZE | library SIZE |
  *          legacy-pitch W H | pools N SIZE | pools-destroy | pa2000 | barrier PATH
  * (module/library SIZE: a gpusim image of that many bytes; free/freeall
@@ -22,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "gpufrac/cuda_abi.h"
@@ -35,7 +39,6 @@
     X(cuInit, (unsigned int flags))                                     \
     X(cuDriverGetVersion, (int *v))                                     \
     X(cuDeviceGet, (CUdevice * d, int ordinal))                         \
-    X(cuCtxSetCurrent, (CUcontext c))                                   \
     X(cuCtxSynchronize, (void))                                         \
     X(cuDeviceGetMemPool, (CUmemoryPool * p, CUdevice d))               \
     X(cuMemPoolCreate, (CUmemoryPool * p, const CUmemPoolProps *props)) \
@@ -183,6 +186,7 @@ static void release(held h)
 
 typedef struct race_arg {
     int iters, hold;
+    bool async; /* stream-ordered, synchronised after each round (the pool shrinks) */
     uint64_t size;
     int ok, refused;
 } race_arg;
@@ -197,7 +201,8 @@ static void *race_thread(void *p)
         CUdeviceptr d[16];
         int n = 0;
         for (int k = 0; k < a->hold; k++) { /* up to `hold` at once, then all freed */
-            CUresult rc = f.cuMemAlloc_v2(&d[n], a->size);
+            CUresult rc = a->async ? f.cuMemAllocAsync(&d[n], a->size, NULL)
+                                   : f.cuMemAlloc_v2(&d[n], a->size);
             if (rc == CUDA_SUCCESS) {
                 a->ok++;
                 n++;
@@ -207,7 +212,9 @@ static void *race_thread(void *p)
         }
         usleep(50);
         while (n)
-            f.cuMemFree_v2(d[--n]);
+            a->async ? f.cuMemFreeAsync(d[--n], NULL) : f.cuMemFree_v2(d[--n]);
+        if (a->async)
+            f.cuCtxSynchronize();
     }
     return NULL;
 }
@@ -225,7 +232,7 @@ static void *free_thread(void *p)
     return NULL;
 }
 
-static void race(int threads, int iters, uint64_t size, int hold)
+static void race(int threads, int iters, uint64_t size, int hold, bool async)
 {
     pthread_t t[64];
     race_arg a[64];
@@ -234,6 +241,7 @@ static void race(int threads, int iters, uint64_t size, int hold)
         threads = 64;
     for (int i = 0; i < threads; i++) {
         a[i] = (race_arg){.iters = iters,
+                          .async = async,
                           .size = size,
                           .hold = hold < 1    ? 1
                                   : hold > 16 ? 16
@@ -341,6 +349,36 @@ static int step(char **argv, int i, int argc)
             push(3, d);
         report(s, rc);
         return 1;
+    } else if (strcmp(s, "set-pool") == 0 || strcmp(s, "set-pool-default") == 0) {
+        /* the device's current pool: the probe's own (cuDeviceSetMemPool), or
+         * back to the default (13.0's cuMemSetMemPool) */
+        static CUmemoryPool dflt;
+        CUmemLocation loc = {CU_MEM_LOCATION_TYPE_DEVICE, dev};
+        if (!dflt)
+            f.cuDeviceGetMemPool(&dflt, dev);
+        if (!own_pool) {
+            CUmemPoolProps p = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED, .location = loc};
+            f.cuMemPoolCreate(&own_pool, &p);
+        }
+        rc = s[8] ? f.cuMemSetMemPool(&loc, CU_MEM_ALLOCATION_TYPE_PINNED, dflt)
+                  : f.cuDeviceSetMemPool(dev, own_pool);
+        report(s, rc);
+    } else if (strcmp(s, "fork-alloc") == 0) {
+        /* a forked child allocates and dies holding it */
+        pid_t pid = fork();
+        int st = 0;
+        if (pid == 0) { /* a child starts with no CUDA state, as on the real driver */
+            CUdeviceptr d = 0;
+            CUcontext c = NULL;
+            if (f.cuInit(0) != CUDA_SUCCESS ||
+                f.cuDevicePrimaryCtxRetain(&c, dev) != CUDA_SUCCESS ||
+                f.cuCtxSetCurrent(c) != CUDA_SUCCESS)
+                _exit(4);
+            _exit(f.cuMemAlloc_v2(&d, parse_size(ARG(1))) == CUDA_SUCCESS ? 0 : 3);
+        }
+        waitpid(pid, &st, 0);
+        printf("fork-alloc=%s\n", WIFEXITED(st) && WEXITSTATUS(st) == 0 ? "ok" : "failed");
+        return 1;
     } else if (strcmp(s, "sync") == 0) {
         report(s, f.cuCtxSynchronize());
     } else if (strcmp(s, "trim") == 0) {
@@ -432,11 +470,11 @@ static int step(char **argv, int i, int argc)
         fflush(stdout);
         sleep((unsigned)atoi(ARG(1)));
         return 1;
-    } else if (strcmp(s, "race") == 0) {
+    } else if (strcmp(s, "race") == 0 || strcmp(s, "race-async") == 0) {
         /* race THREADS ITERS SIZE [HOLD]: HOLD is optional (a number) */
         int hold =
             i + 4 < argc && argv[i + 4][0] >= '0' && argv[i + 4][0] <= '9' ? atoi(argv[i + 4]) : 1;
-        race(atoi(ARG(1)), atoi(ARG(2)), parse_size(ARG(3)), hold);
+        race(atoi(ARG(1)), atoi(ARG(2)), parse_size(ARG(3)), hold, s[4] != '\0');
         return i + 4 < argc && argv[i + 4][0] >= '0' && argv[i + 4][0] <= '9' ? 4 : 3;
     } else if (strcmp(s, "retain") == 0) {
         CUcontext c = NULL;
@@ -445,6 +483,23 @@ static int step(char **argv, int i, int argc)
             f.cuCtxSetCurrent(c);
         report(s, rc);
         return 1;
+    } else if (strcmp(s, "ctx-push") == 0 || strcmp(s, "ctx-push-legacy") == 0) {
+        CUcontext c = NULL;
+        rc = f.cuDevicePrimaryCtxRetain(&c, atoi(ARG(1)));
+        if (rc == CUDA_SUCCESS)
+            rc = s[8] ? f.cuCtxPushCurrent(c) : f.cuCtxPushCurrent_v2(c);
+        report(s, rc);
+        return 1;
+    } else if (strcmp(s, "set-current") == 0) {
+        /* set-current HANDLE: any value, 0 for none (a forged one must fail) */
+        rc = f.cuCtxSetCurrent((CUcontext)(uintptr_t)strtoull(ARG(1), NULL, 0));
+        report(s, rc);
+        return 1;
+    } else if (strcmp(s, "ctx-pop") == 0 || strcmp(s, "ctx-pop-legacy") == 0) {
+        CUcontext c = NULL;
+        rc = s[7] ? f.cuCtxPopCurrent(&c) : f.cuCtxPopCurrent_v2(&c);
+        report(s, rc);
+        return 0;
     } else if (strcmp(s, "primary-release") == 0 || strcmp(s, "primary-reset") == 0) {
         rc = s[8] == 'r' && s[10] == 'l' ? f.cuDevicePrimaryCtxRelease_v2(atoi(ARG(1)))
                                          : f.cuDevicePrimaryCtxReset_v2(atoi(ARG(1)));

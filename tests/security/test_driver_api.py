@@ -15,7 +15,7 @@ import cases
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
-from harness import GPUFRAC, Mi, SimTestCase, kv  # noqa: E402
+from harness import GPUFRAC, PROBE, Gi, Mi, SimTestCase, kv  # noqa: E402
 
 TENANT = os.path.join(HERE, "driver_tenant.py")
 
@@ -72,6 +72,43 @@ class DriverApiAttackTest(SimTestCase):
         self.assertEqual(exporter.returncode, 0, text)
         self.assertIn("exporter_bytes=intact", text)
         self.assertEqual(int(kv(text)["exporter_used"]), 256 * Mi)
+
+
+class SwitchAttackTest(SimTestCase):
+    """A tenant that switches contexts and pools every wrong way it can (pops
+    past the bottom of its stack, a null context, a context destroyed while
+    current, another device's pool made current, pools set and destroyed, then
+    more than the limit) to make the
+    shim's cached current device or pool name the wrong one: each device's
+    charge must stay the driver's own figure, and the limit hold."""
+    devices = "4Gi,4Gi"
+
+    def test_context_and_pool_switches_cannot_shift_charges(self):
+        self.make_fraction(limit=1 * Gi)
+        steps = ["retain", "0", "alloc", "64Mi", "ctx-pop", "ctx-pop", "alloc", "32Mi",
+                 "set-current", "0", "alloc", "8Mi",
+                 "retain", "1", "alloc", "64Mi", "ctx-push", "0", "ctx-pop", "alloc", "4Mi",
+                 "ctx-create", "0", "free", "alloc", "2Mi",
+                 "set-pool", "async", "16Mi", "set-pool-default",
+                 "async", "8Mi", "pool-destroy", "async", "4Mi", "alloc", "1000Mi",
+                 "hold", "60"]
+        p = subprocess.Popen([PROBE] + steps, env=self.shim_env(), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        self.procs.append(p)
+        out = []
+        for line in p.stdout:
+            out.append(line)
+            if line.startswith("holding="):
+                break
+        held = kv("".join(out))
+        self.assertIn("holding", held, "".join(out))
+        self.assertEqual(held["alloc"], "CUDA_ERROR_OUT_OF_MEMORY", "the last is over the limit")
+        d, drv = self.dump(), self.driver()
+        self.assertEqual((d["dev0_used"], d["dev1_used"]), (drv["dev0_used"], drv["dev1_used"]),
+                         "".join(out))
+        self.assertLessEqual(drv["dev0_peak"], 1 * Gi)
+        self.assertLessEqual(drv["dev1_peak"], 1 * Gi)
+        self.kill(p)
 
 
 if __name__ == "__main__":
