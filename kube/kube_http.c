@@ -17,7 +17,7 @@ size_t gf_kube_buf_write(char *p, size_t size, size_t n, void *cls)
     if (b->len + add + 1 > b->max)
         return 0;
     if (b->len + add + 1 > b->cap) {
-        cap = b->cap ? b->cap : 16384;
+        cap = b->cap ? b->cap : 1024; /* most answers (a Status, a pod) are small */
         while (cap < b->len + add + 1)
             cap *= 2;
         if (!(grown = realloc(b->data, cap)))
@@ -120,6 +120,10 @@ static void setup(gf_kube *k, CURL *c, const gf_kube_xfer *x, const char *url, s
         curl_easy_setopt(c, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
     }
     curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
+    /* a burst of binds has hundreds of transfers in flight, each with these
+     * buffers: curl's 64 KiB default for uploads (the least it takes is
+     * 16 KiB) for bodies of a few hundred bytes */
+    curl_easy_setopt(c, CURLOPT_UPLOAD_BUFFERSIZE, 16384L);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, x->method);

@@ -19,8 +19,10 @@ typedef struct mux_job {
 } mux_job;
 
 struct gf_kube_mux {
+    pthread_mutex_t lock; /* everything below */
     pthread_t thread;
-    pthread_mutex_t lock; /* everything below but multi */
+    bool on;       /* a thread runs, and multi is its own */
+    bool joinable; /* a thread was started and not joined */
     mux_job *queue, *queue_tail;
     mux_job *inflight; /* in the multi */
     size_t running;
@@ -30,7 +32,7 @@ struct gf_kube_mux {
     size_t closed; /* answer to the last close request */
     pthread_cond_t close_cond;
     time_t idle_since; /* when running last fell to 0 */
-    CURLM *multi;      /* the mux thread's alone */
+    CURLM *multi;      /* touched by the thread alone, but for wakeups */
 };
 
 static CURLM *multi_new(void)
@@ -92,24 +94,27 @@ static void admit_queued(gf_kube_mux *m)
     m->queue_tail = NULL;
 }
 
-/* Under the lock: with nothing in flight for close_idle_s, a new multi
- * handle replaces the old, whose cleanup closes its connections. */
-static void close_idle(gf_kube_mux *m)
+/* Under the lock: with nothing in flight for close_idle_s, the multi
+ * handle's cleanup closes its connections and the thread ends (which hands
+ * its cache of freed memory back to the heap, for the janitor's trim); the
+ * next request starts another. True when it ends. */
+static bool close_idle(gf_kube_mux *m)
 {
-    CURLM *fresh;
+    bool idle;
 
     if (!m->close_asked)
-        return;
-    m->closed = 0;
-    if (m->running == 0 && gf_kube_now() - m->idle_since >= (time_t)m->close_idle_s &&
-        (fresh = multi_new())) {
+        return false;
+    idle = m->running == 0 && gf_kube_now() - m->idle_since >= (time_t)m->close_idle_s;
+    if (idle) {
         curl_multi_cleanup(m->multi);
-        m->multi = fresh;
-        m->closed = 1;
+        m->multi = NULL;
+        m->on = false;
     }
+    m->closed = idle ? 1 : 0;
     m->close_asked = false;
     m->close_answered = true;
     pthread_cond_broadcast(&m->close_cond);
+    return idle;
 }
 
 static void reap(gf_kube_mux *m)
@@ -136,6 +141,9 @@ static void abandon_all(gf_kube_mux *m)
     admit_queued(m);
     while (m->inflight)
         retire(m, m->inflight, CURLE_SEND_ERROR);
+    curl_multi_cleanup(m->multi);
+    m->multi = NULL;
+    m->on = false;
     pthread_mutex_unlock(&m->lock);
 }
 
@@ -146,39 +154,50 @@ static void *loop(void *cls)
 
     for (;;) {
         pthread_mutex_lock(&m->lock);
-        if (m->stop) {
-            pthread_mutex_unlock(&m->lock);
+        if (m->stop)
             break;
-        }
         admit_queued(m);
-        close_idle(m);
+        if (close_idle(m)) {
+            pthread_mutex_unlock(&m->lock);
+            return NULL;
+        }
         pthread_mutex_unlock(&m->lock);
         curl_multi_perform(m->multi, &active);
         reap(m);
         curl_multi_poll(m->multi, NULL, 0, 1000, NULL);
     }
+    pthread_mutex_unlock(&m->lock);
     abandon_all(m);
     return NULL;
+}
+
+/* Under the lock: a thread and its multi handle, the last one's joined
+ * (it has let go of the lock for good: only its return is left). */
+static int start_thread(gf_kube_mux *m)
+{
+    if (m->joinable)
+        pthread_join(m->thread, NULL);
+    m->joinable = false;
+    if (!(m->multi = multi_new()))
+        return -1;
+    if (pthread_create(&m->thread, NULL, loop, m) != 0) {
+        curl_multi_cleanup(m->multi);
+        m->multi = NULL;
+        return -1;
+    }
+    m->on = m->joinable = true;
+    m->idle_since = gf_kube_now();
+    return 0;
 }
 
 int gf_kube_mux_start(gf_kube_mux **out, gf_error *err)
 {
     gf_kube_mux *m = calloc(1, sizeof(*m));
 
-    if (!m || !(m->multi = multi_new())) {
-        free(m);
+    if (!m)
         return gf_error_set(err, GF_ENOSPACE, "out of memory starting the API multiplexer");
-    }
     pthread_mutex_init(&m->lock, NULL);
     pthread_cond_init(&m->close_cond, NULL);
-    m->idle_since = gf_kube_now();
-    if (pthread_create(&m->thread, NULL, loop, m) != 0) {
-        curl_multi_cleanup(m->multi);
-        pthread_cond_destroy(&m->close_cond);
-        pthread_mutex_destroy(&m->lock);
-        free(m);
-        return gf_error_set(err, GF_ESYS, "cannot start the API multiplexer's thread");
-    }
     *out = m;
     return 0;
 }
@@ -189,10 +208,10 @@ CURLcode gf_kube_mux_perform(gf_kube_mux *m, CURL *c)
 
     pthread_cond_init(&j.cond, NULL);
     pthread_mutex_lock(&m->lock);
-    if (m->stop) {
+    if (m->stop || (!m->on && start_thread(m) < 0)) {
         pthread_mutex_unlock(&m->lock);
         pthread_cond_destroy(&j.cond);
-        return CURLE_SEND_ERROR;
+        return m->stop ? CURLE_SEND_ERROR : CURLE_OUT_OF_MEMORY;
     }
     if (m->queue_tail)
         m->queue_tail->next = &j;
@@ -209,31 +228,46 @@ CURLcode gf_kube_mux_perform(gf_kube_mux *m, CURL *c)
 
 size_t gf_kube_mux_idle_close(gf_kube_mux *m, unsigned idle_s)
 {
-    size_t closed;
+    pthread_t ended;
+    bool join;
 
     pthread_mutex_lock(&m->lock);
-    m->close_idle_s = idle_s;
-    m->close_asked = true;
-    m->close_answered = false;
-    curl_multi_wakeup(m->multi);
-    while (!m->close_answered && !m->stop)
-        pthread_cond_wait(&m->close_cond, &m->lock);
-    closed = m->close_answered ? m->closed : 0;
+    if (m->on) {
+        m->close_idle_s = idle_s;
+        m->close_asked = true;
+        m->close_answered = false;
+        curl_multi_wakeup(m->multi);
+        while (!m->close_answered && !m->stop)
+            pthread_cond_wait(&m->close_cond, &m->lock);
+    }
+    /* joined here, so its freed memory is back before the caller trims */
+    join = !m->on && m->joinable;
+    ended = m->thread;
+    m->joinable = m->joinable && !join;
     pthread_mutex_unlock(&m->lock);
-    return closed;
+    if (join)
+        pthread_join(ended, NULL);
+    return join ? 1 : 0;
 }
 
 void gf_kube_mux_stop(gf_kube_mux *m)
 {
+    pthread_t t;
+    bool join;
+
     if (!m)
         return;
     pthread_mutex_lock(&m->lock);
     m->stop = true;
     pthread_cond_broadcast(&m->close_cond);
-    curl_multi_wakeup(m->multi);
+    if (m->on)
+        curl_multi_wakeup(m->multi);
+    join = m->joinable;
+    t = m->thread;
+    m->joinable = false;
     pthread_mutex_unlock(&m->lock);
-    pthread_join(m->thread, NULL);
-    curl_multi_cleanup(m->multi);
+    if (join)
+        pthread_join(t, NULL);
     pthread_cond_destroy(&m->close_cond);
     pthread_mutex_destroy(&m->lock);
     free(m);

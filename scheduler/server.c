@@ -217,7 +217,8 @@ static int start(gf_server *s, const char *listen, gf_error *err)
     s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, handle, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                                  MHD_OPTION_NOTIFY_COMPLETED, completed, s,
                                  MHD_OPTION_CONNECTION_TIMEOUT, 30U, MHD_OPTION_CONNECTION_LIMIT,
-                                 256U, MHD_OPTION_END);
+                                 256U, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16384,
+                                 MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!s->daemon)
         return gf_error_set(err, GF_ESYS,

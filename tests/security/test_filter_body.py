@@ -95,6 +95,13 @@ class FilterBodyTest(SchedulerCase):
         # deeper than the fast path follows: the full parse still decides
         deep = '{"Pod":%s,"x":%s1%s,"NodeNames":["n1"]}' % (self.pod, "[" * 200, "]" * 200)
         self.assertEqual(self.passed(deep), ["n1"])
+        # kube-scheduler's largest: thousands of names, far past one read buffer
+        many = ["n1"] + ["gone-%05d" % i for i in range(4999)]
+        code, text = self.send('{"Pod":%s,"NodeNames":%s}' % (self.pod, json.dumps(many)))
+        self.assertEqual(code, 200, text)
+        r = json.loads(text)
+        self.assertEqual(r.get("NodeNames"), ["n1"])
+        self.assertEqual(len(r["FailedNodes"]), 4999)
         self.assertEqual(self.sched.get("/healthz")[0], 200)
         self.assertIn(self.passed('{"Pod":%s,"NodeNames":["n2","n1"]}' % self.pod),
                       (["n1"], ["n2"]))
