@@ -162,9 +162,8 @@ GF_HIDDEN void gf_shim_init_slow(void)
 static void init_nvml_fn(void)
 {
     in_init = true;
-    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_NOLOAD);
-    if (!h)
-        h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    /* the program's own copy when it loaded one (matched by name) */
+    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
     if (!h) {
         gf_log(GF_LOG_ERROR, "cannot load libnvidia-ml.so.1: %s", dlerror());
         in_init = false;

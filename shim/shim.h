@@ -295,8 +295,9 @@ GF_HIDDEN void gf_reconcile(int ordinal, gf_reconcile_why why);
 
 /* Returns the hook wrapping real pointer fn, or NULL. */
 GF_HIDDEN void *gf_hook_for_real(void *fn);
-/* Returns the hook for a symbol name, or NULL. */
-GF_HIDDEN void *gf_hook_for_name(const char *name);
+/* Returns the hook for a symbol name, or NULL; *real: where init stored the
+ * driver's own pointer for it (NULL for NVML's). */
+GF_HIDDEN void *gf_hook_for_name(const char *name, void ***real);
 GF_HIDDEN void *gf_hook_for_version(const char *base, int version, cuuint64_t flags);
 
 /* agent.c: burst loans and reclaim through gpufracd (off the fast path). */
