@@ -293,6 +293,18 @@ GF_HIDDEN extern const gf_family *const gf_families[];
 /* Walks the families' reconcile in order. */
 GF_HIDDEN void gf_reconcile(int ordinal, gf_reconcile_why why);
 
+/* elfsym.c: the driver's own definitions by name, as dlsym on its handle
+ * finds them (gf_elf_lookup asks dlsym whenever the table cannot tell). */
+typedef struct gf_elf {
+    bool ok;
+    uintptr_t base;
+    const void *symtab;
+    const char *strtab;
+    const uint32_t *hash; /* DT_GNU_HASH */
+} gf_elf;
+GF_HIDDEN int gf_elf_open(void *handle, gf_elf *e);
+GF_HIDDEN void *gf_elf_lookup(const gf_elf *e, void *handle, const char *name);
+
 /* Returns the hook wrapping real pointer fn, or NULL. */
 GF_HIDDEN void *gf_hook_for_real(void *fn);
 /* Returns the hook for a symbol name, or NULL; *real: where init stored the
