@@ -10,7 +10,8 @@
  *     the table as one gf_family. No family calls another, but for one
  *     arrow: alloc.c's frees ask async.c (async.h) for stream-ordered pointers.
  *   1 shim core (this header): init.c (the real driver, state, logging, the
- *     after-fork handler), device.c (ordinals, admission, gf_reconcile),
+ *     after-fork handler), elfsym.c (the driver's symbol table), device.c
+ *     (ordinals, admission, gf_reconcile),
  *     agent.c (loans from gpufracd; its after-fork is a table entry too),
  *     table.c (handle maps). It reaches the families only by walking
  *     gf_families, never by name.
