@@ -73,7 +73,7 @@ static void *lookup(const gf_elf *e, const char *name)
 {
     const uint32_t nbuckets = e->hash[0], symoffset = e->hash[1], bloom_size = e->hash[2],
                    shift = e->hash[3];
-    const ElfW(Addr) *bloom = (const ElfW(Addr) *)&e->hash[4];
+    const ElfW(Addr) *bloom = (const void *)&e->hash[4]; /* .gnu.hash is word-aligned */
     const uint32_t *buckets = (const uint32_t *)&bloom[bloom_size];
     const uint32_t *chain = &buckets[nbuckets];
     const unsigned bits = sizeof(ElfW(Addr)) * 8;
