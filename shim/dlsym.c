@@ -11,17 +11,23 @@
 
 GF_HIDDEN void *gf_dlsym_lookup(void *handle, const char *name)
 {
-    void *hook;
+    void *hook, **real = NULL;
 
     gf_find_real_dlsym();
     if (!name || handle == RTLD_NEXT || gf_shim_initialising())
         return NULL;
-    hook = gf_hook_for_name(name);
+    hook = gf_hook_for_name(name, &real);
     if (!hook)
         return NULL;
-    /* hook only what the handle really provides: a CUDA/NVML export */
-    if (!gf_real_dlsym(handle, name))
+    /* hook only what the handle really provides: a CUDA/NVML export. For the
+     * driver's own handle, init asked that very question already. */
+    if (atomic_load_explicit(&gf_init_done, memory_order_acquire) && handle == gf_state.cuda &&
+        real) {
+        if (!*real)
+            return NULL;
+    } else if (!gf_real_dlsym(handle, name)) {
         return NULL;
+    }
     if (strncmp(name, "nvml", 4) == 0)
         gf_shim_init_nvml();
     else

@@ -47,18 +47,12 @@ typedef struct fp_dev {
     uint64_t untracked; /* from the resync */
 } fp_dev;
 
-static fp_dev devs[GF_MAX_ORDINALS];
-static pthread_once_t devs_once = PTHREAD_ONCE_INIT;
+static fp_dev devs[GF_MAX_ORDINALS] = {
+    [0 ... GF_MAX_ORDINALS - 1] = {.lock = PTHREAD_MUTEX_INITIALIZER}};
 static pthread_once_t nvml_once = PTHREAD_ONCE_INIT;
 static bool nvml_ok;
 static gf_table owners; /* CUcontext / CUmodule / CUlibrary -> what it holds */
 static _Atomic uint64_t last_view_resync[GF_MAX_ORDINALS]; /* CLOCK_MONOTONIC_COARSE, offset */
-
-static void devs_init(void)
-{
-    for (int i = 0; i < GF_MAX_ORDINALS; i++)
-        pthread_mutex_init(&devs[i].lock, NULL);
-}
 
 static void nvml_init(void)
 {
@@ -87,41 +81,89 @@ static nvmlDevice_t nvml_device(const gf_ordinal *o, fp_dev *d)
     return d->nvml;
 }
 
-/* This pid's entry in NVML's process list of the device. */
-static bool process_used(nvmlDevice_t h, uint64_t *out)
+/* This pid's entry in NVML's process list of the device: 1 listed (*out
+ * set), 0 answered without it, -1 no answer. */
+static int process_used(nvmlDevice_t h, uint64_t *out)
 {
     nvmlProcessInfo_t stackbuf[32], *infos = stackbuf;
     unsigned int n = 32;
     unsigned int me = (unsigned int)getpid();
-    bool found = false;
+    int found = 0;
     nvmlReturn_t rc;
 
     if (!gf_nvml.nvmlDeviceGetComputeRunningProcesses_v3)
-        return false;
+        return -1;
     rc = gf_nvml.nvmlDeviceGetComputeRunningProcesses_v3(h, &n, infos);
     if (rc == NVML_ERROR_INSUFFICIENT_SIZE) {
         n += 16; /* processes may start in between */
         infos = calloc(n, sizeof(*infos));
         if (!infos)
-            return false;
+            return -1;
         rc = gf_nvml.nvmlDeviceGetComputeRunningProcesses_v3(h, &n, infos);
     }
     for (unsigned int i = 0; rc == NVML_SUCCESS && i < n && !found; i++) {
         if (infos[i].pid == me && infos[i].usedGpuMemory != NVML_VALUE_NOT_AVAILABLE) {
             *out = infos[i].usedGpuMemory;
-            found = true;
+            found = 1;
         }
     }
     if (infos != stackbuf)
         free(infos);
-    return found;
+    return rc == NVML_SUCCESS ? found : -1;
 }
 
-static void take_sample(int ord, const gf_ordinal *o, sample *s)
+/* Which NVML figures a sample reads: only those the measurement uses (each
+ * query is a driver call; on gpusim a scan of its state). */
+enum {
+    NEED_DEVICE = 1,        /* the device's used memory */
+    NEED_PROCESS = 2,       /* this pid's entry */
+    DEVICE_IF_UNLISTED = 4, /* the device's too, when the pid's entry is missing */
+};
+
+/* What a sample of the device needs, before (prev NULL) or after the call
+ * with the sample before it. Caller holds d->lock (attrib does not move).
+ * A measurement reads the process's figure once NVML attributes it and the
+ * device's where it does not. At the first context, while that is not known,
+ * the sample before reads both (an entry for this pid then is someone
+ * else's: measured decides), the one after the pid's entry, and the device's
+ * only where that entry is missing or not this process's. */
+static int sample_needs(const fp_dev *d, bool first_context, const sample *prev)
+{
+    if (d->attrib == ATTRIB_PROCESS)
+        return NEED_PROCESS;
+    if (d->attrib == ATTRIB_DEVICE || !first_context)
+        return NEED_DEVICE;
+    if (!prev)
+        return NEED_DEVICE | NEED_PROCESS;
+    if (prev->listed && prev->process > 0)
+        return NEED_DEVICE; /* someone else's entry: device-wide (measured) */
+    return NEED_PROCESS | DEVICE_IF_UNLISTED;
+}
+
+/* One read of what the sample needs; false when NVML did not answer. */
+static bool read_nvml(nvmlDevice_t h, int needs, sample *s)
+{
+    nvmlMemory_t m;
+    int listed = 0;
+
+    if (needs & NEED_PROCESS) {
+        listed = process_used(h, &s->process);
+        s->listed = listed == 1;
+        if (listed < 0 && !(needs & (NEED_DEVICE | DEVICE_IF_UNLISTED)))
+            return false; /* the one figure it needs */
+    }
+    if ((needs & NEED_DEVICE) || ((needs & DEVICE_IF_UNLISTED) && !s->listed)) {
+        if (gf_nvml.nvmlDeviceGetMemoryInfo(h, &m) != NVML_SUCCESS)
+            return false;
+        s->device = m.used;
+    }
+    return true;
+}
+
+static void take_sample(int ord, const gf_ordinal *o, int needs, sample *s)
 {
     fp_dev *d = &devs[ord];
     nvmlDevice_t h;
-    nvmlMemory_t m;
 
     *s = (sample){0};
     pthread_once(&nvml_once, nvml_init);
@@ -133,11 +175,11 @@ static void take_sample(int ord, const gf_ordinal *o, sample *s)
      * for a read the charge did not move across. */
     for (int attempt = 0; attempt < 4 && !s->stable; attempt++) {
         uint64_t before = atomic_load_explicit(mine, memory_order_acquire);
-        if (gf_nvml.nvmlDeviceGetMemoryInfo(h, &m) != NVML_SUCCESS)
+        if (!read_nvml(h, needs, s)) {
+            s->ok = false;
             return;
+        }
         s->ok = true;
-        s->device = m.used;
-        s->listed = process_used(h, &s->process);
         s->charged = atomic_load_explicit(mine, memory_order_acquire);
         s->stable = s->charged == before;
     }
@@ -191,13 +233,12 @@ static bool begin_at(int ord, holder *h, bool sample_now)
 {
     if (ord < 0 || ord >= GF_MAX_ORDINALS || !(h->o = gf_ordinal_get(ord)))
         return false;
-    pthread_once(&devs_once, devs_init);
     h->ord = ord;
     h->d = &devs[ord];
     h->first = false;
     pthread_mutex_lock(&h->d->lock);
     if (sample_now)
-        take_sample(ord, h->o, &h->before);
+        take_sample(ord, h->o, sample_needs(h->d, false, NULL), &h->before);
     return true;
 }
 
@@ -209,7 +250,7 @@ static bool begin(int ord, holder *h)
 static int64_t end(holder *h, bool first_context)
 {
     sample after;
-    take_sample(h->ord, h->o, &after);
+    take_sample(h->ord, h->o, sample_needs(h->d, first_context, &h->before), &after);
     return measured(h->d, &h->before, &after, first_context);
 }
 
@@ -307,7 +348,8 @@ static bool reserve_estimate(holder *h, uint64_t *est)
         *est = first_context_lock(h);
     if (*est && !gf_admit(h->o, *est))
         return false;
-    take_sample(h->ord, h->o, &h->before); /* after the reservation: it is not the context's */
+    /* after the reservation: it is not the context's */
+    take_sample(h->ord, h->o, sample_needs(h->d, true, NULL), &h->before);
     return true;
 }
 
@@ -370,7 +412,6 @@ static CUresult primary_dropped(CUresult rc, CUdevice dev)
     fp_dev *d;
     if (rc != CUDA_SUCCESS || dev < 0 || dev >= GF_MAX_ORDINALS || !(o = gf_ordinal_get(dev)))
         return rc;
-    pthread_once(&devs_once, devs_init);
     d = &devs[dev];
     pthread_mutex_lock(&d->lock);
     if (d->primary && !primary_active(dev)) {
@@ -759,11 +800,10 @@ static void resync(int ord, bool may_raise)
 
     if (ord < 0 || ord >= GF_MAX_ORDINALS || !(o = gf_ordinal_get(ord)) || o->dev < 0)
         return;
-    pthread_once(&devs_once, devs_init);
     d = &devs[ord];
     if (d->attrib != ATTRIB_PROCESS || pthread_mutex_trylock(&d->lock) != 0)
         return; /* only where NVML names this process; never waits on a measurement */
-    take_sample(ord, o, &s);
+    take_sample(ord, o, NEED_PROCESS, &s);
     if (s.ok && s.listed && s.stable) {
         allocations = minus(s.charged, d->tracked + d->untracked);
         target = minus(s.process, allocations + d->tracked);

@@ -67,15 +67,18 @@ static void setup_logging(void)
 
 static void resolve_cuda(void)
 {
+    gf_elf elf;
+
     gf_state.cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
     if (!gf_state.cuda) {
         gf_log(GF_LOG_ERROR, "cannot load libcuda.so.1: %s", dlerror());
         return;
     }
+    gf_elf_open(gf_state.cuda, &elf);
 #define CU_HOOK(name, base, since, ptsz, ret, params) \
-    gf_cu.name = (ret(*) params)gf_real_dlsym(gf_state.cuda, #name);
+    gf_cu.name = (ret(*) params)gf_elf_lookup(&elf, gf_state.cuda, #name);
 #include "hooks.def"
-#define X(name, ret, params) gf_cu.name = (ret(*) params)gf_real_dlsym(gf_state.cuda, #name);
+#define X(name, ret, params) gf_cu.name = (ret(*) params)gf_elf_lookup(&elf, gf_state.cuda, #name);
     GF_CU_USED(X)
 #undef X
 }
@@ -162,9 +165,8 @@ GF_HIDDEN void gf_shim_init_slow(void)
 static void init_nvml_fn(void)
 {
     in_init = true;
-    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_NOLOAD);
-    if (!h)
-        h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    /* the program's own copy when it loaded one (matched by name) */
+    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
     if (!h) {
         gf_log(GF_LOG_ERROR, "cannot load libnvidia-ml.so.1: %s", dlerror());
         in_init = false;

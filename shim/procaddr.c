@@ -10,6 +10,7 @@
 typedef struct hook_row {
     const char *name;
     const char *base;
+    size_t name_len, base_len; /* a lookup compares lengths before bytes */
     int since;
     int ptsz;
     void *hook;
@@ -17,13 +18,16 @@ typedef struct hook_row {
 } hook_row;
 
 static const hook_row cu_rows[] = {
-#define CU_HOOK(name, base, since, ptsz, ret, params) \
-    {#name, #base, since, ptsz, (void *)name, (void **)&gf_cu.name},
+#define CU_HOOK(name, base, since, ptsz, ret, params)    \
+    {#name, #base, sizeof(#name) - 1, sizeof(#base) - 1, \
+     since, ptsz,  (void *)name,      (void **)&gf_cu.name},
 #include "hooks.def"
 };
 
 static const hook_row nvml_rows[] = {
-#define NVML_HOOK(name, ret, params) {#name, #name, 0, 0, (void *)name, (void **)&gf_nvml.name},
+#define NVML_HOOK(name, ret, params)                     \
+    {#name, #name, sizeof(#name) - 1, sizeof(#name) - 1, \
+     0,     0,     (void *)name,      (void **)&gf_nvml.name},
 #include "hooks.def"
 };
 
@@ -40,16 +44,26 @@ GF_HIDDEN void *gf_hook_for_real(void *fn)
     return NULL;
 }
 
-GF_HIDDEN void *gf_hook_for_name(const char *name)
+static bool row_is(const char *row, size_t row_len, const char *name, size_t len)
 {
+    return row_len == len && memcmp(row, name, len) == 0;
+}
+
+GF_HIDDEN void *gf_hook_for_name(const char *name, void ***real)
+{
+    size_t len = strlen(name);
     if (name[0] == 'c' && name[1] == 'u') {
         for (size_t i = 0; i < N_CU; i++)
-            if (strcmp(cu_rows[i].name, name) == 0)
+            if (row_is(cu_rows[i].name, cu_rows[i].name_len, name, len)) {
+                *real = cu_rows[i].real;
                 return cu_rows[i].hook;
+            }
     } else if (strncmp(name, "nvml", 4) == 0) {
         for (size_t i = 0; i < N_NVML; i++)
-            if (strcmp(nvml_rows[i].name, name) == 0)
+            if (row_is(nvml_rows[i].name, nvml_rows[i].name_len, name, len)) {
+                *real = NULL; /* init_nvml_fn's handle is not kept */
                 return nvml_rows[i].hook;
+            }
     }
     return NULL;
 }
@@ -62,13 +76,14 @@ GF_HIDDEN void *gf_hook_for_version(const char *base, int version, cuuint64_t fl
     int want_ptsz = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
     const hook_row *best = NULL;
     bool has_ptsz = false;
+    size_t len = strlen(base);
 
     for (size_t i = 0; i < N_CU; i++)
-        if (strcmp(cu_rows[i].base, base) == 0 && cu_rows[i].ptsz)
+        if (cu_rows[i].ptsz && row_is(cu_rows[i].base, cu_rows[i].base_len, base, len))
             has_ptsz = true;
     for (size_t i = 0; i < N_CU; i++) {
         const hook_row *r = &cu_rows[i];
-        if (strcmp(r->base, base) != 0 || r->since > version)
+        if (!row_is(r->base, r->base_len, base, len) || r->since > version)
             continue;
         if (r->ptsz != (want_ptsz && has_ptsz))
             continue;

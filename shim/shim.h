@@ -10,7 +10,8 @@
  *     the table as one gf_family. No family calls another, but for one
  *     arrow: alloc.c's frees ask async.c (async.h) for stream-ordered pointers.
  *   1 shim core (this header): init.c (the real driver, state, logging, the
- *     after-fork handler), device.c (ordinals, admission, gf_reconcile),
+ *     after-fork handler), elfsym.c (the driver's symbol table), device.c
+ *     (ordinals, admission, gf_reconcile),
  *     agent.c (loans from gpufracd; its after-fork is a table entry too),
  *     table.c (handle maps). It reaches the families only by walking
  *     gf_families, never by name.
@@ -293,10 +294,23 @@ GF_HIDDEN extern const gf_family *const gf_families[];
 /* Walks the families' reconcile in order. */
 GF_HIDDEN void gf_reconcile(int ordinal, gf_reconcile_why why);
 
+/* elfsym.c: the driver's own definitions by name, as dlsym on its handle
+ * finds them (gf_elf_lookup asks dlsym whenever the table cannot tell). */
+typedef struct gf_elf {
+    bool ok;
+    uintptr_t base;
+    const void *symtab;
+    const char *strtab;
+    const uint32_t *hash; /* DT_GNU_HASH */
+} gf_elf;
+GF_HIDDEN int gf_elf_open(void *handle, gf_elf *e);
+GF_HIDDEN void *gf_elf_lookup(const gf_elf *e, void *handle, const char *name);
+
 /* Returns the hook wrapping real pointer fn, or NULL. */
 GF_HIDDEN void *gf_hook_for_real(void *fn);
-/* Returns the hook for a symbol name, or NULL. */
-GF_HIDDEN void *gf_hook_for_name(const char *name);
+/* Returns the hook for a symbol name, or NULL; *real: where init stored the
+ * driver's own pointer for it (NULL for NVML's). */
+GF_HIDDEN void *gf_hook_for_name(const char *name, void ***real);
 GF_HIDDEN void *gf_hook_for_version(const char *base, int version, cuuint64_t flags);
 
 /* agent.c: burst loans and reclaim through gpufracd (off the fast path). */

@@ -2,9 +2,11 @@
 """libgpufrac over gpusim: what a fractional process sees, what is charged,
 and that the limit holds across processes, threads and deaths."""
 import os
+import shutil
 import subprocess
 import sys
 import time
+import unittest
 
 import cases
 
@@ -484,6 +486,33 @@ class FootprintTest(SimTestCase):
         d = self.dump()
         self.assertEqual(d["dev0_used"], 128 * Mi)
         self.assertEqual(d["dev0_overhead"], 128 * Mi)
+        self.assertEqual(self.driver()["dev0_used"], 128 * Mi)
+        self.kill(p)
+
+    @unittest.skipUnless(shutil.which("unshare") and subprocess.run(
+        ["unshare", "--user", "--pid", "--fork", "--map-root-user", "true"],
+        capture_output=True).returncode == 0, "unprivileged user + PID namespaces unavailable")
+    def test_contexts_in_a_pid_namespace_are_measured_device_wide(self):
+        # NVML names the process by its host pid (gpusim as the driver does),
+        # the shim knows only its namespace's (1): no entry for it, so the
+        # first context is measured from the device's used memory, and the
+        # later ones too (each sample then reads only that figure)
+        self.make_fraction(limit=2 * Gi)
+        p = subprocess.Popen(["unshare", "--user", "--pid", "--fork", "--kill-child",
+                              "--map-root-user", PROBE,
+                              "info", "ctx-create", "0", "info", "hold", "60"],
+                             env=self.shim_env(), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        self.procs.append(p)
+        out = []
+        for line in p.stdout:
+            out.append(line)
+            if line.startswith("holding="):
+                break
+        frees = [int(v) for k, v in (ln.strip().split("=", 1) for ln in out if "=" in ln)
+                 if k == "free"]
+        self.assertEqual(frees, [2 * Gi - 64 * Mi, 2 * Gi - 128 * Mi], "".join(out))
+        self.assertEqual(self.dump()["dev0_overhead"], 128 * Mi)
         self.assertEqual(self.driver()["dev0_used"], 128 * Mi)
         self.kill(p)
 
