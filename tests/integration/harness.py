@@ -202,9 +202,11 @@ class SimTestCase(unittest.TestCase):
             self.fail("shimprobe %s failed (%d): %s" % (steps, r.returncode, r.stderr))
         return r
 
-    def probe_bg(self, *steps, env=None):
-        """Starts a probe that ends in `hold N`; returns once it holds."""
-        p = subprocess.Popen([PROBE] + [str(s) for s in steps], env=env or self.shim_env(),
+    def probe_lines(self, *steps, env=None, wrap=()):
+        """Starts a probe that ends in `hold N` (under the command wrap, if
+        given); returns once it holds, with the lines it printed until then."""
+        p = subprocess.Popen(list(wrap) + [PROBE] + [str(s) for s in steps],
+                             env=env or self.shim_env(),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.procs.append(p)
         out = []
@@ -212,6 +214,11 @@ class SimTestCase(unittest.TestCase):
             out.append(line)
             if line.startswith("holding="):
                 break
+        return p, out
+
+    def probe_bg(self, *steps, env=None, wrap=()):
+        """probe_lines, what was printed as key=value."""
+        p, out = self.probe_lines(*steps, env=env, wrap=wrap)
         return p, kv("".join(out))
 
     def dump(self):

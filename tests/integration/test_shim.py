@@ -286,11 +286,11 @@ class CrossProcessTest(SimTestCase):
         self.assertEqual(out["reclaimed"], "1")
         self.assertEqual(self.dump()["dev0_used"], 0)
 
-    def test_racing_processes_never_pass_the_limit(self):
-        self.make_fraction(limit=1 * Gi)
-        procs = [subprocess.Popen(
-            [PROBE, "race", "4", "200", "100Mi"], env=self.shim_env(), stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True) for _ in range(8)]
+    def race(self, *steps):
+        """8 probes running steps at once: their granted and refused counts."""
+        procs = [subprocess.Popen([PROBE] + list(steps), env=self.shim_env(),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for _ in range(8)]
         ok = refused = 0
         for p in procs:
             out, err = p.communicate(timeout=120)
@@ -298,6 +298,11 @@ class CrossProcessTest(SimTestCase):
             o = kv(out)
             ok += int(o["race_ok"])
             refused += int(o["race_refused"])
+        return ok, refused
+
+    def test_racing_processes_never_pass_the_limit(self):
+        self.make_fraction(limit=1 * Gi)
+        ok, refused = self.race("race", "4", "200", "100Mi")
         d = self.dump()
         self.assertEqual(ok + refused, 8 * 4 * 200)
         self.assertGreater(ok, 0)
@@ -306,21 +311,11 @@ class CrossProcessTest(SimTestCase):
         self.assertEqual(d["dev0_used"], 0)
         self.assertEqual(d["slot_bytes"], 0)
 
-
     def test_racing_stream_ordered_processes_never_pass_the_limit(self):
         # the same race through pools that grow and shrink (a synchronisation
         # after each round): their charges move without a lock
         self.make_fraction(limit=1 * Gi)
-        procs = [subprocess.Popen(
-            [PROBE, "race-async", "4", "100", "100Mi", "2"], env=self.shim_env(),
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(8)]
-        ok = refused = 0
-        for p in procs:
-            out, err = p.communicate(timeout=120)
-            self.assertEqual(p.returncode, 0, err)
-            o = kv(out)
-            ok += int(o["race_ok"])
-            refused += int(o["race_refused"])
+        ok, refused = self.race("race-async", "4", "100", "100Mi", "2")
         self.assertEqual(ok + refused, 8 * 4 * 100 * 2)
         self.assertGreater(ok, 0)
         self.assertGreater(refused, 0, "32 threads x 2 x 100Mi on 1Gi must contend")
@@ -498,17 +493,9 @@ class FootprintTest(SimTestCase):
         # first context is measured from the device's used memory, and the
         # later ones too (each sample then reads only that figure)
         self.make_fraction(limit=2 * Gi)
-        p = subprocess.Popen(["unshare", "--user", "--pid", "--fork", "--kill-child",
-                              "--map-root-user", PROBE,
-                              "info", "ctx-create", "0", "info", "hold", "60"],
-                             env=self.shim_env(), stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
-        self.procs.append(p)
-        out = []
-        for line in p.stdout:
-            out.append(line)
-            if line.startswith("holding="):
-                break
+        p, out = self.probe_lines("info", "ctx-create", "0", "info", "hold", "60",
+                                  wrap=["unshare", "--user", "--pid", "--fork", "--kill-child",
+                                        "--map-root-user"])
         frees = [int(v) for k, v in (ln.strip().split("=", 1) for ln in out if "=" in ln)
                  if k == "free"]
         self.assertEqual(frees, [2 * Gi - 64 * Mi, 2 * Gi - 128 * Mi], "".join(out))
@@ -712,14 +699,7 @@ class DeviceMappingTest(SimTestCase):
                 # a fraction and a simulated GPU of its own for each way
                 self.env["GPUSIM_STATE"] = os.path.join(self.tmp, "gpusim.state." + via)
                 self.make_fraction(limit=2 * Gi, name=via)
-                p = subprocess.Popen([PROBE, "--via", via] + steps, env=self.shim_env(),
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                self.procs.append(p)
-                out = []
-                for line in p.stdout:
-                    out.append(line)
-                    if line.startswith("holding="):
-                        break
+                p, out = self.probe_lines("--via", via, *steps)
                 held = kv("".join(out))
                 named = ["ctx-push-legacy", "ctx-pop-legacy", "ctx-create"] if old else []
                 for step in ["ctx-push", "ctx-pop"] + named:

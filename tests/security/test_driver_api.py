@@ -92,14 +92,7 @@ class SwitchAttackTest(SimTestCase):
                  "set-pool", "async", "16Mi", "set-pool-default",
                  "async", "8Mi", "pool-destroy", "async", "4Mi", "alloc", "1000Mi",
                  "hold", "60"]
-        p = subprocess.Popen([PROBE] + steps, env=self.shim_env(), stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
-        self.procs.append(p)
-        out = []
-        for line in p.stdout:
-            out.append(line)
-            if line.startswith("holding="):
-                break
+        p, out = self.probe_lines(*steps)
         held = kv("".join(out))
         self.assertIn("holding", held, "".join(out))
         self.assertEqual(held["alloc"], "CUDA_ERROR_OUT_OF_MEMORY", "the last is over the limit")
