@@ -579,6 +579,27 @@ class Recovery(E2E):
 
 
 class Observability(E2E):
+    def connections(self):
+        for ln in self.sched.get("/metrics")[1].splitlines():
+            if ln.startswith("gpufrac_scheduler_api_connections_total "):
+                return float(ln.split()[1])
+        self.fail("no gpufrac_scheduler_api_connections_total in /metrics")
+
+    def test_api_connection_kept_then_closed_when_idle(self):
+        """Back-to-back binds reuse the API connection; after 10 s with
+        nothing in flight it is closed (and the thread driving it ends), and
+        the next bind opens a new one and succeeds."""
+        self.node(agent_node("n1", [("GPU-aaaa", 0, 16 * Gi)]))
+        pods = [self.pod(frac_pod("k%d" % i, request="1Gi")) for i in range(3)]
+        self.wait_nodes_cached(pods[0], ["n1"])
+        self.assertEqual(self.schedule("k0", ["n1"])[::2], ("n1", ""))
+        kept = self.connections()
+        self.assertEqual(self.schedule("k1", ["n1"])[::2], ("n1", ""))
+        self.assertEqual(self.connections(), kept, "the second bind reuses the connection")
+        time.sleep(20)  # the janitor closes connections idle for 10 s, every 5 s
+        self.assertEqual(self.schedule("k2", ["n1"])[::2], ("n1", ""))
+        self.assertEqual(self.connections(), kept + 1, "a new connection after the idle close")
+
     def test_healthz_and_metrics(self):
         from prometheus_client.parser import text_string_to_metric_families
         code, body = self.sched.get("/healthz")
