@@ -172,6 +172,20 @@ def race(nproc, threads, size_mib, seconds):
     kv("race_limit_mib", "%.1f" % (limit / MiB))
     check(refused > 0, "the race did not contend")
     check(attributed, "NVML never listed the workers' pids (PID namespace?)")
+    tool, state = os.environ.get("GPUSIM_TOOL"), os.environ.get("GPUSIM_STATE")
+    if tool and state:
+        # gpusim lists its processes slot after slot while 32 threads race,
+        # so the sum of one listing can be off by several allocations: its
+        # own device peak (one counter, contexts included) is the exact check
+        env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}  # the tool, not a tenant
+        out = subprocess.run([tool, "dump", state], capture_output=True, text=True, env=env,
+                             check=True).stdout
+        dev = dict(f.split("=", 1) for f in out.split() if "=" in f)
+        driver_peak = int(dev["dev0_peak"])
+        kv("race_peak_driver_mib", "%.1f" % (driver_peak / MiB))
+        check(driver_peak <= limit, "the fraction's processes held %d bytes (gpusim's peak), "
+              "limit %d", driver_peak, limit)
+        return
     # NVML's per-process figures are read one after the other while the race
     # goes on: their sum may be off by one allocation in flight
     kv("race_sampling_slack_mib", size_mib)

@@ -453,6 +453,12 @@ step_torch_portion() {
 step_footprint_ctx() { frac footprint.ctx 2Gi "$PY" "$HERE/footprint_probe.py" ctx; }
 
 step_footprint_race() {
+    if [ "$SIM" = 1 ]; then
+        # a simulated device of its own, so gpusim's exact peak is this race's
+        GPUSIM_STATE="$OUT_DIR/gpusim.race.state" GPUSIM_TOOL="$BUILD/tests/gpusimtool" \
+            frac footprint.race 4Gi "$PY" "$HERE/footprint_probe.py" race 8 4 64 "$RACE_S"
+        return
+    fi
     frac footprint.race 4Gi "$PY" "$HERE/footprint_probe.py" race 8 4 64 "$RACE_S"
 }
 
