@@ -5,7 +5,7 @@
  * kept-alive connections instead). A caller blocks until its own transfer
  * is done; its callbacks run on the mux thread, one transfer's never
  * concurrently with themselves. Only the mux thread touches the multi
- * handle; callers touch only the queue, under the lock. */
+ * handle; callers only queue and wake it, under the lock. */
 #include <stdlib.h>
 
 #include "kube_impl.h"
@@ -29,7 +29,6 @@ struct gf_kube_mux {
     bool stop;
     bool close_asked, close_answered;
     unsigned close_idle_s;
-    size_t closed; /* answer to the last close request */
     pthread_cond_t close_cond;
     time_t idle_since; /* when running last fell to 0 */
     CURLM *multi;      /* touched by the thread alone, but for wakeups */
@@ -110,7 +109,6 @@ static bool close_idle(gf_kube_mux *m)
         m->multi = NULL;
         m->on = false;
     }
-    m->closed = idle ? 1 : 0;
     m->close_asked = false;
     m->close_answered = true;
     pthread_cond_broadcast(&m->close_cond);
