@@ -150,6 +150,7 @@ static void *loop(void *cls)
     gf_kube_mux *m = cls;
     int active;
 
+    pthread_setname_np(pthread_self(), "gf-kube-mux");
     for (;;) {
         pthread_mutex_lock(&m->lock);
         if (m->stop)

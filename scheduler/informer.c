@@ -12,12 +12,13 @@ typedef struct kind_desc {
     gf_model_kind kind; /* GF_INFORMER_NAMESPACES for the third */
     const char *path;
     const char *what;
+    const char *thread_name; /* at most 15 characters */
 } kind_desc;
 
 static const kind_desc kinds[GF_INFORMER_KINDS] = {
-    {GF_MODEL_NODES, "/api/v1/nodes", "nodes"},
-    {GF_MODEL_PODS, "/api/v1/pods", "pods"},
-    {GF_INFORMER_NAMESPACES, "/api/v1/namespaces", "namespaces"},
+    {GF_MODEL_NODES, "/api/v1/nodes", "nodes", "gf-watch-nodes"},
+    {GF_MODEL_PODS, "/api/v1/pods", "pods", "gf-watch-pods"},
+    {GF_INFORMER_NAMESPACES, "/api/v1/namespaces", "namespaces", "gf-watch-ns"},
 };
 
 typedef struct thread_arg {
@@ -269,6 +270,7 @@ static void *kind_loop(void *cls)
     unsigned backoff = 1;
     int rc;
 
+    pthread_setname_np(pthread_self(), a->kd->thread_name);
     while (!atomic_load(&in->stop)) {
         if (relist(a, rv, sizeof(rv)) < 0) {
             pause_s(in, backoff);
@@ -296,6 +298,7 @@ static void *janitor(void *cls)
     unsigned tick = 0;
     size_t n, closed;
 
+    pthread_setname_np(pthread_self(), "gf-janitor");
     while (!atomic_load(&in->stop)) {
         pause_s(in, GF_INFORMER_TRIM_S);
         /* the memory of deleted objects and of connections a burst of

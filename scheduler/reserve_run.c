@@ -257,6 +257,7 @@ static void *loop(void *cls)
     gf_reserver *r = cls;
     struct timespec until;
 
+    pthread_setname_np(pthread_self(), "gf-reserve");
     while (!atomic_load(&r->stop)) {
         tick(r);
         clock_gettime(CLOCK_REALTIME, &until);

@@ -596,9 +596,30 @@ class Observability(E2E):
         kept = self.connections()
         self.assertEqual(self.schedule("k1", ["n1"])[::2], ("n1", ""))
         self.assertEqual(self.connections(), kept, "the second bind reuses the connection")
+        self.assertIn("gf-kube-mux", self.threads())
         time.sleep(20)  # the janitor closes connections idle for 10 s, every 5 s
+        self.assertNotIn("gf-kube-mux", self.threads(), "the idle thread ended")
         self.assertEqual(self.schedule("k2", ["n1"])[::2], ("n1", ""))
         self.assertEqual(self.connections(), kept + 1, "a new connection after the idle close")
+        self.assertIn("gf-kube-mux", self.threads(), "started again by the bind")
+
+    def threads(self):
+        """gpufrac-scheduler's thread names (each thread names what it does)."""
+        task = "/proc/%d/task" % self.sched.proc.pid
+        names = []
+        for t in os.listdir(task):
+            try:
+                with open(os.path.join(task, t, "comm")) as f:
+                    names.append(f.read().strip())
+            except FileNotFoundError:  # the thread ended meanwhile
+                pass
+        return names
+
+    def test_threads_are_named_by_what_they_do(self):
+        names = set(self.threads())
+        for want in ("gf-watch-nodes", "gf-watch-pods", "gf-watch-ns", "gf-janitor",
+                     "gf-reserve", "MHD-listen"):
+            self.assertIn(want, names)
 
     def test_healthz_and_metrics(self):
         from prometheus_client.parser import text_string_to_metric_families
