@@ -211,8 +211,8 @@ static inline pool_answer pool_ask(pool_charge *pc)
  * charge is raised by a compare-and-swap from a value read before the driver
  * was asked, the extra reserved first (so a refusal leaves nothing to undo
  * but the admission); a growth the charge already covers needs no lowering
- * to have begun since. False when the extra does not fit (nothing stays
- * charged). */
+ * to have begun since. False when the extra does not fit: the admission
+ * stays, for alloc_over to give back. */
 static bool __attribute__((noinline))
 settle_growth(const gf_ordinal *o, gf_hot *h, pool_charge *pc, uint64_t admitted, pool_answer a)
 {
@@ -236,7 +236,6 @@ settle_growth(const gf_ordinal *o, gf_hot *h, pool_charge *pc, uint64_t admitted
                     continue;
                 }
                 gf_ledger_note_denied(&gf_state.ledger, o->dev);
-                gf_unadmit(o, admitted);
                 return false;
             }
             if (!atomic_compare_exchange_strong(&pc->charged, &c, now)) {
@@ -325,12 +324,20 @@ static inline void alloc_done(CUdeviceptr p, uint64_t bytes, pool_charge *pc)
     track_async(p, bytes, pc);
 }
 
-/* Grew past the limit: the memory goes back to the driver. */
-static CUresult alloc_over(CUdeviceptr *dptr, CUstream stream, pool_charge *pc)
+/* Grew past the limit: the memory goes back to the driver. The admission
+ * stays counted until the driver holds less: it becomes the pool's charge,
+ * and a true-up after the trim lowers that to the reservation. (Given back
+ * before the free, it let the driver hold the growth uncounted meanwhile:
+ * room another process of the fraction could allocate into.) */
+static CUresult alloc_over(CUdeviceptr *dptr, CUstream stream, pool_charge *pc, uint64_t admitted)
 {
     gf_cu.cuMemFreeAsync(*dptr, stream);
     if (gf_cu.cuMemPoolTrimTo)
         gf_cu.cuMemPoolTrimTo(pc->pool, 0);
+    atomic_fetch_add(&pc->charged, admitted);
+    pthread_mutex_lock(&pools_lock);
+    pool_true_up(pc);
+    pthread_mutex_unlock(&pools_lock);
     *dptr = 0;
     return CUDA_ERROR_OUT_OF_MEMORY;
 }
@@ -358,7 +365,7 @@ alloc_cold(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, CUstream stream, 
         return rc;
     }
     if (!settle_growth(o, h, pc, bytes, pool_ask(pc)))
-        return alloc_over(dptr, stream, pc);
+        return alloc_over(dptr, stream, pc, bytes);
     alloc_done(*dptr, bytes, pc);
     return rc;
 }
@@ -376,7 +383,7 @@ alloc_settle(CUdeviceptr *dptr, size_t bytes, CUstream stream, int ord, pool_cha
              pool_answer a)
 {
     if (!settle_growth(gf_ordinal_of(ord), gf_hot_ordinal(ord), pc, bytes, a))
-        return alloc_over(dptr, stream, pc);
+        return alloc_over(dptr, stream, pc, bytes);
     alloc_done(*dptr, bytes, pc);
     return CUDA_SUCCESS;
 }
