@@ -157,7 +157,7 @@ static inline pool_charge *pool_named(CUmemoryPool pool, int ordinal)
 
 static uint64_t pool_reserved(CUmemoryPool pool)
 {
-    cuuint64_t v = 0;
+    cuuint64_t v; /* read only when the driver answered */
     if (!gf_cu.cuMemPoolGetAttribute ||
         gf_cu.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v) != CUDA_SUCCESS)
         return UINT64_MAX;
@@ -379,10 +379,10 @@ static CUresult __attribute__((noinline)) alloc_refused(gf_hot *h, uint64_t byte
 
 /* The hot path's answer was not "no growth, no lowering": the whole settle. */
 static CUresult __attribute__((noinline))
-alloc_settle(CUdeviceptr *dptr, size_t bytes, CUstream stream, int ord, pool_charge *pc,
+alloc_settle(CUdeviceptr *dptr, size_t bytes, CUstream stream, gf_hot *h, pool_charge *pc,
              pool_answer a)
 {
-    if (!settle_growth(gf_ordinal_of(ord), gf_hot_ordinal(ord), pc, bytes, a))
+    if (!settle_growth(gf_ordinal_of((int)(h - gf_state.hot)), h, pc, bytes, a))
         return alloc_over(dptr, stream, pc, bytes);
     alloc_done(*dptr, bytes, pc);
     return CUDA_SUCCESS;
@@ -415,7 +415,7 @@ static inline __attribute__((always_inline)) CUresult alloc_hot(CUdeviceptr *dpt
     if (__builtin_expect((a.lowering & 1) || a.reserved > a.charged ||
                              atomic_load(&pc->lowering) != a.lowering,
                          0))
-        return alloc_settle(dptr, bytes, stream, ord, pc, a);
+        return alloc_settle(dptr, bytes, stream, h, pc, a);
     gf_hot_release(h, bytes); /* reused: the reservation already holds it */
     alloc_done(*dptr, bytes, pc);
     return CUDA_SUCCESS;
