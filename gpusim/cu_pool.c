@@ -224,6 +224,7 @@ static CUresult free_async(CUdeviceptr dptr, CUstream s)
     rc = gs_stream_pdev(s, &p);
     if (rc)
         return rc;
+    gs_free_async_hold();
     return gs_free_ptr(dptr);
 }
 

@@ -73,8 +73,9 @@ typedef struct gs_sim {
     uint64_t ctx_overhead[GS_MAX_DEV]; /* per context, at the default limits */
     bool log;
     bool strict_ctx;
-    char ctx_hold[512];     /* GPUSIM_CTX_HOLD: pause each context creation ("" = never) */
-    char reclaim_hold[512]; /* GPUSIM_RECLAIM_HOLD: pause each reclaim of a dead slot */
+    char ctx_hold[512];        /* GPUSIM_CTX_HOLD: pause each context creation ("" = never) */
+    char reclaim_hold[512];    /* GPUSIM_RECLAIM_HOLD: pause each reclaim of a dead slot */
+    char free_async_hold[512]; /* GPUSIM_FREE_ASYNC_HOLD: pause each cuMemFreeAsync */
     char path[512];
     gs_shm *shm;
     int lock_fd; /* holds this process's slot lock; -1 when none */
@@ -102,6 +103,9 @@ void gs_uncharge(int p, uint64_t bytes);
 /* GPUSIM_CTX_HOLD (a test stand-in): a context's memory is charged; say so
  * and wait until the test lets the creation return. */
 void gs_ctx_hold(void);
+/* GPUSIM_FREE_ASYNC_HOLD (a test stand-in): a stream-ordered free is about
+ * to give its memory back; say so and wait until the test lets it. */
+void gs_free_async_hold(void);
 /* charge, and on failure reclaim dead processes and try once more. */
 int gs_charge_retry(int p, uint64_t bytes);
 /* return the memory of dead processes to the devices. */

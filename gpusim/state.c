@@ -165,6 +165,8 @@ static int read_env(void)
     snprintf(gs.ctx_hold, sizeof gs.ctx_hold, "%s", v ? v : "");
     v = getenv("GPUSIM_RECLAIM_HOLD");
     snprintf(gs.reclaim_hold, sizeof gs.reclaim_hold, "%s", v ? v : "");
+    v = getenv("GPUSIM_FREE_ASYNC_HOLD");
+    snprintf(gs.free_async_hold, sizeof gs.free_async_hold, "%s", v ? v : "");
     if (!devs || !*devs)
         devs = GS_DEFAULT_DEVICES;
     if (parse_devices(devs) != 0)
@@ -204,6 +206,11 @@ static void hold_at(const char *path)
 void gs_ctx_hold(void)
 {
     hold_at(gs.ctx_hold);
+}
+
+void gs_free_async_hold(void)
+{
+    hold_at(gs.free_async_hold);
 }
 
 static int ofd_lock(int fd, short type, long long off, int wait)

@@ -281,17 +281,23 @@ static CUresult __attribute__((noinline))
 free_cold(CUdeviceptr dptr, CUresult (*call)(CUdeviceptr, void *), void *arg)
 {
     gf_entry e;
-    bool async = gf_async_take_slot(dptr, &e);
+    uint64_t bytes;
+    gf_pool_head *pool;
+    bool async = gf_async_take_fast(dptr, &bytes, &pool);
     bool tracked = !async && gf_table_take(&gf_ptrs, dptr, &e);
     CUresult rc;
 
-    if (async || (!tracked && gf_async_take(dptr, &e))) {
-        /* a stream-ordered allocation: its pool holds the charge */
+    if (!async && !tracked && gf_async_take(dptr, &e)) {
+        async = true;
+        bytes = e.bytes;
+        pool = (gf_pool_head *)(uintptr_t)e.aux;
+    }
+    if (async) { /* a stream-ordered allocation: its pool holds the charge */
         rc = call(dptr, arg);
         if (rc == CUDA_SUCCESS)
-            gf_async_freed(&e);
+            gf_async_freed(pool, bytes);
         else
-            gf_async_put_back(&e);
+            gf_async_put_back(dptr, bytes, pool);
         return rc;
     }
     rc = call(dptr, arg);
@@ -353,6 +359,33 @@ GF_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr)
     return free_tracked(dptr, call_free_legacy, NULL);
 }
 
+/* The driver refused the free of a stream-ordered pointer taken from its
+ * slot: it stays tracked. */
+static CUresult __attribute__((noinline))
+free_async_refused(CUdeviceptr p, uint64_t bytes, gf_pool_head *pool, CUresult rc)
+{
+    gf_async_put_back(p, bytes, pool);
+    return rc;
+}
+
+/* A stream-ordered free most often frees a stream-ordered pointer: its slot
+ * is looked in first, inline; anything else as cuMemFree does. */
+static inline __attribute__((always_inline)) CUresult
+free_async_tracked(CUdeviceptr dptr, CUresult (*call)(CUdeviceptr, void *), void *arg)
+{
+    uint64_t bytes;
+    gf_pool_head *pool;
+    CUresult rc;
+
+    if (__builtin_expect(!gf_async_take_fast(dptr, &bytes, &pool), 0))
+        return free_tracked(dptr, call, arg);
+    rc = call(dptr, arg);
+    if (__builtin_expect(rc != CUDA_SUCCESS, 0))
+        return free_async_refused(dptr, bytes, pool, rc);
+    gf_async_freed(pool, bytes);
+    return CUDA_SUCCESS;
+}
+
 /* cuMemFreeAsync also frees plain allocations: those carry their own charge. */
 #define DEFINE_FREE_ASYNC(name)                                \
     static CUresult call_##name(CUdeviceptr p, void *stream)   \
@@ -362,7 +395,7 @@ GF_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr)
     GF_EXPORT CUresult name(CUdeviceptr dptr, CUstream stream) \
     {                                                          \
         GF_HOOK_ENTER(cu, name);                               \
-        return free_tracked(dptr, call_##name, stream);        \
+        return free_async_tracked(dptr, call_##name, stream);  \
     }
 DEFINE_FREE_ASYNC(cuMemFreeAsync)
 DEFINE_FREE_ASYNC(cuMemFreeAsync_ptsz)

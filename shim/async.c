@@ -11,7 +11,13 @@
  * it read *before* it asked the driver, so a stale answer never lowers a
  * charge another thread raised since, and each byte of growth is settled by
  * exactly one thread. Only a true-up lowers a charge (the same rule), and
- * only a free of a destroyed pool's allocation takes the lock. */
+ * only a free of a destroyed pool's allocation takes the lock.
+ *
+ * The driver is asked after every allocation, even one that reused memory:
+ * whether the pool grew depends on its stream-ordered reuse, fragmentation
+ * and growth granularity, which only the driver knows; and a charge held
+ * above the reservation instead would refuse the fraction's other
+ * processes, which cannot true this process's pools up. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +27,7 @@
 #include "table.h"
 
 enum { KIND_ASYNC = 30 };
-#define DESTROYED (1ULL << 63) /* in outstanding: the pool was destroyed */
+#define DESTROYED GF_POOL_DESTROYED
 
 /* One per pool the process allocated from, however many there are. A record
  * never moves and is never freed (a thread may still hold it): allocations
@@ -29,12 +35,17 @@ enum { KIND_ASYNC = 30 };
  * its record charged for those until the last of them is freed: the driver
  * holds their memory until then. */
 typedef struct pool_charge {
+    gf_pool_head head; /* first: a slot names the record by its head */
     CUmemoryPool pool;
     int ordinal;
     _Atomic uint64_t charged;
-    _Atomic uint64_t outstanding; /* bytes of live allocations from it, | DESTROYED */
-    _Atomic uint64_t lowering;    /* odd while a true-up lowers charged; +2 each */
+    _Atomic uint64_t lowering; /* odd while a true-up lowers charged; +2 each */
 } pool_charge;
+
+static inline pool_charge *pool_of(gf_pool_head *h)
+{
+    return (pool_charge *)h;
+}
 
 static pthread_mutex_t pools_lock = PTHREAD_MUTEX_INITIALIZER;
 static pool_charge **pools; /* the pools not destroyed, under pools_lock */
@@ -104,13 +115,10 @@ static inline uint64_t cache_key(int ordinal)
 
 /* The record of the ordinal's current pool (what cuMemAllocAsync takes
  * from), or NULL when the driver cannot say. */
-static pool_charge *pool_current(int ordinal)
+static pool_charge *__attribute__((noinline)) pool_current_slow(int ordinal, uint64_t key)
 {
-    uint64_t key = cache_key(ordinal);
     CUmemoryPool target;
 
-    if (__builtin_expect(current_cache.key == key, 1))
-        return current_cache.pc;
     if (!gf_cu.cuDeviceGetMemPool || gf_cu.cuDeviceGetMemPool(&target, ordinal) != CUDA_SUCCESS ||
         !target)
         return NULL;
@@ -120,21 +128,36 @@ static pool_charge *pool_current(int ordinal)
     return pc;
 }
 
-static pool_charge *pool_named(CUmemoryPool pool, int ordinal)
+static inline pool_charge *pool_current(int ordinal)
 {
     uint64_t key = cache_key(ordinal);
 
-    if (__builtin_expect(named_cache.key == key && named_cache.pool == pool, 1))
-        return named_cache.pc;
+    if (__builtin_expect(current_cache.key == key, 1))
+        return current_cache.pc;
+    return pool_current_slow(ordinal, key);
+}
+
+static pool_charge *__attribute__((noinline))
+pool_named_slow(CUmemoryPool pool, int ordinal, uint64_t key)
+{
     pool_charge *pc = pool_record(pool, ordinal);
     if (pc)
         named_cache = (pool_cache){.key = key, .pool = pool, .pc = pc};
     return pc;
 }
 
+static inline pool_charge *pool_named(CUmemoryPool pool, int ordinal)
+{
+    uint64_t key = cache_key(ordinal);
+
+    if (__builtin_expect(named_cache.key == key && named_cache.pool == pool, 1))
+        return named_cache.pc;
+    return pool_named_slow(pool, ordinal, key);
+}
+
 static uint64_t pool_reserved(CUmemoryPool pool)
 {
-    cuuint64_t v = 0;
+    cuuint64_t v; /* read only when the driver answered */
     if (!gf_cu.cuMemPoolGetAttribute ||
         gf_cu.cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v) != CUDA_SUCCESS)
         return UINT64_MAX;
@@ -151,7 +174,7 @@ static void pool_true_up(pool_charge *pc)
 {
     const gf_ordinal *o = gf_ordinal_get(pc->ordinal);
 
-    if ((atomic_load(&pc->outstanding) & DESTROYED) || !o || o->dev < 0)
+    if ((atomic_load(&pc->head.outstanding) & DESTROYED) || !o || o->dev < 0)
         return; /* a destroyed pool cannot be asked: its live allocations count */
     atomic_fetch_add(&pc->lowering, 1);
     uint64_t c = atomic_load(&pc->charged), now = pool_reserved(pc->pool);
@@ -169,20 +192,34 @@ static void pools_reconcile(int ordinal)
     pthread_mutex_unlock(&pools_lock);
 }
 
+/* One answer of the driver about pc, with what the charge was before it
+ * was asked. */
+typedef struct pool_answer {
+    uint64_t lowering, charged, reserved;
+} pool_answer;
+
+static inline pool_answer pool_ask(pool_charge *pc)
+{
+    pool_answer a = {.lowering = atomic_load(&pc->lowering), .charged = atomic_load(&pc->charged)};
+    a.reserved = pool_reserved(pc->pool);
+    return a;
+}
+
 /* The allocation was admitted for `admitted` bytes (by the hot view when h
- * is not NULL); the pool may have grown by less (memory reused) or more
- * (rounding). Settles the charge at the growth: the charge is raised by a
- * compare-and-swap from a value read before the driver was asked, the extra
- * reserved first (so a refusal leaves nothing to undo but the admission);
- * a growth the charge already covers needs no lowering to have begun since.
- * False when the extra does not fit (nothing stays charged). */
-static bool settle_growth(const gf_ordinal *o, gf_hot *h, pool_charge *pc, uint64_t admitted)
+ * is not NULL) and the driver answered a; the pool may have grown by less
+ * (memory reused) or more (rounding). Settles the charge at the growth: the
+ * charge is raised by a compare-and-swap from a value read before the driver
+ * was asked, the extra reserved first (so a refusal leaves nothing to undo
+ * but the admission); a growth the charge already covers needs no lowering
+ * to have begun since. False when the extra does not fit: the admission
+ * stays, for alloc_over to give back. */
+static bool __attribute__((noinline))
+settle_growth(const gf_ordinal *o, gf_hot *h, pool_charge *pc, uint64_t admitted, pool_answer a)
 {
     bool reconciled = false;
 
-    for (;;) {
-        uint64_t g = atomic_load(&pc->lowering), c = atomic_load(&pc->charged);
-        uint64_t now = pool_reserved(pc->pool), back = admitted;
+    for (;; a = pool_ask(pc)) {
+        uint64_t g = a.lowering, c = a.charged, now = a.reserved, back = admitted;
 
         if (g & 1)
             continue; /* a true-up is lowering the charge: ask again */
@@ -199,7 +236,6 @@ static bool settle_growth(const gf_ordinal *o, gf_hot *h, pool_charge *pc, uint6
                     continue;
                 }
                 gf_ledger_note_denied(&gf_state.ledger, o->dev);
-                gf_unadmit(o, admitted);
                 return false;
             }
             if (!atomic_compare_exchange_strong(&pc->charged, &c, now)) {
@@ -217,61 +253,32 @@ static bool settle_growth(const gf_ordinal *o, gf_hot *h, pool_charge *pc, uint6
     }
 }
 
-/* In front of async_ptrs, as alloc.c's slots are in front of gf_ptrs: one
- * direct-mapped slot per hash, claimed by a compare-and-swap of its key to
- * SLOT_BUSY, published by storing the key; a pointer is in its slot or in
- * the table, never both. */
-#define SLOT_BITS 12
-#define SLOT_BUSY 1ULL
+GF_HIDDEN gf_async_slot gf_async_slots[1 << GF_ASYNC_SLOT_BITS];
 
-typedef struct async_slot {
-    _Atomic uint64_t key; /* 0 free, SLOT_BUSY claimed, else the pointer */
-    uint64_t bytes;
-    pool_charge *pc;
-    uint64_t pad;
-} async_slot;
-static async_slot slots[1 << SLOT_BITS];
-
-static inline async_slot *slot_home(uint64_t p)
+static void __attribute__((noinline)) track_slow(CUdeviceptr p, uint64_t bytes, pool_charge *pc)
 {
-    return &slots[gf_table_hash(p) >> (64 - SLOT_BITS)];
-}
-
-static void track_async(CUdeviceptr p, uint64_t bytes, int ord, pool_charge *pc)
-{
-    async_slot *s = slot_home(p);
-    uint64_t free_key = 0;
-
-    if (p > SLOT_BUSY &&
-        atomic_compare_exchange_strong_explicit(&s->key, &free_key, SLOT_BUSY, memory_order_acquire,
-                                                memory_order_relaxed)) {
-        s->bytes = bytes;
-        s->pc = pc;
-        atomic_store_explicit(&s->key, p, memory_order_release);
-        return;
-    }
     gf_entry e = {
-        .key = p, .bytes = bytes, .ordinal = ord, .kind = KIND_ASYNC, .aux = (uintptr_t)pc};
+        .key = p, .bytes = bytes, .ordinal = pc->ordinal, .kind = KIND_ASYNC, .aux = (uintptr_t)pc};
     if (!gf_table_put(&async_ptrs, &e))
         gf_log(GF_LOG_ERROR, "out of host memory tracking %#llx", (unsigned long long)p);
 }
 
-GF_HIDDEN bool gf_async_take_slot(CUdeviceptr p, struct gf_entry *out)
+/* In its slot when the slot is free, else in async_ptrs (async.h). */
+static inline void track_async(CUdeviceptr p, uint64_t bytes, pool_charge *pc)
 {
-    async_slot *s = slot_home(p);
-    uint64_t k = p;
+    gf_async_slot *s = gf_async_slot_home(p);
+    uint64_t free_key = 0;
 
-    if (atomic_load_explicit(&s->key, memory_order_relaxed) != p || p <= SLOT_BUSY ||
-        !atomic_compare_exchange_strong_explicit(&s->key, &k, SLOT_BUSY, memory_order_acquire,
-                                                 memory_order_relaxed))
-        return false;
-    *out = (gf_entry){.key = p,
-                      .bytes = s->bytes,
-                      .ordinal = s->pc->ordinal,
-                      .kind = KIND_ASYNC,
-                      .aux = (uintptr_t)s->pc};
-    atomic_store_explicit(&s->key, 0, memory_order_release);
-    return true;
+    if (__builtin_expect(p > GF_ASYNC_SLOT_BUSY && atomic_compare_exchange_strong_explicit(
+                                                       &s->key, &free_key, GF_ASYNC_SLOT_BUSY,
+                                                       memory_order_acquire, memory_order_relaxed),
+                         1)) {
+        s->bytes = bytes;
+        s->pool = &pc->head;
+        atomic_store_explicit(&s->key, p, memory_order_release);
+        return;
+    }
+    track_slow(p, bytes, pc);
 }
 
 GF_HIDDEN bool gf_async_take(CUdeviceptr dptr, struct gf_entry *out)
@@ -279,26 +286,28 @@ GF_HIDDEN bool gf_async_take(CUdeviceptr dptr, struct gf_entry *out)
     return gf_table_take(&async_ptrs, dptr, out);
 }
 
-GF_HIDDEN void gf_async_put_back(const struct gf_entry *e)
+GF_HIDDEN void gf_async_put_back(CUdeviceptr dptr, uint64_t bytes, gf_pool_head *pool)
 {
-    gf_table_put(&async_ptrs, e);
+    pool_charge *pc = pool_of(pool);
+    gf_entry e = {.key = dptr,
+                  .bytes = bytes,
+                  .ordinal = pc->ordinal,
+                  .kind = KIND_ASYNC,
+                  .aux = (uintptr_t)pc};
+    gf_table_put(&async_ptrs, &e);
 }
 
-/* The driver took the free. A destroyed pool gives its bytes back now (the
- * last allocation all that is left), under the lock; a live one's charge
- * stays for its reservation. */
-GF_HIDDEN void gf_async_freed(const struct gf_entry *e)
+/* A destroyed pool gives its bytes back now (the last allocation all that is
+ * left), under the lock. */
+GF_HIDDEN void gf_async_freed_destroyed(gf_pool_head *pool, uint64_t bytes, uint64_t old)
 {
-    pool_charge *pc = (pool_charge *)(uintptr_t)e->aux;
-    uint64_t old = atomic_fetch_sub(&pc->outstanding, e->bytes);
+    pool_charge *pc = pool_of(pool);
 
-    if (__builtin_expect(!(old & DESTROYED), 1))
-        return;
     pthread_mutex_lock(&pools_lock);
     const gf_ordinal *o = gf_ordinal_get(pc->ordinal);
     uint64_t c = atomic_load(&pc->charged);
-    uint64_t left = (old & ~DESTROYED) - e->bytes;
-    uint64_t back = left ? (e->bytes < c ? e->bytes : c) : c;
+    uint64_t left = (old & ~DESTROYED) - bytes;
+    uint64_t back = left ? (bytes < c ? bytes : c) : c;
     if (o)
         gf_unadmit(o, back);
     atomic_store(&pc->charged, c - back);
@@ -308,10 +317,36 @@ GF_HIDDEN void gf_async_freed(const struct gf_entry *e)
 typedef CUresult (*async_call)(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, CUstream s,
                                void *fn);
 
-/* Admitted for its size, then settled at the pool's growth. The hot
- * ordinal's admission is inline; the rest the cold way. */
-static CUresult alloc_async(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, CUstream stream,
-                            async_call call, void *fn)
+/* The settled allocation is counted in its pool and tracked. */
+static inline void alloc_done(CUdeviceptr p, uint64_t bytes, pool_charge *pc)
+{
+    atomic_fetch_add_explicit(&pc->head.outstanding, bytes, memory_order_relaxed);
+    track_async(p, bytes, pc);
+}
+
+/* Grew past the limit: the memory goes back to the driver. The admission
+ * stays counted until the driver holds less: it becomes the pool's charge,
+ * and a true-up after the trim lowers that to the reservation. (Given back
+ * before the free, it let the driver hold the growth uncounted meanwhile:
+ * room another process of the fraction could allocate into.) */
+static CUresult alloc_over(CUdeviceptr *dptr, CUstream stream, pool_charge *pc, uint64_t admitted)
+{
+    gf_cu.cuMemFreeAsync(*dptr, stream);
+    if (gf_cu.cuMemPoolTrimTo)
+        gf_cu.cuMemPoolTrimTo(pc->pool, 0);
+    atomic_fetch_add(&pc->charged, admitted);
+    pthread_mutex_lock(&pools_lock);
+    pool_true_up(pc);
+    pthread_mutex_unlock(&pools_lock);
+    *dptr = 0;
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+/* Admitted for its size, then settled at the pool's growth. Every case but
+ * the hot one (alloc_hot). */
+static CUresult __attribute__((noinline))
+alloc_cold(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, CUstream stream, async_call call,
+           void *fn)
 {
     int ord = gf_current_ordinal();
     const gf_ordinal *o = ord >= 0 ? gf_ordinal_of(ord) : NULL;
@@ -329,25 +364,71 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, 
         gf_unadmit(o, bytes);
         return rc;
     }
-    if (!settle_growth(o, h, pc, bytes)) { /* grew past the limit: give it back */
-        gf_cu.cuMemFreeAsync(*dptr, stream);
-        if (gf_cu.cuMemPoolTrimTo)
-            gf_cu.cuMemPoolTrimTo(pc->pool, 0);
-        *dptr = 0;
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    atomic_fetch_add_explicit(&pc->outstanding, bytes, memory_order_relaxed);
-    track_async(*dptr, bytes, ord, pc);
+    if (!settle_growth(o, h, pc, bytes, pool_ask(pc)))
+        return alloc_over(dptr, stream, pc, bytes);
+    alloc_done(*dptr, bytes, pc);
     return rc;
 }
 
-static CUresult call_async(CUdeviceptr *d, size_t b, CUmemoryPool p, CUstream s, void *fn)
+/* The hot path's driver call failed: the admission goes back. */
+static CUresult __attribute__((noinline)) alloc_refused(gf_hot *h, uint64_t bytes, CUresult rc)
+{
+    gf_hot_release(h, bytes);
+    return rc;
+}
+
+/* The hot path's answer was not "no growth, no lowering": the whole settle. */
+static CUresult __attribute__((noinline))
+alloc_settle(CUdeviceptr *dptr, size_t bytes, CUstream stream, gf_hot *h, pool_charge *pc,
+             pool_answer a)
+{
+    if (!settle_growth(gf_ordinal_of((int)(h - gf_state.hot)), h, pc, bytes, a))
+        return alloc_over(dptr, stream, pc, bytes);
+    alloc_done(*dptr, bytes, pc);
+    return CUDA_SUCCESS;
+}
+
+/* Inline into each hook, so that call is a direct call of the driver: the
+ * hot ordinal whose pool record is cached (one thread-local compare), where
+ * the pool did not grow. The same steps as alloc_cold, which takes every
+ * other case (a refusal included: it trues up before it refuses). */
+static inline __attribute__((always_inline)) CUresult alloc_hot(CUdeviceptr *dptr, size_t bytes,
+                                                                CUmemoryPool pool, CUstream stream,
+                                                                async_call call, void *fn)
+{
+    int ord = gf_current_ordinal();
+    gf_hot *h = gf_hot_ordinal(ord);
+    uint64_t key = cache_key(ord);
+    pool_charge *pc;
+    CUresult rc;
+
+    if (pool)
+        pc = named_cache.key == key && named_cache.pool == pool ? named_cache.pc : NULL;
+    else
+        pc = current_cache.key == key ? current_cache.pc : NULL;
+    if (__builtin_expect(!h || !pc || !gf_hot_reserve(h, bytes), 0))
+        return alloc_cold(dptr, bytes, pool, stream, call, fn);
+    rc = call(dptr, bytes, pool, stream, fn);
+    if (__builtin_expect(rc != CUDA_SUCCESS, 0))
+        return alloc_refused(h, bytes, rc);
+    pool_answer a = pool_ask(pc);
+    if (__builtin_expect((a.lowering & 1) || a.reserved > a.charged ||
+                             atomic_load(&pc->lowering) != a.lowering,
+                         0))
+        return alloc_settle(dptr, bytes, stream, h, pc, a);
+    gf_hot_release(h, bytes); /* reused: the reservation already holds it */
+    alloc_done(*dptr, bytes, pc);
+    return CUDA_SUCCESS;
+}
+
+static inline CUresult call_async(CUdeviceptr *d, size_t b, CUmemoryPool p, CUstream s, void *fn)
 {
     (void)p;
     return ((CUresult(*)(CUdeviceptr *, size_t, CUstream))fn)(d, b, s);
 }
 
-static CUresult call_from_pool(CUdeviceptr *d, size_t b, CUmemoryPool p, CUstream s, void *fn)
+static inline CUresult call_from_pool(CUdeviceptr *d, size_t b, CUmemoryPool p, CUstream s,
+                                      void *fn)
 {
     return ((CUresult(*)(CUdeviceptr *, size_t, CUmemoryPool, CUstream))fn)(d, b, p, s);
 }
@@ -355,22 +436,22 @@ static CUresult call_from_pool(CUdeviceptr *d, size_t b, CUmemoryPool p, CUstrea
 #define ASYNC_HOOKS(X) X(cuMemAllocAsync) X(cuMemAllocAsync_ptsz)
 #define POOL_HOOKS(X) X(cuMemAllocFromPoolAsync) X(cuMemAllocFromPoolAsync_ptsz)
 
-#define DEFINE_ASYNC(name)                                                                \
-    GF_EXPORT CUresult name(CUdeviceptr *dptr, size_t bytesize, CUstream stream)          \
-    {                                                                                     \
-        GF_HOOK_ENTER(cu, name);                                                          \
-        return alloc_async(dptr, bytesize, NULL, stream, call_async, (void *)gf_cu.name); \
+#define DEFINE_ASYNC(name)                                                              \
+    GF_EXPORT CUresult name(CUdeviceptr *dptr, size_t bytesize, CUstream stream)        \
+    {                                                                                   \
+        GF_HOOK_ENTER(cu, name);                                                        \
+        return alloc_hot(dptr, bytesize, NULL, stream, call_async, (void *)gf_cu.name); \
     }
 ASYNC_HOOKS(DEFINE_ASYNC)
 
-#define DEFINE_FROM_POOL(name)                                                                \
-    GF_EXPORT CUresult name(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,            \
-                            CUstream stream)                                                  \
-    {                                                                                         \
-        GF_HOOK_ENTER(cu, name);                                                              \
-        if (!pool)                                                                            \
-            return gf_cu.name(dptr, bytesize, pool, stream);                                  \
-        return alloc_async(dptr, bytesize, pool, stream, call_from_pool, (void *)gf_cu.name); \
+#define DEFINE_FROM_POOL(name)                                                              \
+    GF_EXPORT CUresult name(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,          \
+                            CUstream stream)                                                \
+    {                                                                                       \
+        GF_HOOK_ENTER(cu, name);                                                            \
+        if (!pool)                                                                          \
+            return gf_cu.name(dptr, bytesize, pool, stream);                                \
+        return alloc_hot(dptr, bytesize, pool, stream, call_from_pool, (void *)gf_cu.name); \
     }
 POOL_HOOKS(DEFINE_FROM_POOL)
 
@@ -403,7 +484,7 @@ GF_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
     pool_charge *pc = pool_find(pool, -1, false);
     if (pc) {
         const gf_ordinal *o = gf_ordinal_get(pc->ordinal);
-        uint64_t live = atomic_fetch_or(&pc->outstanding, DESTROYED) & ~DESTROYED;
+        uint64_t live = atomic_fetch_or(&pc->head.outstanding, DESTROYED) & ~DESTROYED;
         uint64_t c = atomic_load(&pc->charged), keep = live < c ? live : c;
         if (o)
             gf_unadmit(o, c - keep);
@@ -439,7 +520,7 @@ static void pools_after_fork(void)
     pools = NULL; /* the parent's copy may be mid-update: dropped, not freed */
     n_pools = cap_pools = 0;
     gf_table_reset(&async_ptrs);
-    memset(slots, 0, sizeof(slots));
+    memset(gf_async_slots, 0, sizeof(gf_async_slots));
 }
 
 static void reconcile(int ordinal, gf_reconcile_why why)

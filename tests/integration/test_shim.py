@@ -286,6 +286,33 @@ class CrossProcessTest(SimTestCase):
         self.assertEqual(out["reclaimed"], "1")
         self.assertEqual(self.dump()["dev0_used"], 0)
 
+    def test_a_refused_pool_growth_stays_counted_until_it_is_given_back(self):
+        # A's 1 MiB fits the ledger exactly, but its pool grows by a 2 MiB
+        # granule: refused, and the memory goes back by a stream-ordered free
+        # (held here, as one that has not run yet). Until then the driver
+        # still holds it, so B of the same fraction must not get that room.
+        self.make_fraction(limit=1 * Gi)
+        hold = os.path.join(self.tmp, "free-hold")
+        out = os.path.join(self.tmp, "a.out")
+        with open(out, "w") as f:
+            a = subprocess.Popen([PROBE, "alloc", "1023Mi", "async", "1Mi", "hold", "60"],
+                                 env=self.shim_env(GPUSIM_FREE_ASYNC_HOLD=hold), stdout=f,
+                                 stderr=subprocess.STDOUT, text=True)
+        self.procs.append(a)
+        self.wait_for(lambda: os.path.exists(hold + ".reached"), "A's refused growth to be freed")
+        self.assertEqual(self.dump()["dev0_used"], 1 * Gi, "the admission stays counted")
+        b = kv(self.probe("alloc", "1Mi").stdout)
+        self.assertEqual(b["alloc"], "CUDA_ERROR_OUT_OF_MEMORY")
+        open(hold, "w").close()
+        self.wait_for(lambda: "holding=" in open(out).read(), "A to finish")
+        self.assertIn("async=CUDA_ERROR_OUT_OF_MEMORY", open(out).read())
+        drv = self.driver()
+        # past the limit only by the granule's rounding beyond the admission
+        self.assertLessEqual(drv["dev0_peak"], 1 * Gi + 1 * Mi)
+        self.assertEqual(self.dump()["dev0_used"], 1023 * Mi)  # trued up once freed
+        self.assertEqual(drv["dev0_used"], 1023 * Mi)
+        self.kill(a)
+
     def race(self, *steps):
         """8 probes running steps at once: their granted and refused counts."""
         procs = [subprocess.Popen([PROBE] + list(steps), env=self.shim_env(),
