@@ -323,11 +323,17 @@ class ChartTest(unittest.TestCase):
         self.assertEqual(int(kv(log)["total"]), 12 * Gi, "started with its limit: " + log)
         self.assertIn("alloc=ok", log)
         agent = one_ready_agent()
-        m = agent_metrics(agent)
         lab = dict(namespace="default", pod="train-8g", container="trainer", UUID=devs)
+
+        def accounted(text):
+            return samples(text, "gpufrac_fraction_memory_used_bytes", source="accounted", **lab)
+        # the page is the loop's last snapshot: up to a watchdog period (and a
+        # tick) behind the ledger the probe just charged
+        m = wait(lambda: (lambda t: t if any(v >= 6.0 * Gi for v in accounted(t)) else None)(
+            agent_metrics(agent)), "the agent's page showing train-8g's 6 GiB", timeout=30)
         self.assertEqual(samples(m, "gpufrac_fraction_memory_limit_bytes", **lab), [12.0 * Gi], m)
         self.assertEqual(samples(m, "gpufrac_fraction_memory_request_bytes", **lab), [8.0 * Gi])
-        used = samples(m, "gpufrac_fraction_memory_used_bytes", source="accounted", **lab)
+        used = accounted(m)
         self.assertEqual(len(used), 1, m)
         self.assertGreaterEqual(used[0], 6.0 * Gi, "its 6 GiB (and its context)")
         ChartTest.used = used[0]
