@@ -16,7 +16,7 @@
 
 /* --- hash tables --- */
 
-static size_t hash_str(const char *s)
+size_t gf_model_hash(const char *s)
 {
     uint64_t h = 1469598103934665603ULL; /* FNV-1a */
 
@@ -27,16 +27,21 @@ static size_t hash_str(const char *s)
     return (size_t)(h ^ (h >> 29));
 }
 
-static mentry *table_find(const mtable *t, const char *key)
+static mentry *table_find_hashed(const mtable *t, const char *key, size_t h)
 {
     mentry *e;
 
     if (t->n_buckets == 0)
         return NULL;
-    for (e = t->buckets[hash_str(key) & (t->n_buckets - 1)]; e != NULL; e = e->hnext)
-        if (strcmp(e->key, key) == 0)
+    for (e = t->buckets[h & (t->n_buckets - 1)]; e != NULL; e = e->hnext)
+        if (e->hash == h && strcmp(e->key, key) == 0)
             return e;
     return NULL;
+}
+
+static mentry *table_find(const mtable *t, const char *key)
+{
+    return table_find_hashed(t, key, gf_model_hash(key));
 }
 
 static int table_resize(mtable *t, size_t n)
@@ -49,7 +54,7 @@ static int table_resize(mtable *t, size_t n)
         return -1;
     for (i = 0; i < t->n_buckets; i++) {
         for (e = t->buckets[i]; e != NULL; e = next) {
-            size_t h = hash_str(e->key) & (n - 1);
+            size_t h = e->hash & (n - 1);
 
             next = e->hnext;
             e->hnext = b[h];
@@ -82,9 +87,10 @@ static int table_add(mtable *t, mentry *e)
 {
     size_t h;
 
+    e->hash = gf_model_hash(e->key);
     if (t->count >= t->n_buckets && table_grow(t) < 0)
         return -1;
-    h = hash_str(e->key) & (t->n_buckets - 1);
+    h = e->hash & (t->n_buckets - 1);
     e->hnext = t->buckets[h];
     t->buckets[h] = e;
     t->count++;
@@ -93,7 +99,7 @@ static int table_add(mtable *t, mentry *e)
 
 static void table_remove(mtable *t, mentry *e)
 {
-    mentry **pp = &t->buckets[hash_str(e->key) & (t->n_buckets - 1)];
+    mentry **pp = &t->buckets[e->hash & (t->n_buckets - 1)];
 
     for (; *pp != NULL; pp = &(*pp)->hnext) {
         if (*pp == e) {
@@ -109,17 +115,29 @@ mnode *gf_model_node_find(const gf_model *m, const char *name)
     return (mnode *)table_find(&m->nodes, name);
 }
 
-void gf_model_node_prefetch(const gf_model *m, const char *name)
+mnode *gf_model_node_find_hashed(const gf_model *m, const char *name, size_t hash)
 {
-    const mtable *t = &m->nodes;
-    const mentry *e;
+    return (mnode *)table_find_hashed(&m->nodes, name, hash);
+}
 
-    if (t->n_buckets == 0)
+void gf_model_bucket_prefetch(const gf_model *m, size_t hash)
+{
+    if (m->nodes.n_buckets > 0)
+        __builtin_prefetch(&m->nodes.buckets[hash & (m->nodes.n_buckets - 1)]);
+}
+
+/* The node's first two lines and its name (the chain's first record). */
+void gf_model_node_prefetch(const gf_model *m, size_t hash)
+{
+    const char *e;
+
+    if (m->nodes.n_buckets == 0)
         return;
-    e = t->buckets[hash_str(name) & (t->n_buckets - 1)];
+    e = (const char *)m->nodes.buckets[hash & (m->nodes.n_buckets - 1)];
     if (e != NULL) {
-        __builtin_prefetch(e->key);
-        __builtin_prefetch(((const mnode *)e)->gpus);
+        __builtin_prefetch(e);
+        __builtin_prefetch(e + 64);
+        __builtin_prefetch(e + sizeof(mnode));
     }
 }
 
@@ -190,6 +208,7 @@ void gf_model_charge(mnode *n, const mpod *p, int sign)
             g->compute_pct -= p->compute_pct < g->compute_pct ? p->compute_pct : g->compute_pct;
         }
     }
+    gf_model_node_summarize(n);
 }
 
 /* "k8s.device-plugin.nvidia.com/gpu=GPU-x" -> "GPU-x"; "3" -> index 3. */
@@ -290,6 +309,7 @@ static void recharge_node(mnode *n)
         n->gpus[i].pods[0] = n->gpus[i].pods[1] = 0;
         n->gpus[i].compute_pct = 0;
     }
+    gf_model_node_summarize(n);
     for (p = n->pods; p != NULL; p = p->nnext) {
         p->resolved = n->present && resolve_devices(n, p);
         if (p->resolved)
@@ -334,6 +354,7 @@ static void node_free_gpus(mnode *n)
     n->n_gpus = 0;
     free(n->inventory_error);
     n->inventory_error = NULL;
+    gf_model_node_summarize(n);
 }
 
 static void node_free(mnode *n)
@@ -389,12 +410,16 @@ uint64_t gf_model_now_ms(void)
 static mnode *node_get(gf_model *m, const char *name)
 {
     mnode *n = gf_model_node_find(m, name);
+    size_t size;
 
     if (n != NULL)
         return n;
-    n = calloc(1, sizeof(*n) + strlen(name) + 1); /* the name inline: one cache miss less */
+    /* on a cache line, the name inline: filter's lookup loads known lines */
+    size = (sizeof(*n) + strlen(name) + 1 + 63) / 64 * 64;
+    n = aligned_alloc(64, size);
     if (n == NULL)
         return NULL;
+    memset(n, 0, size);
     n->e.key = (char *)(n + 1);
     memcpy(n->e.key, name, strlen(name) + 1);
     if (table_add(&m->nodes, &n->e) < 0) {
@@ -422,6 +447,7 @@ static int node_set_gpus(mnode *n, const gf_sched_node *src)
         n->gpus[i].total = src->gpus[i].memory;
         n->n_gpus = i + 1;
     }
+    gf_model_node_summarize(n);
     return 0;
 }
 

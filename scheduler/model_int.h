@@ -25,6 +25,7 @@ struct mpod;
 typedef struct mentry {
     char *key;
     struct mentry *hnext;
+    size_t hash; /* of key (gf_model_hash), kept by the table */
 } mentry;
 
 /* A namespace (model_quota.c): its GPU memory quota and what its placed
@@ -41,6 +42,8 @@ typedef struct mns {
     unsigned gen;
 } mns;
 
+/* Filter reads the first two cache lines of a node (the struct is
+ * allocated on a line, its name inline after it): keep them first. */
 typedef struct mnode {
     mentry e;     /* key: the node name */
     bool present; /* false: only referenced by pods, no Node seen */
@@ -49,10 +52,19 @@ typedef struct mnode {
     char *inventory_error; /* NULL = fine */
     size_t n_gpus;
     mgpu *gpus;
+    /* The summary placement reads instead of every GPU, recomputed from the
+     * GPUs (gf_model_node_summarize) after every change to their total,
+     * requested bytes or pod counts: busy = GPUs with a fraction;
+     * order[policy] = the positions 0..n_gpus in that policy's candidate
+     * order (ties: lower position first); the sums of the GPUs' total and
+     * requested bytes. */
+    unsigned busy;
+    unsigned dp_gpus; /* nvidia.com/gpu allocatable: the device plugin hands GPUs out */
+    uint8_t order[2][GF_SCHED_GPUS_MAX];
+    uint64_t sum_total, sum_requested;
     struct mpod *pods; /* placed here, linked by nnext/nprev */
     unsigned gen;
-    unsigned dp_gpus; /* nvidia.com/gpu allocatable: the device plugin hands GPUs out */
-    char **reserved;  /* ids of the GPUs reservation pods hold for fractions */
+    char **reserved; /* ids of the GPUs reservation pods hold for fractions */
     size_t n_reserved;
 } mnode;
 
@@ -126,15 +138,28 @@ unsigned gf_sched_pod_compute_pct(const gf_sched_pod *pod);
 /* Would g take pod now (memory, mode, limit, SM share)? */
 bool gf_sched_gpu_fits(const mgpu *g, const gf_sched_pod *pod);
 
-/* Adds (sign > 0) or removes p's charge on the GPUs of n it is placed on. */
+/* Adds (sign > 0) or removes p's charge on the GPUs of n it is placed on
+ * (and summarizes n again). */
 void gf_model_charge(mnode *n, const mpod *p, int sign);
+
+/* Recomputes n's summary (order, busy, sums) from its GPUs (placement.c). */
+void gf_model_node_summarize(mnode *n);
 
 /* Lookups, the caller holding the lock. */
 mnode *gf_model_node_find(const gf_model *m, const char *name);
-/* Starts loading what gf_model_node_find(m, name) will read (filter walks
- * thousands of nodes: the next one's lookup overlaps this one's work). */
-void gf_model_node_prefetch(const gf_model *m, const char *name);
 mpod *gf_model_pod_find(const gf_model *m, const char *uid);
+
+/* The tables' hash of a key. */
+size_t gf_model_hash(const char *key);
+/* gf_model_node_find with the name's hash already known. */
+mnode *gf_model_node_find_hashed(const gf_model *m, const char *name, size_t hash);
+/* Filter walks thousands of nodes, each lookup a chain of dependent loads
+ * (bucket, node, its GPUs): it starts each stage a few nodes ahead, so they
+ * overlap the work on the nodes before. Each only prefetches, reading what
+ * the stage before started loading. */
+void gf_model_bucket_prefetch(const gf_model *m, size_t hash);
+void gf_model_node_prefetch(const gf_model *m, size_t hash);
+void gf_model_gpus_prefetch(const gf_model *m, const char *name, size_t hash);
 
 /* Chooses n GPUs of node for pod (positions into pos); on no fit fills
  * verdict's reason/status and returns -1. Scores into verdict on success. */
@@ -160,10 +185,13 @@ void gf_model_ns_charge(mpod *p);
 void gf_model_ns_free_all(gf_model *m);
 /* pod's namespace when it has a quota (valid or not), else NULL: no limit. */
 const mns *gf_model_quota_of(const gf_model *m, const gf_sched_pod *pod);
+/* What pod adds to ns->used already (placed there: a hold, a retry; it is
+ * not counted twice); once per request, like gf_model_quota_of. */
+uint64_t gf_model_quota_already(const gf_model *m, const mns *ns, const gf_sched_pod *pod);
 /* Whether pod, placed at pos of n, stays within the quota of ns (from
- * gf_model_quota_of; NULL: yes); else fills v (GF_FAIL, the reason naming
- * the quota and the use). */
-bool gf_model_quota_fits(const gf_model *m, const mns *ns, const gf_sched_pod *pod, const mnode *n,
+ * gf_model_quota_of; NULL: yes; already: gf_model_quota_already's); else
+ * fills v (GF_FAIL, the reason naming the quota and the use). */
+bool gf_model_quota_fits(const mns *ns, uint64_t already, const gf_sched_pod *pod, const mnode *n,
                          const uint8_t *pos, gf_sched_verdict *v);
 
 /* Writes the placement of pod record p (placed, resolved). */

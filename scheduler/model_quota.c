@@ -210,16 +210,21 @@ const mns *gf_model_quota_of(const gf_model *m, const gf_sched_pod *pod)
     return ns != NULL && (ns->has_quota || ns->error != NULL) ? ns : NULL;
 }
 
-bool gf_model_quota_fits(const gf_model *m, const mns *ns, const gf_sched_pod *pod, const mnode *n,
+uint64_t gf_model_quota_already(const gf_model *m, const mns *ns, const gf_sched_pod *pod)
+{
+    const mpod *self = ns != NULL ? gf_model_pod_find(m, pod->uid) : NULL;
+
+    return self != NULL && self->ns == ns ? self->ns_charged : 0;
+}
+
+bool gf_model_quota_fits(const mns *ns, uint64_t already, const gf_sched_pod *pod, const mnode *n,
                          const uint8_t *pos, gf_sched_verdict *v)
 {
-    uint64_t ask = 0, already = 0;
-    const mpod *self;
+    uint64_t ask = 0;
     char q[32], u[32], a[32];
 
     if (ns == NULL)
         return true;
-    self = gf_model_pod_find(m, pod->uid);
     if (ns->error != NULL) {
         refuse(v);
         snprintf(v->reason, sizeof(v->reason),
@@ -228,8 +233,6 @@ bool gf_model_quota_fits(const gf_model *m, const mns *ns, const gf_sched_pod *p
     }
     for (int i = 0; i < pod->num_devices; i++)
         ask += gf_sched_pod_charge(pod, n->gpus[pos[i]].total);
-    if (self != NULL && self->ns == ns) /* placed already (a hold, a retry): not twice */
-        already = self->ns_charged;
     if (ns->used - (already < ns->used ? already : ns->used) + ask <= ns->quota)
         return true;
     refuse(v);

@@ -170,29 +170,35 @@ static uint64_t fit_limit(const mgpu *g, const gf_sched_pod *pod)
 }
 
 /* What the pod asks of a GPU of one size (request, limit, compute): the same
- * for every GPU of that size, so filter works it out once per node, not once
- * per GPU. */
+ * for every GPU of that size, so filter works it out once per request and
+ * size (the few sizes of a cluster), not once per node or GPU. */
+#define ASK_SIZES 4
+
 typedef struct pod_ask {
-    uint64_t total; /* the GPU size it was worked out for */
-    bool set;
-    gf_fit_ask ask;
+    size_t n, next;            /* sizes known; the slot to reuse next */
+    uint64_t total[ASK_SIZES]; /* the GPU sizes they were worked out for */
+    gf_fit_ask ask[ASK_SIZES];
 } pod_ask;
 
 static const gf_fit_ask *ask_again(pod_ask *a, const mgpu *g, const gf_sched_pod *pod)
 {
-    a->ask = (gf_fit_ask){.request = gf_sched_pod_charge(pod, g->total),
-                          .limit = fit_limit(g, pod),
-                          .mode = pod->mode,
-                          .compute_pct = gf_sched_pod_compute_pct(pod)};
-    a->total = g->total;
-    a->set = true;
-    return &a->ask;
+    size_t i = a->next;
+
+    a->ask[i] = (gf_fit_ask){.request = gf_sched_pod_charge(pod, g->total),
+                             .limit = fit_limit(g, pod),
+                             .mode = pod->mode,
+                             .compute_pct = gf_sched_pod_compute_pct(pod)};
+    a->total[i] = g->total;
+    a->next = (i + 1) % ASK_SIZES;
+    a->n += a->n < ASK_SIZES;
+    return &a->ask[i];
 }
 
 static inline const gf_fit_ask *ask_for(pod_ask *a, const mgpu *g, const gf_sched_pod *pod)
 {
-    if (__builtin_expect(a->set && a->total == g->total, 1))
-        return &a->ask;
+    for (size_t i = 0; i < a->n; i++)
+        if (__builtin_expect(a->total[i] == g->total, 1))
+            return &a->ask[i];
     return ask_again(a, g, pod);
 }
 
@@ -233,27 +239,51 @@ static bool before(const rank_key *a, const rank_key *b, gf_policy policy)
     return a->fullness > b->fullness;
 }
 
-/* How many GPUs of n take the pod; pos[0..num_devices) = the best of them,
- * in order (a stable insertion that keeps only the places callers read). */
-static size_t candidates(const mnode *n, const gf_sched_pod *pod, gf_policy policy, uint8_t *pos)
+static const uint8_t *order_of(const mnode *n, gf_policy policy)
+{
+    return n->order[policy == GF_POLICY_SPREAD];
+}
+
+void gf_model_node_summarize(mnode *n)
 {
     rank_key key[GF_SCHED_GPUS_MAX];
-    size_t i, k, count = 0, kept = 0, need = (size_t)pod->num_devices;
-    pod_ask a = {0};
+    size_t i, k, count = n->n_gpus < GF_SCHED_GPUS_MAX ? n->n_gpus : GF_SCHED_GPUS_MAX;
 
-    for (i = 0; i < n->n_gpus && i < GF_SCHED_GPUS_MAX; i++) {
-        const mgpu *g = &n->gpus[i];
+    n->busy = 0;
+    n->sum_total = n->sum_requested = 0;
+    for (i = 0; i < n->n_gpus; i++) {
+        n->busy += !idle(&n->gpus[i]);
+        n->sum_total += n->gpus[i].total;
+        n->sum_requested += n->gpus[i].requested;
+    }
+    for (i = 0; i < count; i++)
+        key[i] = (rank_key){.idle = idle(&n->gpus[i]), .fullness = fullness(&n->gpus[i])};
+    for (int policy = GF_POLICY_BINPACK; policy <= GF_POLICY_SPREAD; policy++) {
+        uint8_t *o = n->order[policy == GF_POLICY_SPREAD];
 
-        if (g->closed || !gpu_fits(g, pod, ask_for(&a, g, pod)))
-            continue;
-        count++;
-        key[i] = (rank_key){.idle = idle(g), .fullness = fullness(g)};
-        for (k = kept; k > 0 && before(&key[i], &key[pos[k - 1]], policy); k--)
-            if (k < need)
-                pos[k] = pos[k - 1];
-        if (k < need)
-            pos[k] = (uint8_t)i;
-        kept += kept < need;
+        for (i = 0; i < count; i++) { /* stable insertion: ties keep position order */
+            for (k = i; k > 0 && before(&key[i], &key[o[k - 1]], (gf_policy)policy); k--)
+                o[k] = o[k - 1];
+            o[k] = (uint8_t)i;
+        }
+    }
+}
+
+/* The GPUs of n that take the pod, best first, into pos[0..num_devices):
+ * the first that fit in n's candidate order. Returns how many were found:
+ * num_devices, or fewer when that is all of them. */
+static size_t candidates(const mnode *n, const gf_sched_pod *pod, gf_policy policy, uint8_t *pos,
+                         pod_ask *a)
+{
+    const uint8_t *order = order_of(n, policy);
+    size_t i, count = 0, need = (size_t)pod->num_devices;
+    size_t n_gpus = n->n_gpus < GF_SCHED_GPUS_MAX ? n->n_gpus : GF_SCHED_GPUS_MAX;
+
+    for (i = 0; i < n_gpus && count < need; i++) {
+        const mgpu *g = &n->gpus[order[i]];
+
+        if (!g->closed && gpu_fits(g, pod, ask_for(a, g, pod)))
+            pos[count++] = order[i];
     }
     return count;
 }
@@ -266,29 +296,24 @@ static int clamp10(double x)
 }
 
 /* The node's unrequested share once pod is placed (num_devices GPUs). */
-static double node_free_after(const mnode *n, const gf_sched_pod *pod)
+static double node_free_after(const mnode *n, const gf_sched_pod *pod, pod_ask *a)
 {
-    uint64_t total = 0, requested = 0;
-    size_t i;
+    uint64_t total = n->sum_total, requested = n->sum_requested;
 
-    for (i = 0; i < n->n_gpus; i++) {
-        total += n->gpus[i].total;
-        requested += n->gpus[i].requested;
-    }
-    requested += (uint64_t)pod->num_devices * gf_sched_pod_charge(pod, n->gpus[0].total);
+    requested += (uint64_t)pod->num_devices * ask_for(a, &n->gpus[0], pod)->request;
     return total > requested ? (double)(total - requested) / (double)total : 0.0;
 }
 
 /* 0..10, unrounded (the verdict's rank; its score is this rounded). */
-static double score(const mnode *n, const gf_sched_pod *pod, gf_policy policy, const uint8_t *pos)
+static double score(const mnode *n, const gf_sched_pod *pod, gf_policy policy, const uint8_t *pos,
+                    pod_ask *a)
 {
     double best = -1.0, emptiest = 1.0;
-    size_t i, used = 0;
+    size_t i;
 
     for (i = 0; i < (size_t)pod->num_devices; i++) {
         const mgpu *g = &n->gpus[pos[i]];
-        double after = (double)(g->requested + gf_sched_pod_charge(pod, g->total)) /
-                       (double)g->total;
+        double after = (double)(g->requested + ask_for(a, g, pod)->request) / (double)g->total;
 
         if (!idle(g) && after > best)
             best = after;
@@ -296,12 +321,10 @@ static double score(const mnode *n, const gf_sched_pod *pod, gf_policy policy, c
             emptiest = 1.0 - after;
     }
     if (policy == GF_POLICY_SPREAD)
-        return 5.0 * emptiest + 5.0 * node_free_after(n, pod);
+        return 5.0 * emptiest + 5.0 * node_free_after(n, pod, a);
     if (best >= 0.0)
         return 5.0 + 5.0 * best;
-    for (i = 0; i < n->n_gpus; i++)
-        used += !idle(&n->gpus[i]);
-    return 4.0 * (double)used / (double)n->n_gpus;
+    return 4.0 * (double)n->busy / (double)n->n_gpus;
 }
 
 /* The limit fits no GPU of n: bind's own message (the largest GPU's). */
@@ -401,10 +424,9 @@ static int explain(const mnode *n, const gf_sched_pod *pod, size_t fitting, gf_s
 /* The closed GPUs of n (the device plugin's) that would take pod if a
  * reservation held them; only idle ones: a closed GPU with fractions is one
  * whose reservation went away. */
-static size_t closed_fitting(const mnode *n, const gf_sched_pod *pod, size_t *closed)
+static size_t closed_fitting(const mnode *n, const gf_sched_pod *pod, pod_ask *a, size_t *closed)
 {
     size_t count = 0;
-    pod_ask a = {0};
 
     *closed = 0;
     for (size_t i = 0; i < n->n_gpus; i++) {
@@ -412,17 +434,17 @@ static size_t closed_fitting(const mnode *n, const gf_sched_pod *pod, size_t *cl
         if (!g->closed)
             continue;
         ++*closed;
-        count += idle(g) && gpu_fits(g, pod, ask_for(&a, g, pod));
+        count += idle(g) && gpu_fits(g, pod, ask_for(a, g, pod));
     }
     return count;
 }
 
 /* Why a device-plugin node does not take pod now, and how many reservations
  * would let it (verdict->reserve). */
-static int explain_reserved(const mnode *n, const gf_sched_pod *pod, size_t fitting,
+static int explain_reserved(const mnode *n, const gf_sched_pod *pod, pod_ask *a, size_t fitting,
                             gf_sched_verdict *v)
 {
-    size_t closed, more = closed_fitting(n, pod, &closed);
+    size_t closed, more = closed_fitting(n, pod, a, &closed);
     size_t need = (size_t)pod->num_devices - fitting;
 
     if (closed == 0 || more < need)
@@ -435,45 +457,137 @@ static int explain_reserved(const mnode *n, const gf_sched_pod *pod, size_t fitt
     return -1;
 }
 
-int gf_sched_choose(const mnode *node, const gf_sched_pod *pod, gf_policy policy, uint8_t *pos,
-                    gf_sched_verdict *verdict)
+/* gf_sched_choose with what the pod asks worked out already (a). */
+static int choose(const mnode *node, const gf_sched_pod *pod, gf_policy policy, uint8_t *pos,
+                  gf_sched_verdict *verdict, pod_ask *a)
 {
     size_t count;
 
     verdict->reserve = 0;
     if (precheck(node, pod, verdict) < 0)
         return -1;
-    count = candidates(node, pod, policy, pos);
+    count = candidates(node, pod, policy, pos, a);
     if (count < (size_t)pod->num_devices)
-        return node->dp_gpus > 0 ? explain_reserved(node, pod, count, verdict)
+        return node->dp_gpus > 0 ? explain_reserved(node, pod, a, count, verdict)
                                  : explain(node, pod, count, verdict);
     verdict->status = GF_FIT;
     verdict->reason[0] = '\0';
-    verdict->rank = score(node, pod, policy, pos);
+    verdict->rank = score(node, pod, policy, pos, a);
     verdict->score = clamp10(verdict->rank);
     return 0;
 }
 
+int gf_sched_choose(const mnode *node, const gf_sched_pod *pod, gf_policy policy, uint8_t *pos,
+                    gf_sched_verdict *verdict)
+{
+    pod_ask a = {0};
+
+    return choose(node, pod, policy, pos, verdict, &a);
+}
+
 /* --- filter + prioritize --- */
 
-static void verdict_one(const gf_model *m, const mns *quota, const gf_sched_pod *pod,
-                        const char *name, gf_policy policy, gf_sched_verdict *v)
+/* What one request works out once, for every node. */
+typedef struct request {
+    const gf_sched_pod *pod;
+    gf_policy policy;
+    const mns *quota;
+    uint64_t already; /* gf_model_quota_already */
+    pod_ask ask;
+} request;
+
+static void verdict_one(request *rq, const mnode *n, const char *name, gf_sched_verdict *v)
 {
     uint8_t pos[GF_SCHED_GPUS_MAX];
-    const mnode *n = gf_model_node_find(m, name);
 
     if (n == NULL) {
         fail(v, GF_FAIL, "node %s is not in gpufrac's cache (no Node object seen yet)", name);
         return;
     }
-    if (gf_sched_choose(n, pod, policy, pos, v) == 0)
-        gf_model_quota_fits(m, quota, pod, n, pos, v);
+    if (choose(n, rq->pod, rq->policy, pos, v, &rq->ask) == 0)
+        gf_model_quota_fits(rq->quota, rq->already, rq->pod, n, pos, v);
+}
+
+/* The lookups of the nodes after the one being evaluated (names[i]), in
+ * stages (see gf_model_bucket_prefetch): names[i + BUCKET_AHEAD]'s bucket,
+ * names[i + NODE_AHEAD]'s node, names[i + FIND_AHEAD] found and its first
+ * candidate GPU. Each stage runs a few nodes after the one before it, so
+ * what it reads has had time to arrive. */
+#define BUCKET_AHEAD 6
+#define NODE_AHEAD 4
+#define FIND_AHEAD 2
+#define RING 8 /* > BUCKET_AHEAD, a power of two */
+
+typedef struct lookahead {
+    const gf_model *m;
+    const char *const *names;
+    size_t n;
+    gf_policy policy;
+    size_t hash[RING];        /* of names[j] at j % RING */
+    const mnode *found[RING]; /* names[j]'s node at j % RING, once found */
+} lookahead;
+
+static const char *name_at(const lookahead *w, size_t j)
+{
+    return w->names[j] != NULL ? w->names[j] : "";
+}
+
+static void ahead_hash(lookahead *w, size_t j)
+{
+    if (j >= w->n)
+        return;
+    w->hash[j % RING] = gf_model_hash(name_at(w, j));
+    gf_model_bucket_prefetch(w->m, w->hash[j % RING]);
+}
+
+static void ahead_node(lookahead *w, size_t j)
+{
+    if (j < w->n)
+        gf_model_node_prefetch(w->m, w->hash[j % RING]);
+}
+
+static void ahead_find(lookahead *w, size_t j)
+{
+    const mnode *node;
+    const mgpu *g;
+
+    if (j >= w->n)
+        return;
+    node = gf_model_node_find_hashed(w->m, name_at(w, j), w->hash[j % RING]);
+    if (node != NULL && node->n_gpus > 0) {
+        g = &node->gpus[order_of(node, w->policy)[0]];
+        __builtin_prefetch(g);
+        __builtin_prefetch((const char *)(g + 1) - 1);
+    }
+    w->found[j % RING] = node;
+}
+
+static void ahead_begin(lookahead *w)
+{
+    size_t j;
+
+    for (j = 0; j < BUCKET_AHEAD; j++)
+        ahead_hash(w, j);
+    for (j = 0; j < NODE_AHEAD; j++)
+        ahead_node(w, j);
+    for (j = 0; j < FIND_AHEAD; j++)
+        ahead_find(w, j);
+}
+
+/* names[i]'s node (NULL: not in the model), for i = 0, 1, ... in turn. */
+static const mnode *ahead_next(lookahead *w, size_t i)
+{
+    ahead_hash(w, i + BUCKET_AHEAD);
+    ahead_node(w, i + NODE_AHEAD);
+    ahead_find(w, i + FIND_AHEAD);
+    return w->found[i % RING];
 }
 
 int gf_model_evaluate(gf_model *m, const gf_sched_pod *pod, const char *const *nodes, size_t n,
                       gf_policy policy, gf_sched_verdict *out, gf_error *err)
 {
-    const mns *quota;
+    request rq = {.pod = pod, .policy = policy};
+    lookahead w = {.m = m, .names = nodes, .n = n, .policy = policy};
     size_t i;
 
     if (pod == NULL || (n > 0 && (nodes == NULL || out == NULL)))
@@ -490,12 +604,11 @@ int gf_model_evaluate(gf_model *m, const gf_sched_pod *pod, const char *const *n
     if (!pod->fractional || pod->invalid)
         return 0;
     pthread_rwlock_rdlock(&m->lock);
-    quota = gf_model_quota_of(m, pod); /* once per pod, not per node */
-    for (i = 0; i < n; i++) {
-        if (i + 1 < n && nodes[i + 1] != NULL)
-            gf_model_node_prefetch(m, nodes[i + 1]);
-        verdict_one(m, quota, pod, nodes[i] != NULL ? nodes[i] : "", policy, &out[i]);
-    }
+    rq.quota = gf_model_quota_of(m, pod); /* once per pod, not per node */
+    rq.already = gf_model_quota_already(m, rq.quota, pod);
+    ahead_begin(&w);
+    for (i = 0; i < n; i++)
+        verdict_one(&rq, ahead_next(&w, i), name_at(&w, i), &out[i]);
     pthread_rwlock_unlock(&m->lock);
     return 0;
 }
@@ -530,6 +643,7 @@ static int reserve_locked(gf_model *m, const gf_sched_pod *pod, const char *node
     gf_sched_verdict v;
     mnode *n = gf_model_node_find(m, node);
     mpod *p = gf_model_pod_find(m, pod->uid);
+    const mns *quota;
 
     if (!pod->fractional || pod->invalid)
         return gf_error_set(err, GF_EINVAL, "pod %s/%s: %s", pod->ns, pod->name,
@@ -550,8 +664,9 @@ static int reserve_locked(gf_model *m, const gf_sched_pod *pod, const char *node
                             pod->name, p->node->e.key);
     if (p != NULL && p->node != NULL)
         gf_model_forget_locked(p);
+    quota = gf_model_quota_of(m, pod);
     if (gf_sched_choose(n, pod, policy, pos, &v) < 0 ||
-        !gf_model_quota_fits(m, gf_model_quota_of(m, pod), pod, n, pos, &v))
+        !gf_model_quota_fits(quota, gf_model_quota_already(m, quota, pod), pod, n, pos, &v))
         return gf_error_set(err, GF_ESTATE, "pod %s/%s no longer fits node %s: %s", pod->ns,
                             pod->name, node, v.reason);
     if (gf_model_assume_locked(m, pod, n, pos, (size_t)pod->num_devices, err) < 0)

@@ -7,7 +7,9 @@ kube-scheduler. Anyone who reaches the extender's port can send these.
 What is sent: names with escapes ("n\\u0031" is n1; "n1\\",\\"n2" is one name),
 NodeNames next to another spelling of the key, NodeNames twice, NodeNames
 inside the pod, a name past the length limit, a NUL byte, raw non-ASCII,
-nesting past the fast path's depth, trailing bytes after the object. What is
+nesting past the fast path's depth, trailing bytes after the object, the
+known names among near-misses of them at every position of a list longer
+than filter's lookahead (it looks nodes up a few names early). What is
 refused: the malformed bodies (HTTP 400, naming what is wrong) and every node
 the full parse does not name. What stays alive: the scheduler, and an
 ordinary filter right after."""
@@ -105,6 +107,26 @@ class FilterBodyTest(SchedulerCase):
         self.assertEqual(self.sched.get("/healthz")[0], 200)
         self.assertIn(self.passed('{"Pod":%s,"NodeNames":["n2","n1"]}' % self.pod),
                       (["n1"], ["n2"]))
+
+    def test_each_listed_name_is_judged_as_itself(self):
+        # near-misses of the known names ("n", "n10", "n1x", "N1", "n1 ") around
+        # them, a known name first, one last, repeats: every unknown name fails
+        # as unknown, no known one does, whatever its place in the list
+        near = ["n", "n10", "n1x", "N1", "n1 ", "n2\t", "m1"]
+        names = ["n2"]
+        for i in range(40):
+            names.append(near[i % len(near)] + ("" if i < len(near) else str(i)))
+            if i % 9 == 0:
+                names.append("n1" if i % 2 else "n2")
+        names.append("n1")
+        code, text = self.send(json.dumps({"Pod": json.loads(self.pod), "NodeNames": names}))
+        self.assertEqual(code, 200, text)
+        r = json.loads(text)
+        unknown = {n for n in names if n not in ("n1", "n2")}
+        self.assertEqual(set(r["FailedNodes"]), unknown)
+        for n in unknown:
+            self.assertIn("not in gpufrac's cache", r["FailedNodes"][n])
+        self.assertIn(r.get("NodeNames"), (["n1"], ["n2"]))
 
 
 if __name__ == "__main__":
