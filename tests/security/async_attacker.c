@@ -29,6 +29,7 @@ CUresult cuCtxSetCurrent(CUcontext c);
 CUresult cuCtxSynchronize(void);
 CUresult cuStreamCreate(CUstream *s, unsigned int flags);
 CUresult cuStreamSynchronize(CUstream s);
+CUresult cuStreamDestroy_v2(CUstream s);
 CUresult cuMemGetInfo_v2(size_t *free, size_t *total);
 CUresult cuMemAlloc_v2(CUdeviceptr *d, size_t bytes);
 CUresult cuMemFree_v2(CUdeviceptr d);
@@ -341,6 +342,32 @@ static void attack_no_context(int n, uint64_t size)
     pthread_join(t, NULL);
     print_counts("no_context", &held);
     print_used("live");
+}
+
+/* Handles that are no longer: a destroyed stream (of either device) and a
+ * destroyed pool, allocated on and from, through both variants. */
+static void attack_dead_handles(void)
+{
+    CUstream s0, s1;
+    CUdeviceptr d = 0;
+    MUST(cuStreamCreate(&s0, 0));
+    MUST(cuCtxSetCurrent(ctx[1]));
+    MUST(cuStreamCreate(&s1, 0));
+    MUST(cuCtxSetCurrent(ctx[0]));
+    CUmemoryPool p = new_pool(0);
+    report("alloc_live_stream", cuMemAllocAsync(&d, 64 * Mi, s1));
+    report("free_live_stream", cuMemFreeAsync(d, s1));
+    MUST(cuStreamDestroy_v2(s0));
+    MUST(cuStreamDestroy_v2(s1));
+    MUST(cuMemPoolDestroy(p));
+    report("alloc_dead_stream0", cuMemAllocAsync(&d, 64 * Mi, s0));
+    report("alloc_dead_stream1", cuMemAllocAsync_ptsz(&d, 64 * Mi, s1));
+    report("alloc_dead_pool", cuMemAllocFromPoolAsync(&d, 64 * Mi, p, NULL));
+    report("alloc_dead_pool_dead_stream", cuMemAllocFromPoolAsync(&d, 64 * Mi, p, s1));
+    report("free_dead_stream", cuMemFreeAsync(d, s0));
+    MUST(cuCtxSynchronize());
+    trim_all();
+    print_used("end");
 }
 
 /* A pool destroyed by one thread while another allocates from it. */
@@ -674,6 +701,8 @@ int main(int argc, char **argv)
         attack_cross_pool((int)NUM(2), NUM(3) * Mi, NUM(4) * Mi, ARG(5));
     else if (strcmp(a, "switch-rounds") == 0)
         attack_switch_rounds((int)NUM(2), (int)NUM(3), NUM(4) * Mi);
+    else if (strcmp(a, "dead-handles") == 0)
+        attack_dead_handles();
     else if (strcmp(a, "no-context") == 0)
         attack_no_context((int)NUM(2), NUM(3) * Mi);
     else if (strcmp(a, "switch-race") == 0)

@@ -131,6 +131,21 @@ class StreamOrderedAttackTest(SimTestCase):
                 self.assert_ledger_is_the_driver(ledger, drv, "no context")
                 self.assert_never_past_the_limit()
 
+    def test_destroyed_streams_and_pools(self):
+        # Attack: cuMemAllocAsync(_ptsz) on a destroyed stream of each device,
+        # cuMemAllocFromPoolAsync from a destroyed pool (on the NULL stream
+        # and on a destroyed stream). Refused: each, by the driver or the shim,
+        # with nothing charged anywhere; the shim asks the stream's device and
+        # does not fall back to charging nothing.
+        got = self.attack("dead-handles")
+        self.assertEqual(got["alloc_live_stream"], "ok")
+        for k in ("alloc_dead_stream0", "alloc_dead_stream1", "alloc_dead_pool",
+                  "alloc_dead_pool_dead_stream"):
+            self.assertNotEqual(got[k], "ok", k)
+            self.assertNotEqual(got[k], OOM, k)
+        self.assert_never_past_the_limit()
+        self.assert_all_returned(got)
+
     # -- races --------------------------------------------------------------
 
     def test_switching_the_current_pool_while_allocating_never_passes_the_limit(self):
