@@ -777,6 +777,23 @@ CUresult gs_stream_pdev(CUstream s, int *pdev)
     return CUDA_SUCCESS;
 }
 
+/* the device a stream's work runs on (12.8): the current context's for the
+ * null, legacy and per-thread streams */
+GS_API CUresult cuStreamGetDevice(CUstream s, CUdevice *device)
+{
+    int p;
+    CUresult rc;
+    GS_FAILPOINT("cuStreamGetDevice");
+    NEED_INIT();
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = gs_stream_pdev(s, &p);
+    if (rc)
+        return rc;
+    *device = gs_pdev_ordinal(p);
+    return CUDA_SUCCESS;
+}
+
 GS_API CUresult cuStreamCreate(CUstream *phStream, unsigned int flags)
 {
     int p;

@@ -86,6 +86,7 @@
     X(cuStreamDestroy_v2, cuStreamDestroy, 4000, 0, (CUstream s))                                  \
     X(cuStreamSynchronize, cuStreamSynchronize, 2000, 0, (CUstream s))                             \
     X(cuStreamSynchronize_ptsz, cuStreamSynchronize, 7000, 1, (CUstream s))                        \
+    X(cuStreamGetDevice, cuStreamGetDevice, 12080, 0, (CUstream s, CUdevice * device))             \
     X(cuGraphCreate, cuGraphCreate, 10000, 0, (CUgraph * phGraph, unsigned int flags))             \
     X(cuGraphDestroy, cuGraphDestroy, 10000, 0, (CUgraph hGraph))                                  \
     X(cuGraphAddMemAllocNode, cuGraphAddMemAllocNode, 11040, 0,                                    \

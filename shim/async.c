@@ -137,10 +137,37 @@ static inline pool_charge *pool_current(int ordinal)
     return pool_current_slow(ordinal, key);
 }
 
+/* The device a pool not seen at its creation belongs to: the one whose
+ * default or current pool it is; else (imported, or not a pool) fallback. */
+static int pool_device(CUmemoryPool pool, int fallback)
+{
+    CUmemoryPool p;
+
+    for (int d = 0; d < GF_MAX_ORDINALS; d++) {
+        if (!gf_cu.cuDeviceGetDefaultMemPool ||
+            gf_cu.cuDeviceGetDefaultMemPool(&p, d) != CUDA_SUCCESS)
+            break;
+        if (p == pool || (gf_cu.cuDeviceGetMemPool(&p, d) == CUDA_SUCCESS && p == pool))
+            return d;
+    }
+    return fallback;
+}
+
+/* The record of a pool named by the caller: charged to the pool's own
+ * device, whichever context is current (cuMemPoolCreate records where it
+ * was made); NULL for one of no known device with no context current. */
 static pool_charge *__attribute__((noinline))
 pool_named_slow(CUmemoryPool pool, int ordinal, uint64_t key)
 {
-    pool_charge *pc = pool_record(pool, ordinal);
+    pthread_mutex_lock(&pools_lock);
+    pool_charge *pc = pool_find(pool, -1, false);
+    pthread_mutex_unlock(&pools_lock);
+    if (!pc) {
+        int dev = pool_device(pool, ordinal);
+        if (dev < 0)
+            return NULL;
+        pc = pool_record(pool, dev);
+    }
     if (pc)
         named_cache = (pool_cache){.key = key, .pool = pool, .pc = pc};
     return pc;
@@ -192,6 +219,17 @@ static void pools_reconcile(int ordinal)
     pthread_mutex_unlock(&pools_lock);
 }
 
+/* The driver did not say what pc holds now: the admission becomes its
+ * charge, until a true-up finds the reservation smaller or, for a destroyed
+ * pool, its frees give it back. Under the lock, so that a destroy's store
+ * of the charge cannot overwrite it. */
+static void __attribute__((noinline)) pool_keep_admission(pool_charge *pc, uint64_t admitted)
+{
+    pthread_mutex_lock(&pools_lock);
+    atomic_fetch_add(&pc->charged, admitted);
+    pthread_mutex_unlock(&pools_lock);
+}
+
 /* One answer of the driver about pc, with what the charge was before it
  * was asked. */
 typedef struct pool_answer {
@@ -222,8 +260,12 @@ settle_growth(const gf_ordinal *o, gf_hot *h, pool_charge *pc, uint64_t admitted
         uint64_t g = a.lowering, c = a.charged, now = a.reserved, back = admitted;
 
         if (g & 1)
-            continue; /* a true-up is lowering the charge: ask again */
-        if (now == UINT64_MAX || now <= c) {
+            continue;            /* a true-up is lowering the charge: ask again */
+        if (now == UINT64_MAX) { /* unanswered (the pool destroyed meanwhile): fail closed */
+            pool_keep_admission(pc, admitted);
+            return true;
+        }
+        if (now <= c) {
             if (atomic_load(&pc->lowering) != g)
                 continue;
         } else {
@@ -314,13 +356,27 @@ GF_HIDDEN void gf_async_freed_destroyed(gf_pool_head *pool, uint64_t bytes, uint
     pthread_mutex_unlock(&pools_lock);
 }
 
-typedef CUresult (*async_call)(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, CUstream s,
-                               void *fn);
+/* The driver's allocation from one pool (cuMemAllocFromPoolAsync or its
+ * _ptsz variant). */
+typedef CUresult (*pool_call)(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, CUstream s);
+/* The driver's cuMemAllocAsync (or _ptsz): only where nothing is counted. */
+typedef CUresult (*async_call)(CUdeviceptr *dptr, size_t bytes, CUstream s);
 
-/* The settled allocation is counted in its pool and tracked. */
+/* An allocation counted in its pool before the call did not happen (or was
+ * given back at once). A destroy meanwhile kept it charged; that charge,
+ * with whatever share of the others' it displaced, goes back with the
+ * pool's last allocation: at once when there is none. */
+static void __attribute__((noinline)) alloc_uncount(pool_charge *pc, uint64_t bytes)
+{
+    uint64_t old = atomic_fetch_sub(&pc->head.outstanding, bytes);
+
+    if ((old & DESTROYED) && (old & ~DESTROYED) == bytes)
+        gf_async_freed_destroyed(&pc->head, bytes, old);
+}
+
+/* The settled allocation is tracked (its pool counted it before the call). */
 static inline void alloc_done(CUdeviceptr p, uint64_t bytes, pool_charge *pc)
 {
-    atomic_fetch_add_explicit(&pc->head.outstanding, bytes, memory_order_relaxed);
     track_async(p, bytes, pc);
 }
 
@@ -334,46 +390,92 @@ static CUresult alloc_over(CUdeviceptr *dptr, CUstream stream, pool_charge *pc, 
     gf_cu.cuMemFreeAsync(*dptr, stream);
     if (gf_cu.cuMemPoolTrimTo)
         gf_cu.cuMemPoolTrimTo(pc->pool, 0);
-    atomic_fetch_add(&pc->charged, admitted);
     pthread_mutex_lock(&pools_lock);
+    atomic_fetch_add(&pc->charged, admitted);
     pool_true_up(pc);
     pthread_mutex_unlock(&pools_lock);
+    alloc_uncount(pc, admitted);
     *dptr = 0;
     return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-/* Admitted for its size, then settled at the pool's growth. Every case but
- * the hot one (alloc_hot). */
-static CUresult __attribute__((noinline))
-alloc_cold(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, CUstream stream, async_call call,
-           void *fn)
+/* The device a stream's work runs on: the current context's for the null,
+ * legacy and per-thread streams, else its own context's; -1 when the driver
+ * cannot say. */
+static int __attribute__((noinline)) stream_ordinal(CUstream s)
 {
-    int ord = gf_current_ordinal();
-    const gf_ordinal *o = ord >= 0 ? gf_ordinal_of(ord) : NULL;
-    gf_hot *h = gf_hot_ordinal(ord);
+    CUcontext c, cur = NULL;
+    CUdevice d;
     CUresult rc;
 
-    if (!o)
-        return call(dptr, bytes, pool, stream, fn);
-    /* no true-up before the call: a refusal trues every pool up before it refuses */
-    pool_charge *pc = pool ? pool_named(pool, ord) : pool_current(ord);
-    if (!(h ? gf_hot_reserve(h, bytes) || gf_admit(o, bytes) : gf_admit(o, bytes)))
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    rc = call(dptr, bytes, pool, stream, fn);
-    if (rc != CUDA_SUCCESS || !pc) {
-        gf_unadmit(o, bytes);
-        return rc;
-    }
-    if (!settle_growth(o, h, pc, bytes, pool_ask(pc)))
-        return alloc_over(dptr, stream, pc, bytes);
-    alloc_done(*dptr, bytes, pc);
-    return rc;
+    if ((uintptr_t)s <= 2)
+        return gf_current_ordinal();
+    if (gf_cu.cuStreamGetDevice)
+        return gf_cu.cuStreamGetDevice(s, &d) == CUDA_SUCCESS ? d : -1;
+    if (!gf_cu.cuStreamGetCtx || gf_cu.cuStreamGetCtx(s, &c) != CUDA_SUCCESS || !c)
+        return -1;
+    if (gf_cu.cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == c)
+        return gf_current_ordinal();
+    if (gf_cu.cuCtxPushCurrent_v2(c) != CUDA_SUCCESS)
+        return -1;
+    rc = gf_cu.cuCtxGetDevice(&d);
+    gf_cu.cuCtxPopCurrent_v2(&c);
+    return rc == CUDA_SUCCESS ? d : -1;
 }
 
-/* The hot path's driver call failed: the admission goes back. */
-static CUresult __attribute__((noinline)) alloc_refused(gf_hot *h, uint64_t bytes, CUresult rc)
+/* Admitted for its size on the pool's device, then settled at the pool's
+ * growth. Every case but the hot one (alloc_hot). Without a pool named, the
+ * allocation is made from the record's pool, the current pool of the
+ * stream's device as last seen: the driver's own choice could be another
+ * (another thread set another current pool meanwhile), whose growth the
+ * settle would not see. */
+static CUresult __attribute__((noinline))
+alloc_cold(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, CUstream stream, pool_call call,
+           async_call plain)
+{
+    if (!gf_state.active)
+        return pool ? call(dptr, bytes, pool, stream) : plain(dptr, bytes, stream);
+    for (;;) {
+        int ord = pool ? gf_current_ordinal() : stream_ordinal(stream);
+        uint64_t key = cache_key(ord);
+        CUresult rc;
+
+        if (ord < 0 && !pool) /* no context (the driver refuses), or a stream it cannot place */
+            return (uintptr_t)stream > 2 ? CUDA_ERROR_INVALID_HANDLE : plain(dptr, bytes, stream);
+        /* no true-up before the call: a refusal trues every pool up before it refuses */
+        pool_charge *pc = pool ? pool_named(pool, ord) : pool_current(ord);
+        if (!pc) /* a pool of no known device and no context to charge, or out of host memory */
+            return pool && ord < 0 ? CUDA_ERROR_INVALID_CONTEXT : CUDA_ERROR_OUT_OF_MEMORY;
+        const gf_ordinal *o = gf_ordinal_of(pc->ordinal);
+        gf_hot *h = gf_hot_ordinal(pc->ordinal);
+        if (!o || !(h ? gf_hot_reserve(h, bytes) || gf_admit(o, bytes) : gf_admit(o, bytes)))
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        atomic_fetch_add(&pc->head.outstanding, bytes); /* before: a destroy meanwhile keeps it */
+        rc = call(dptr, bytes, pc->pool, stream);
+        if (rc != CUDA_SUCCESS) {
+            gf_unadmit(o, bytes);
+            alloc_uncount(pc, bytes);
+            if (!pool && rc == CUDA_ERROR_INVALID_VALUE && cache_key(ord) != key)
+                continue; /* the current pool was destroyed or changed meanwhile: the new one */
+            return rc;
+        }
+        if (!settle_growth(o, h, pc, bytes, pool_ask(pc)))
+            return alloc_over(dptr, stream, pc, bytes);
+        alloc_done(*dptr, bytes, pc);
+        return rc;
+    }
+}
+
+/* The hot path's driver call failed: the admission and the count go back;
+ * the cold path answers (it retries a current pool that changed meanwhile). */
+static CUresult __attribute__((noinline))
+alloc_refused(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool, CUstream stream, pool_call call,
+              async_call plain, gf_hot *h, pool_charge *pc, CUresult rc)
 {
     gf_hot_release(h, bytes);
+    alloc_uncount(pc, bytes);
+    if (!pool && rc == CUDA_ERROR_INVALID_VALUE)
+        return alloc_cold(dptr, bytes, pool, stream, call, plain);
     return rc;
 }
 
@@ -389,28 +491,30 @@ alloc_settle(CUdeviceptr *dptr, size_t bytes, CUstream stream, gf_hot *h, pool_c
 }
 
 /* Inline into each hook, so that call is a direct call of the driver: the
- * hot ordinal whose pool record is cached (one thread-local compare), where
- * the pool did not grow. The same steps as alloc_cold, which takes every
- * other case (a refusal included: it trues up before it refuses). */
+ * pool's record cached (one thread-local compare), on the null, legacy or
+ * per-thread stream when no pool is named, where the pool did not grow. The
+ * same steps as alloc_cold, which takes every other case (a refusal
+ * included: it trues up before it refuses). */
 static inline __attribute__((always_inline)) CUresult alloc_hot(CUdeviceptr *dptr, size_t bytes,
                                                                 CUmemoryPool pool, CUstream stream,
-                                                                async_call call, void *fn)
+                                                                pool_call call, async_call plain)
 {
     int ord = gf_current_ordinal();
-    gf_hot *h = gf_hot_ordinal(ord);
     uint64_t key = cache_key(ord);
     pool_charge *pc;
+    gf_hot *h;
     CUresult rc;
 
     if (pool)
         pc = named_cache.key == key && named_cache.pool == pool ? named_cache.pc : NULL;
     else
-        pc = current_cache.key == key ? current_cache.pc : NULL;
-    if (__builtin_expect(!h || !pc || !gf_hot_reserve(h, bytes), 0))
-        return alloc_cold(dptr, bytes, pool, stream, call, fn);
-    rc = call(dptr, bytes, pool, stream, fn);
+        pc = current_cache.key == key && (uintptr_t)stream <= 2 ? current_cache.pc : NULL;
+    if (__builtin_expect(!pc || !(h = gf_hot_ordinal(pc->ordinal)) || !gf_hot_reserve(h, bytes), 0))
+        return alloc_cold(dptr, bytes, pool, stream, call, plain);
+    atomic_fetch_add_explicit(&pc->head.outstanding, bytes, memory_order_relaxed);
+    rc = call(dptr, bytes, pc->pool, stream);
     if (__builtin_expect(rc != CUDA_SUCCESS, 0))
-        return alloc_refused(h, bytes, rc);
+        return alloc_refused(dptr, bytes, pool, stream, call, plain, h, pc, rc);
     pool_answer a = pool_ask(pc);
     if (__builtin_expect((a.lowering & 1) || a.reserved > a.charged ||
                              atomic_load(&pc->lowering) != a.lowering,
@@ -421,39 +525,49 @@ static inline __attribute__((always_inline)) CUresult alloc_hot(CUdeviceptr *dpt
     return CUDA_SUCCESS;
 }
 
-static inline CUresult call_async(CUdeviceptr *d, size_t b, CUmemoryPool p, CUstream s, void *fn)
-{
-    (void)p;
-    return ((CUresult(*)(CUdeviceptr *, size_t, CUstream))fn)(d, b, s);
-}
-
-static inline CUresult call_from_pool(CUdeviceptr *d, size_t b, CUmemoryPool p, CUstream s,
-                                      void *fn)
-{
-    return ((CUresult(*)(CUdeviceptr *, size_t, CUmemoryPool, CUstream))fn)(d, b, p, s);
-}
-
-#define ASYNC_HOOKS(X) X(cuMemAllocAsync) X(cuMemAllocAsync_ptsz)
+#define ASYNC_HOOKS(X)                          \
+    X(cuMemAllocAsync, cuMemAllocFromPoolAsync) \
+    X(cuMemAllocAsync_ptsz, cuMemAllocFromPoolAsync_ptsz)
 #define POOL_HOOKS(X) X(cuMemAllocFromPoolAsync) X(cuMemAllocFromPoolAsync_ptsz)
 
-#define DEFINE_ASYNC(name)                                                              \
-    GF_EXPORT CUresult name(CUdeviceptr *dptr, size_t bytesize, CUstream stream)        \
-    {                                                                                   \
-        GF_HOOK_ENTER(cu, name);                                                        \
-        return alloc_hot(dptr, bytesize, NULL, stream, call_async, (void *)gf_cu.name); \
+/* Made from the current pool by its handle: the pool the shim settles is
+ * the one the driver allocates from. */
+#define DEFINE_ASYNC(name, from_pool)                                                \
+    GF_EXPORT CUresult name(CUdeviceptr *dptr, size_t bytesize, CUstream stream)     \
+    {                                                                                \
+        GF_HOOK_ENTER(cu, name);                                                     \
+        if (!gf_cu.from_pool) /* every driver with one has the other */              \
+            return gf_state.active ? CUDA_ERROR_NOT_SUPPORTED                        \
+                                   : gf_cu.name(dptr, bytesize, stream);             \
+        return alloc_hot(dptr, bytesize, NULL, stream, gf_cu.from_pool, gf_cu.name); \
     }
 ASYNC_HOOKS(DEFINE_ASYNC)
 
-#define DEFINE_FROM_POOL(name)                                                              \
-    GF_EXPORT CUresult name(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,          \
-                            CUstream stream)                                                \
-    {                                                                                       \
-        GF_HOOK_ENTER(cu, name);                                                            \
-        if (!pool)                                                                          \
-            return gf_cu.name(dptr, bytesize, pool, stream);                                \
-        return alloc_hot(dptr, bytesize, pool, stream, call_from_pool, (void *)gf_cu.name); \
+#define DEFINE_FROM_POOL(name)                                                     \
+    GF_EXPORT CUresult name(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, \
+                            CUstream stream)                                       \
+    {                                                                              \
+        GF_HOOK_ENTER(cu, name);                                                   \
+        if (!pool)                                                                 \
+            return gf_cu.name(dptr, bytesize, pool, stream);                       \
+        return alloc_hot(dptr, bytesize, pool, stream, gf_cu.name, NULL);          \
     }
 POOL_HOOKS(DEFINE_FROM_POOL)
+
+/* A pool made on a device is that device's, to be charged there whichever
+ * context is current when it is allocated from. */
+GF_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props)
+{
+    CUresult rc;
+    GF_HOOK_ENTER(cu, cuMemPoolCreate);
+    rc = gf_cu.cuMemPoolCreate(pool, props);
+    if (rc != CUDA_SUCCESS || !pool || !props ||
+        props->location.type != CU_MEM_LOCATION_TYPE_DEVICE || props->location.id < 0 ||
+        props->location.id >= GF_MAX_ORDINALS)
+        return rc;
+    pool_record(*pool, props->location.id);
+    return rc;
+}
 
 GF_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
 {

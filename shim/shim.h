@@ -41,6 +41,9 @@
     X(cuDevicePrimaryCtxGetState, CUresult, (CUdevice dev, unsigned int *flags, int *active))     \
     X(cuDeviceGetUuid, CUresult, (CUuuid * uuid, CUdevice dev))                                   \
     X(cuDeviceGetMemPool, CUresult, (CUmemoryPool * pool, CUdevice dev))                          \
+    X(cuDeviceGetDefaultMemPool, CUresult, (CUmemoryPool * pool, CUdevice dev))                   \
+    X(cuStreamGetDevice, CUresult, (CUstream stream, CUdevice * dev))                             \
+    X(cuStreamGetCtx, CUresult, (CUstream stream, CUcontext * pctx))                              \
     X(cuMemPoolGetAttribute, CUresult, (CUmemoryPool pool, CUmemPool_attribute attr, void *v))    \
     X(cuDeviceGetGraphMemAttribute, CUresult, (CUdevice dev, CUgraphMem_attribute attr, void *v)) \
     X(cuArrayGetMemoryRequirements, CUresult,                                                     \

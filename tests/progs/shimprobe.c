@@ -35,16 +35,15 @@
 #include "../../shim/hooks.def"
 
 /* Entry points the probe needs beyond the hooked ones (always via dlsym). */
-#define PROBE_USED(X)                                                   \
-    X(cuInit, (unsigned int flags))                                     \
-    X(cuDriverGetVersion, (int *v))                                     \
-    X(cuDeviceGet, (CUdevice * d, int ordinal))                         \
-    X(cuCtxSynchronize, (void))                                         \
-    X(cuDeviceGetMemPool, (CUmemoryPool * p, CUdevice d))               \
-    X(cuMemPoolCreate, (CUmemoryPool * p, const CUmemPoolProps *props)) \
-    X(cuGraphCreate, (CUgraph * g, unsigned int flags))                 \
-    X(cuGetErrorName, (CUresult r, const char **s))                     \
-    X(cuDeviceGetUuid, (CUuuid * u, CUdevice d))                        \
+#define PROBE_USED(X)                                     \
+    X(cuInit, (unsigned int flags))                       \
+    X(cuDriverGetVersion, (int *v))                       \
+    X(cuDeviceGet, (CUdevice * d, int ordinal))           \
+    X(cuCtxSynchronize, (void))                           \
+    X(cuDeviceGetMemPool, (CUmemoryPool * p, CUdevice d)) \
+    X(cuGraphCreate, (CUgraph * g, unsigned int flags))   \
+    X(cuGetErrorName, (CUresult r, const char **s))       \
+    X(cuDeviceGetUuid, (CUuuid * u, CUdevice d))          \
     X(cuCtxGetLimit, (size_t * v, CUlimit l))
 
 typedef struct fns {
