@@ -71,6 +71,15 @@ int gf_kube_watch(gf_kube *k, const char *path, char *rv, size_t rv_len, gf_kube
 int gf_kube_bind(gf_kube *k, const char *ns, const char *name, const char *uid, const char *node,
                  json_t *annotations, gf_error *err);
 
+/* As gf_kube_bind, but returns at once: 0, and done(cls, rc, err) runs
+ * exactly once with the outcome, on the multiplexer's thread (before the
+ * return without multiplex). -1: not started (err says why), done never
+ * runs. The annotations are read before the return. */
+typedef void (*gf_kube_bind_fn)(void *cls, int rc, gf_error *err);
+int gf_kube_bind_async(gf_kube *k, const char *ns, const char *name, const char *uid,
+                       const char *node, json_t *annotations, gf_kube_bind_fn done, void *cls,
+                       gf_error *err);
+
 /* GET the v1.Pod ns/name (new reference in *pod); GF_ENOTFOUND on 404. */
 int gf_kube_get_pod(gf_kube *k, const char *ns, const char *name, json_t **pod, gf_error *err);
 

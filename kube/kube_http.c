@@ -151,49 +151,77 @@ static void setup(gf_kube *k, CURL *c, const gf_kube_xfer *x, const char *url, s
     }
 }
 
-int gf_kube_perform(gf_kube *k, gf_kube_xfer *x, bool fresh_token, gf_error *err)
+/* What one transfer holds until it is concluded. */
+typedef struct prepared {
+    char *url;
+    struct curl_slist *h;
+    CURL *c;
+} prepared;
+
+static void prepared_free(gf_kube *k, prepared *p, bool reusable)
 {
-    char *token = NULL, *url = NULL;
-    struct curl_slist *h = NULL;
-    CURL *c = NULL;
-    long connects = 0;
+    handle_put(k, p->c, reusable);
+    curl_slist_free_all(p->h);
+    free(p->url);
+    *p = (prepared){0};
+}
+
+static int prepare(gf_kube *k, gf_kube_xfer *x, bool fresh_token, prepared *p, gf_error *err)
+{
+    char *token = NULL;
     int rc = -1;
 
+    *p = (prepared){0};
     if (gf_kube_token(k, fresh_token, &token, err) < 0)
         return -1;
-    if (asprintf(&url, "%s%s", k->base, x->path) < 0) {
-        url = NULL;
+    if (asprintf(&p->url, "%s%s", k->base, x->path) < 0) {
+        p->url = NULL;
         gf_error_set(err, GF_ENOSPACE, "out of memory");
         goto out;
     }
-    if (!(h = headers(x, token)) || !(c = handle_get(k))) {
+    if (!(p->h = headers(x, token)) || !(p->c = handle_get(k))) {
         gf_error_set(err, GF_ENOSPACE, "out of memory preparing a request");
         goto out;
     }
-    setup(k, c, x, url, h);
+    setup(k, p->c, x, p->url, p->h);
     x->status = 0;
-    x->curl = c;
-    x->code = muxed(k, x) ? gf_kube_mux_perform(k->mux, c) : curl_easy_perform(c);
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &x->status);
-    if (curl_easy_getinfo(c, CURLINFO_NUM_CONNECTS, &connects) == CURLE_OK && connects > 0)
-        atomic_fetch_add_explicit(&k->connects, (uint64_t)connects, memory_order_relaxed);
-    if (x->code != CURLE_OK && x->code != CURLE_ABORTED_BY_CALLBACK &&
-        x->code != CURLE_WRITE_ERROR) {
-        gf_error_set(err, GF_ESYS, "%s %s%s: %s", x->method, k->base, x->path,
-                     curl_easy_strerror(x->code));
-        goto out;
-    }
+    x->curl = p->c;
     rc = 0;
 out:
     if (token) {
         memset(token, 0, strlen(token));
         free(token);
     }
-    x->curl = NULL;
-    handle_put(k, c, rc == 0 && x->code == CURLE_OK);
-    curl_slist_free_all(h);
-    free(url);
+    if (rc < 0)
+        prepared_free(k, p, false);
     return rc;
+}
+
+/* After the transfer: its status and connections, its handle back. */
+static int conclude(gf_kube *k, gf_kube_xfer *x, prepared *p, gf_error *err)
+{
+    long connects = 0;
+    int rc = 0;
+
+    curl_easy_getinfo(p->c, CURLINFO_RESPONSE_CODE, &x->status);
+    if (curl_easy_getinfo(p->c, CURLINFO_NUM_CONNECTS, &connects) == CURLE_OK && connects > 0)
+        atomic_fetch_add_explicit(&k->connects, (uint64_t)connects, memory_order_relaxed);
+    if (x->code != CURLE_OK && x->code != CURLE_ABORTED_BY_CALLBACK && x->code != CURLE_WRITE_ERROR)
+        rc = gf_error_set(err, GF_ESYS, "%s %s%s: %s", x->method, k->base, x->path,
+                          curl_easy_strerror(x->code));
+    x->curl = NULL;
+    prepared_free(k, p, rc == 0 && x->code == CURLE_OK);
+    return rc;
+}
+
+int gf_kube_perform(gf_kube *k, gf_kube_xfer *x, bool fresh_token, gf_error *err)
+{
+    prepared p;
+
+    if (prepare(k, x, fresh_token, &p, err) < 0)
+        return -1;
+    x->code = muxed(k, x) ? gf_kube_mux_perform(k->mux, p.c) : curl_easy_perform(p.c);
+    return conclude(k, x, &p, err);
 }
 
 int gf_kube_request(gf_kube *k, const char *method, const char *path, const char *body,
@@ -228,4 +256,119 @@ int gf_kube_request(gf_kube *k, const char *method, const char *path, const char
 fail:
     free(b.data);
     return -1;
+}
+
+/* An asynchronous request: owns copies of what its transfers read. */
+typedef struct async_req {
+    gf_kube *k;
+    char *method, *path, *body, *content_type;
+    gf_kube_buf b;
+    gf_kube_xfer x;
+    prepared p;
+    int attempt;
+    gf_kube_answer_fn done;
+    void *cls;
+} async_req;
+
+static void async_free(async_req *a)
+{
+    free(a->b.data);
+    free(a->method);
+    free(a->path);
+    free(a->body);
+    free(a->content_type);
+    free(a);
+}
+
+static void async_deliver(async_req *a, int rc, gf_error *err)
+{
+    char *resp = NULL;
+
+    if (rc == 0 && !(resp = a->b.data ? a->b.data : strdup("")))
+        rc = gf_error_set(err, GF_ENOSPACE, "out of memory");
+    if (resp == a->b.data)
+        a->b.data = NULL;
+    a->done(a->cls, rc, a->x.status, resp, err);
+    async_free(a);
+}
+
+static void async_done(void *cls, CURLcode code);
+
+static int async_start(async_req *a, gf_error *err)
+{
+    CURLcode code;
+
+    a->b.len = 0;
+    if (prepare(a->k, &a->x, a->attempt > 0, &a->p, err) < 0)
+        return -1;
+    if ((code = gf_kube_mux_submit(a->k->mux, a->p.c, async_done, a)) != CURLE_OK) {
+        a->x.code = code;
+        conclude(a->k, &a->x, &a->p, err);
+        return -1;
+    }
+    return 0;
+}
+
+/* On the mux thread: the answer, or one retry with the token re-read. */
+static void async_done(void *cls, CURLcode code)
+{
+    async_req *a = cls;
+    gf_error err = {0};
+
+    a->x.code = code;
+    if (conclude(a->k, &a->x, &a->p, &err) == 0 && a->x.code == CURLE_WRITE_ERROR)
+        gf_error_set(&err, GF_ERANGE, "%s %s: answer larger than %u bytes", a->method, a->path,
+                     GF_KUBE_BODY_MAX);
+    else if (!err.msg[0] && a->x.status == 401 && a->attempt++ == 0 && async_start(a, &err) == 0)
+        return;
+    async_deliver(a, err.msg[0] ? -1 : 0, &err);
+}
+
+static char *dup_or_null(const char *s, bool *failed)
+{
+    char *d = s ? strdup(s) : NULL;
+
+    *failed = *failed || (s && !d);
+    return d;
+}
+
+int gf_kube_request_async(gf_kube *k, const char *method, const char *path, const char *body,
+                          const char *content_type, gf_kube_answer_fn done, void *cls,
+                          gf_error *err)
+{
+    async_req *a;
+    bool oom = false;
+    char *resp = NULL;
+    long status = 0;
+    int rc;
+
+    if (!k->mux) {
+        rc = gf_kube_request(k, method, path, body, content_type, &status, &resp, err);
+        done(cls, rc, status, resp, err);
+        return 0;
+    }
+    if (!(a = calloc(1, sizeof(*a))))
+        return gf_error_set(err, GF_ENOSPACE, "out of memory");
+    a->k = k;
+    a->done = done;
+    a->cls = cls;
+    a->method = dup_or_null(method, &oom);
+    a->path = dup_or_null(path, &oom);
+    a->body = dup_or_null(body, &oom);
+    a->content_type = dup_or_null(content_type, &oom);
+    a->b.max = GF_KUBE_BODY_MAX;
+    a->x = (gf_kube_xfer){.method = a->method,
+                          .path = a->path,
+                          .body = a->body,
+                          .content_type = a->content_type,
+                          .write_fn = gf_kube_buf_write,
+                          .write_cls = &a->b,
+                          .timeout_s = 60};
+    if (oom || async_start(a, err) < 0) {
+        if (oom)
+            gf_error_set(err, GF_ENOSPACE, "out of memory");
+        async_free(a);
+        return -1;
+    }
+    return 0;
 }

@@ -39,9 +39,14 @@ struct gf_kube {
 };
 
 /* kube_mux.c: request/response transfers over one multi handle (one
- * HTTP/2 connection); perform blocks until c's transfer is done. */
+ * HTTP/2 connection); perform blocks until c's transfer is done. submit
+ * returns at once: CURLE_OK, and fn(cls, code) runs exactly once on the mux
+ * thread when c's transfer is done (fn may submit again); any other code,
+ * and fn never runs. */
+typedef void (*gf_kube_mux_fn)(void *cls, CURLcode code);
 int gf_kube_mux_start(gf_kube_mux **out, gf_error *err);
 CURLcode gf_kube_mux_perform(gf_kube_mux *m, CURL *c);
+CURLcode gf_kube_mux_submit(gf_kube_mux *m, CURL *c, gf_kube_mux_fn fn, void *cls);
 size_t gf_kube_mux_idle_close(gf_kube_mux *m, unsigned idle_s);
 void gf_kube_mux_stop(gf_kube_mux *m);
 
@@ -65,6 +70,15 @@ typedef struct gf_kube_xfer {
 /* Transport errors return -1; any HTTP status returns 0 with x->status set.
  * fresh_token re-reads the token file first (after a 401). */
 int gf_kube_perform(gf_kube *k, gf_kube_xfer *x, bool fresh_token, gf_error *err);
+
+/* As gf_kube_request, but returns at once: 0, and done(cls, rc, status,
+ * resp, err) runs exactly once, on the multiplexer's thread (before the
+ * return when k has none); resp (NULL when rc < 0) is done's to free. -1:
+ * not started (err says why), done never runs. */
+typedef void (*gf_kube_answer_fn)(void *cls, int rc, long status, char *resp, gf_error *err);
+int gf_kube_request_async(gf_kube *k, const char *method, const char *path, const char *body,
+                          const char *content_type, gf_kube_answer_fn done, void *cls,
+                          gf_error *err);
 
 /* Growing body buffer for write callbacks. */
 typedef struct gf_kube_buf {

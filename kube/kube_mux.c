@@ -2,10 +2,12 @@
 /* The multiplexer: request/response transfers of one gf_kube, from any
  * thread, run on one curl multi handle driven by one thread, so concurrent
  * requests share one HTTP/2 connection (HTTP/1.1 servers get the multi's
- * kept-alive connections instead). A caller blocks until its own transfer
- * is done; its callbacks run on the mux thread, one transfer's never
- * concurrently with themselves. Only the mux thread touches the multi
- * handle; callers only queue and wake it, under the lock. */
+ * kept-alive connections instead). A caller either blocks until its own
+ * transfer is done (perform) or is called back on the mux thread, outside
+ * the lock, exactly once (submit); curl's callbacks run on the mux thread,
+ * one transfer's never concurrently with themselves. Only the mux thread
+ * touches the multi handle; callers only queue and wake it, under the
+ * lock. */
 #include <stdlib.h>
 
 #include "kube_impl.h"
@@ -14,8 +16,10 @@ typedef struct mux_job {
     CURL *curl;
     CURLcode code;
     bool done;
-    pthread_cond_t cond;
-    struct mux_job *next, *prev; /* the queue's, then the in-flight list's */
+    pthread_cond_t cond; /* perform's; unused with fn */
+    gf_kube_mux_fn fn;   /* submit's: called once, then the job is freed */
+    void *cls;
+    struct mux_job *next, *prev; /* the queue's, then the in-flight list's, then finished's */
 } mux_job;
 
 struct gf_kube_mux {
@@ -25,6 +29,7 @@ struct gf_kube_mux {
     bool joinable; /* a thread was started and not joined */
     mux_job *queue, *queue_tail;
     mux_job *inflight; /* in the multi */
+    mux_job *finished; /* submitted jobs done, their fn not yet called */
     size_t running;
     bool stop;
     bool close_asked, close_answered;
@@ -48,12 +53,40 @@ static CURLM *multi_new(void)
     return m;
 }
 
-/* Under the lock. */
-static void finish(mux_job *j, CURLcode code)
+/* Under the lock: a perform's caller wakes; a submitted job waits on
+ * finished for call_finished. */
+static void finish(gf_kube_mux *m, mux_job *j, CURLcode code)
 {
     j->code = code;
     j->done = true;
+    if (j->fn) {
+        j->next = m->finished;
+        m->finished = j;
+        return;
+    }
     pthread_cond_signal(&j->cond);
+}
+
+/* Not under the lock: the submitted jobs' callbacks (which may submit
+ * again) in the order they finished. */
+static void call_finished(gf_kube_mux *m)
+{
+    mux_job *list, *rev = NULL, *j;
+
+    pthread_mutex_lock(&m->lock);
+    list = m->finished;
+    m->finished = NULL;
+    pthread_mutex_unlock(&m->lock);
+    while ((j = list)) {
+        list = j->next;
+        j->next = rev;
+        rev = j;
+    }
+    while ((j = rev)) {
+        rev = j->next;
+        j->fn(j->cls, j->code);
+        free(j);
+    }
 }
 
 /* Under the lock: j leaves the in-flight list and the multi. */
@@ -66,7 +99,7 @@ static void retire(gf_kube_mux *m, mux_job *j, CURLcode code)
         m->inflight = j->next;
     if (j->next)
         j->next->prev = j->prev;
-    finish(j, code);
+    finish(m, j, code);
     if (--m->running == 0)
         m->idle_since = gf_kube_now();
 }
@@ -80,7 +113,7 @@ static void admit_queued(gf_kube_mux *m)
         m->queue = j->next;
         curl_easy_setopt(j->curl, CURLOPT_PRIVATE, j);
         if (curl_multi_add_handle(m->multi, j->curl) != CURLM_OK) {
-            finish(j, CURLE_OUT_OF_MEMORY);
+            finish(m, j, CURLE_OUT_OF_MEMORY);
             continue;
         }
         j->prev = NULL;
@@ -103,7 +136,8 @@ static bool close_idle(gf_kube_mux *m)
 
     if (!m->close_asked)
         return false;
-    idle = m->running == 0 && gf_kube_now() - m->idle_since >= (time_t)m->close_idle_s;
+    idle = m->running == 0 && !m->finished &&
+           gf_kube_now() - m->idle_since >= (time_t)m->close_idle_s;
     if (idle) {
         curl_multi_cleanup(m->multi);
         m->multi = NULL;
@@ -143,6 +177,7 @@ static void abandon_all(gf_kube_mux *m)
     m->multi = NULL;
     m->on = false;
     pthread_mutex_unlock(&m->lock);
+    call_finished(m); /* a resubmission now sees stop and is refused */
 }
 
 static void *loop(void *cls)
@@ -161,8 +196,10 @@ static void *loop(void *cls)
             return NULL;
         }
         pthread_mutex_unlock(&m->lock);
+        call_finished(m); /* a job refused by the multi */
         curl_multi_perform(m->multi, &active);
         reap(m);
+        call_finished(m);
         curl_multi_poll(m->multi, NULL, 0, 1000, NULL);
     }
     pthread_mutex_unlock(&m->lock);
@@ -201,28 +238,57 @@ int gf_kube_mux_start(gf_kube_mux **out, gf_error *err)
     return 0;
 }
 
+/* Under the lock: j joins the queue and the thread wakes; CURLE_OK, or
+ * why j was refused (stopping, no thread). */
+static CURLcode enqueue(gf_kube_mux *m, mux_job *j)
+{
+    if (m->stop)
+        return CURLE_SEND_ERROR;
+    if (!m->on && start_thread(m) < 0)
+        return CURLE_OUT_OF_MEMORY;
+    j->next = NULL;
+    if (m->queue_tail)
+        m->queue_tail->next = j;
+    else
+        m->queue = j;
+    m->queue_tail = j;
+    curl_multi_wakeup(m->multi);
+    return CURLE_OK;
+}
+
 CURLcode gf_kube_mux_perform(gf_kube_mux *m, CURL *c)
 {
     mux_job j = {.curl = c};
+    CURLcode code;
 
     pthread_cond_init(&j.cond, NULL);
     pthread_mutex_lock(&m->lock);
-    if (m->stop || (!m->on && start_thread(m) < 0)) {
-        pthread_mutex_unlock(&m->lock);
-        pthread_cond_destroy(&j.cond);
-        return m->stop ? CURLE_SEND_ERROR : CURLE_OUT_OF_MEMORY;
+    if ((code = enqueue(m, &j)) == CURLE_OK) {
+        while (!j.done)
+            pthread_cond_wait(&j.cond, &m->lock);
+        code = j.code;
     }
-    if (m->queue_tail)
-        m->queue_tail->next = &j;
-    else
-        m->queue = &j;
-    m->queue_tail = &j;
-    curl_multi_wakeup(m->multi);
-    while (!j.done)
-        pthread_cond_wait(&j.cond, &m->lock);
     pthread_mutex_unlock(&m->lock);
     pthread_cond_destroy(&j.cond);
-    return j.code;
+    return code;
+}
+
+CURLcode gf_kube_mux_submit(gf_kube_mux *m, CURL *c, gf_kube_mux_fn fn, void *cls)
+{
+    mux_job *j = calloc(1, sizeof(*j));
+    CURLcode code;
+
+    if (!j)
+        return CURLE_OUT_OF_MEMORY;
+    j->curl = c;
+    j->fn = fn;
+    j->cls = cls;
+    pthread_mutex_lock(&m->lock);
+    code = enqueue(m, j);
+    pthread_mutex_unlock(&m->lock);
+    if (code != CURLE_OK)
+        free(j);
+    return code;
 }
 
 size_t gf_kube_mux_idle_close(gf_kube_mux *m, unsigned idle_s)

@@ -262,36 +262,89 @@ json_t *gf_kube_binding_body(const char *ns, const char *name, const char *uid, 
                      "metadata", meta, "target", "apiVersion", "v1", "kind", "Node", "name", node);
 }
 
+/* The binding's path and body. */
+static int bind_request(const char *ns, const char *name, const char *uid, const char *node,
+                        json_t *annotations, char **path, char **body, gf_error *err)
+{
+    json_t *doc = gf_kube_binding_body(ns, name, uid, node, annotations);
+    char *ens = escape(ns), *ename = escape(name);
+    int rc = 0;
+
+    *body = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+    *path = NULL;
+    if (!*body || !ens || !ename ||
+        asprintf(path, "/api/v1/namespaces/%s/pods/%s/binding", ens, ename) < 0) {
+        free(*body);
+        *body = *path = NULL;
+        rc = gf_error_set(err, GF_ENOSPACE, "out of memory");
+    }
+    json_decref(doc);
+    curl_free(ens);
+    curl_free(ename);
+    return rc;
+}
+
+/* The API server's answer to a binding, as 0 or an error. */
+static int bind_verdict(long status, const char *resp, gf_error *err)
+{
+    char msg[256];
+
+    if (status >= 200 && status <= 202)
+        return 0;
+    gf_kube_status_message(resp, msg, sizeof(msg));
+    return gf_error_set(err, GF_ESTATE, "the API server refused the binding (HTTP %ld): %s", status,
+                        msg);
+}
+
 int gf_kube_bind(gf_kube *k, const char *ns, const char *name, const char *uid, const char *node,
                  json_t *annotations, gf_error *err)
 {
-    json_t *doc = gf_kube_binding_body(ns, name, uid, node, annotations);
-    char *body = doc ? json_dumps(doc, JSON_COMPACT) : NULL, *ens = escape(ns),
-         *ename = escape(name), *path = NULL, *resp = NULL, msg[256];
+    char *body = NULL, *path = NULL, *resp = NULL;
     long status = 0;
     int rc = -1;
 
-    if (!body || !ens || !ename ||
-        asprintf(&path, "/api/v1/namespaces/%s/pods/%s/binding", ens, ename) < 0) {
-        path = NULL;
-        gf_error_set(err, GF_ENOSPACE, "out of memory");
-        goto out;
-    }
-    if (gf_kube_request(k, "POST", path, body, "application/json", &status, &resp, err) < 0)
-        goto out;
-    if (status < 200 || status > 202) {
-        gf_kube_status_message(resp, msg, sizeof(msg));
-        gf_error_set(err, GF_ESTATE, "the API server refused the binding (HTTP %ld): %s", status,
-                     msg);
-        goto out;
-    }
-    rc = 0;
-out:
-    json_decref(doc);
+    if (bind_request(ns, name, uid, node, annotations, &path, &body, err) == 0 &&
+        gf_kube_request(k, "POST", path, body, "application/json", &status, &resp, err) == 0)
+        rc = bind_verdict(status, resp, err);
     free(body);
-    curl_free(ens);
-    curl_free(ename);
     free(path);
     free(resp);
+    return rc;
+}
+
+typedef struct bind_call {
+    gf_kube_bind_fn done;
+    void *cls;
+} bind_call;
+
+static void bind_answered(void *cls, int rc, long status, char *resp, gf_error *err)
+{
+    bind_call *b = cls;
+
+    if (rc == 0)
+        rc = bind_verdict(status, resp, err);
+    free(resp);
+    b->done(b->cls, rc, err);
+    free(b);
+}
+
+int gf_kube_bind_async(gf_kube *k, const char *ns, const char *name, const char *uid,
+                       const char *node, json_t *annotations, gf_kube_bind_fn done, void *cls,
+                       gf_error *err)
+{
+    char *body = NULL, *path = NULL;
+    bind_call *b = malloc(sizeof(*b));
+    int rc = -1;
+
+    if (!b)
+        return gf_error_set(err, GF_ENOSPACE, "out of memory");
+    *b = (bind_call){done, cls};
+    if (bind_request(ns, name, uid, node, annotations, &path, &body, err) == 0)
+        rc = gf_kube_request_async(k, "POST", path, body, "application/json", bind_answered, b,
+                                   err);
+    if (rc < 0)
+        free(b);
+    free(body);
+    free(path);
     return rc;
 }

@@ -176,14 +176,25 @@ static int find_pod(gf_extender *x, const gf_ext_bind_args *b, gf_sched_pod *pod
     return rc;
 }
 
-static int bind_fraction(gf_extender *x, const gf_ext_bind_args *b, const gf_sched_pod *pod,
-                         gf_error *err)
+/* One bind from its request to its answer. */
+typedef struct bind_job {
+    gf_extender *x;
+    gf_ext_bind_args b;
+    char uid[GF_SCHED_UID_MAX];     /* the Binding's precondition ("" = none) */
+    char pod_uid[GF_SCHED_UID_MAX]; /* the model's reservation, when fractional */
+    bool fractional;                /* reserved: forgotten unless the Binding is made */
+    gf_ext_bind_fn done;
+    void *cls;
+} bind_job;
+
+/* The GPUs reserved in the model and the annotations naming them. */
+static json_t *reserve(gf_extender *x, const gf_ext_bind_args *b, const gf_sched_pod *pod,
+                       gf_error *err)
 {
     gf_sched_placement *p = malloc(sizeof(*p));
     gf_model_gpu_state *gpus = malloc(GF_SCHED_GPUS_MAX * sizeof(*gpus));
     json_t *ann = NULL;
     size_t n = 0;
-    int rc = -1;
 
     if (!p || !gpus) {
         gf_error_set(err, GF_ENOSPACE, "out of memory");
@@ -193,61 +204,141 @@ static int bind_fraction(gf_extender *x, const gf_ext_bind_args *b, const gf_sch
         goto out;
     if (gf_model_node_gpus(x->model, b->node, gpus, GF_SCHED_GPUS_MAX, &n, err) < 0 ||
         !(ann = gf_ext_bind_annotations(x, pod, p, gpus,
-                                        n < GF_SCHED_GPUS_MAX ? n : GF_SCHED_GPUS_MAX, err)) ||
-        x->kube.bind(x->kube.cls, b->ns, b->name, b->uid[0] ? b->uid : pod->uid, b->node, ann,
-                     err) < 0) {
+                                        n < GF_SCHED_GPUS_MAX ? n : GF_SCHED_GPUS_MAX, err)))
         gf_model_forget(x->model, pod->uid);
-        goto out;
-    }
-    rc = 0;
 out:
-    json_decref(ann);
     free(gpus);
     free(p);
-    return rc;
+    return ann;
 }
 
-static int do_bind(gf_extender *x, const gf_ext_bind_args *b, gf_error *err)
+/* Everything before the Binding is posted: *ann is NULL for a pod without
+ * fractions. */
+static int prepare(bind_job *j, json_t **ann, gf_error *err)
 {
     gf_sched_pod *pod = malloc(sizeof(*pod));
     int rc = -1;
 
+    *ann = NULL;
     if (!pod)
         return gf_error_set(err, GF_ENOSPACE, "out of memory");
-    if (find_pod(x, b, pod, err) < 0)
+    if (find_pod(j->x, &j->b, pod, err) < 0)
         goto out;
     if (!pod->fractional) {
-        rc = x->kube.bind(x->kube.cls, b->ns, b->name, b->uid, b->node, NULL, err);
+        snprintf(j->uid, sizeof(j->uid), "%s", j->b.uid);
+        rc = 0;
     } else if (pod->invalid) {
         rc = gf_error_set(err, GF_EINVAL, "%s", pod->error);
-    } else if ((rc = bind_fraction(x, b, pod, err)) == 0) {
-        atomic_fetch_add(&x->metrics.placements, 1);
+    } else if ((*ann = reserve(j->x, &j->b, pod, err))) {
+        j->fractional = true;
+        snprintf(j->uid, sizeof(j->uid), "%s", j->b.uid[0] ? j->b.uid : pod->uid);
+        snprintf(j->pod_uid, sizeof(j->pod_uid), "%s", pod->uid);
+        rc = 0;
     }
-    if (rc == 0) /* a failed bind may be retried */
-        gf_ext_cache_drop(&x->cache, b->ns, b->name);
 out:
     free(pod);
     return rc;
 }
 
-int gf_ext_bind(gf_extender *x, const char *body, size_t len, gf_ext_reply *r)
+/* The outcome: the reservation kept or forgotten, counted, answered. */
+static void finish(bind_job *j, int rc, const gf_error *err)
 {
-    gf_ext_bind_args b;
-    gf_error err = {0};
+    gf_extender *x = j->x;
+    gf_ext_reply r = {0};
     char msg[GF_ERROR_MSG_MAX + 3 * GF_SCHED_NAME_MAX + 32];
+    int answered;
+
+    if (rc < 0 && j->fractional)
+        gf_model_forget(x->model, j->pod_uid);
+    if (rc == 0 && j->fractional)
+        atomic_fetch_add(&x->metrics.placements, 1);
+    if (rc == 0) /* a failed bind may be retried */
+        gf_ext_cache_drop(&x->cache, j->b.ns, j->b.name);
+    if (rc < 0) {
+        atomic_fetch_add(&x->metrics.bind_errors, 1);
+        snprintf(msg, sizeof(msg), "binding %s/%s to %s: %s", j->b.ns, j->b.name, j->b.node,
+                 err->msg);
+        answered = gf_ext_reply_error(&r, 200, msg);
+    } else {
+        atomic_fetch_add(&x->metrics.binds, 1);
+        answered = gf_ext_reply_error(&r, 200, "");
+    }
+    j->done(j->cls, answered, &r);
+    free(j);
+}
+
+static void posted(void *cls, int rc, gf_error *err)
+{
+    finish(cls, rc, err);
+}
+
+/* The Binding to the API server; j is finished (maybe freed) on return. */
+static void post(bind_job *j, json_t *ann, bool async)
+{
+    gf_extender *x = j->x;
+    gf_error err = {0};
+    int rc;
+
+    if (async && x->kube.bind_async) {
+        if (x->kube.bind_async(x->kube.cls, j->b.ns, j->b.name, j->uid, j->b.node, ann, posted, j,
+                               &err) == 0)
+            return;
+        rc = -1;
+    } else {
+        rc = x->kube.bind(x->kube.cls, j->b.ns, j->b.name, j->uid, j->b.node, ann, &err);
+    }
+    finish(j, rc, &err);
+}
+
+static void run(gf_extender *x, const char *body, size_t len, bool async, gf_ext_bind_fn done,
+                void *cls)
+{
+    bind_job *j = calloc(1, sizeof(*j));
+    gf_ext_reply r = {0};
+    gf_error err = {0};
+    json_t *ann = NULL;
 
     atomic_fetch_add(&x->metrics.requests[GF_EXT_BIND], 1);
-    if (gf_ext_bind_args_parse(body, len, &b, &err) < 0) {
+    if (!j) {
+        done(cls, -1, &r);
+        return;
+    }
+    *j = (bind_job){.x = x, .done = done, .cls = cls};
+    if (gf_ext_bind_args_parse(body, len, &j->b, &err) < 0) {
         atomic_fetch_add(&x->metrics.bad_requests, 1);
-        return gf_ext_reply_error(r, 400, err.msg);
+        free(j);
+        done(cls, gf_ext_reply_error(&r, 400, err.msg), &r);
+        return;
     }
-    if (!gf_ext_await_synced(x)) /* ExtenderBindingResult.Error: the pod is tried again */
+    if (!gf_ext_await_synced(x)) { /* ExtenderBindingResult.Error: the pod is tried again */
         gf_error_set(&err, GF_ESTATE, GF_EXT_NOT_SYNCED);
-    if (err.msg[0] != '\0' || do_bind(x, &b, &err) < 0) {
-        atomic_fetch_add(&x->metrics.bind_errors, 1);
-        snprintf(msg, sizeof(msg), "binding %s/%s to %s: %s", b.ns, b.name, b.node, err.msg);
-        return gf_ext_reply_error(r, 200, msg);
+        finish(j, -1, &err);
+    } else if (prepare(j, &ann, &err) < 0) {
+        finish(j, -1, &err);
+    } else {
+        post(j, ann, async);
     }
-    atomic_fetch_add(&x->metrics.binds, 1);
-    return gf_ext_reply_error(r, 200, "");
+    json_decref(ann);
+}
+
+static void copy_reply(void *cls, int rc, gf_ext_reply *r)
+{
+    gf_ext_reply *out = cls;
+
+    if (rc < 0) /* status 0: no answer */
+        gf_ext_reply_free(r);
+    else
+        *out = *r;
+}
+
+int gf_ext_bind(gf_extender *x, const char *body, size_t len, gf_ext_reply *r)
+{
+    *r = (gf_ext_reply){0};
+    run(x, body, len, false, copy_reply, r);
+    return r->status ? 0 : -1;
+}
+
+void gf_ext_bind_async(gf_extender *x, const char *body, size_t len, gf_ext_bind_fn done, void *cls)
+{
+    run(x, body, len, true, done, cls);
 }

@@ -27,6 +27,14 @@ typedef struct gf_ext_kube {
      * with annotations (object of strings, may be NULL). */
     int (*bind)(void *cls, const char *ns, const char *name, const char *uid, const char *node,
                 json_t *annotations, gf_error *err);
+    /* The same, returning at once (NULL: bind is used): 0, and done(done_cls,
+     * rc, err) runs exactly once with the outcome, on any thread, maybe
+     * before the return; -1: not started, done never runs. The annotations
+     * are read before the return. */
+    int (*bind_async)(void *cls, const char *ns, const char *name, const char *uid,
+                      const char *node, json_t *annotations,
+                      void (*done)(void *done_cls, int rc, gf_error *err), void *done_cls,
+                      gf_error *err);
     /* GET the v1.Pod ns/name (new reference in *pod). */
     int (*get_pod)(void *cls, const char *ns, const char *name, json_t **pod, gf_error *err);
     /* connections opened to the API server so far (NULL: not counted) */
@@ -113,6 +121,13 @@ int gf_ext_filter(gf_extender *x, const char *body, size_t len, gf_ext_reply *r)
 int gf_ext_prioritize(gf_extender *x, const char *body, size_t len, gf_ext_reply *r);
 int gf_ext_bind(gf_extender *x, const char *body, size_t len, gf_ext_reply *r);
 int gf_ext_preempt(gf_extender *x, const char *body, size_t len, gf_ext_reply *r);
+/* bind without waiting for the API server (kube.bind_async where set):
+ * done(cls, rc, r) runs exactly once with what gf_ext_bind would have
+ * returned and filled (r's body is done's), on any thread, maybe before the
+ * return. */
+typedef void (*gf_ext_bind_fn)(void *cls, int rc, gf_ext_reply *r);
+void gf_ext_bind_async(gf_extender *x, const char *body, size_t len, gf_ext_bind_fn done,
+                       void *cls);
 int gf_ext_metrics_page(gf_extender *x, gf_ext_reply *r);
 int gf_ext_healthz(gf_extender *x, gf_ext_reply *r);
 

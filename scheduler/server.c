@@ -1,11 +1,21 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* HTTP routing and request bodies for the extender. */
+/* HTTP routing and request bodies for the extender. A few polling threads
+ * (MHD's pool, epoll) serve every connection; filter, prioritize, preempt
+ * and the pages are answered on them at once, a bind is answered when the
+ * API server has answered: its connection is suspended meanwhile and
+ * resumed from the thread that finishes the bind. Every bind started is
+ * counted until MHD has completed its request, and stopping waits for that
+ * count to fall to 0 before the daemon stops: no suspended connection is
+ * left to MHD_stop_daemon, no answer is lost to it, and no request is freed
+ * while its bind can still reach it. */
 #include <microhttpd.h>
 #include <netdb.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "netaddr.h"
 #include "server.h"
@@ -16,12 +26,25 @@ struct gf_server {
     gf_extender *x;
     char prefix[128]; /* always starts and ends with '/' */
     char address[GF_SERVER_ADDR_MAX];
+    pthread_mutex_t lock; /* binds, stopping, and every request's bind fields */
+    pthread_cond_t idle;  /* binds fell to 0 */
+    size_t binds;         /* binds started whose request MHD has not completed */
+    bool stopping;        /* no bind starts */
 };
 
 typedef struct request {
     char *body;
     size_t len, cap;
     bool too_large;
+    /* a bind's, under the server's lock */
+    gf_server *s;
+    struct MHD_Connection *conn;
+    bool bind;      /* started: counted in s->binds */
+    bool answered;  /* answer_rc and answer are set */
+    bool suspended; /* the connection waits for the answer */
+    bool gone;      /* MHD completed the request before the answer came */
+    int answer_rc;
+    gf_ext_reply answer;
 } request;
 
 typedef int (*verb_fn)(gf_extender *x, const char *body, size_t len, gf_ext_reply *r);
@@ -138,6 +161,94 @@ static enum MHD_Result post_begin(gf_server *s, struct MHD_Connection *c, const 
     return MHD_YES;
 }
 
+static void request_free(request *q)
+{
+    gf_ext_reply_free(&q->answer);
+    free(q->body);
+    free(q);
+}
+
+/* Under the lock: q's bind is over for the count. */
+static void bind_over(gf_server *s)
+{
+    if (--s->binds == 0)
+        pthread_cond_broadcast(&s->idle);
+}
+
+/* The bind's answer, on any thread (before bind_begin's return, or on the
+ * API multiplexer's): kept for the handler, the connection resumed. */
+static void bind_answered(void *cls, int rc, gf_ext_reply *r)
+{
+    request *q = cls;
+    gf_server *s = q->s;
+    struct MHD_Connection *c = q->conn;
+    bool resume, gone;
+
+    pthread_mutex_lock(&s->lock);
+    q->answer_rc = rc;
+    q->answer = *r;
+    q->answered = true;
+    resume = q->suspended;
+    if ((gone = q->gone))
+        bind_over(s);
+    pthread_mutex_unlock(&s->lock);
+    /* s is alive while the bind is counted; suspended, the connection stays
+     * until resumed; once resumed, q is MHD's again */
+    if (gone)
+        request_free(q);
+    else if (resume)
+        MHD_resume_connection(c);
+}
+
+static enum MHD_Result bind_answer(struct MHD_Connection *c, request *q)
+{
+    gf_ext_reply r = q->answer;
+
+    q->answer = (gf_ext_reply){0};
+    if (q->answer_rc < 0) {
+        gf_ext_reply_free(&r);
+        return MHD_NO;
+    }
+    gf_slog(GF_LOG_DEBUG, "POST bind -> %u", r.status);
+    return send_reply(c, &r, NULL);
+}
+
+static enum MHD_Result bind_begin(gf_server *s, struct MHD_Connection *c, request *q)
+{
+    bool stopping, suspended = false;
+
+    pthread_mutex_lock(&s->lock);
+    if (!(stopping = s->stopping)) {
+        s->binds++;
+        q->bind = true;
+        q->s = s;
+        q->conn = c;
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (stopping) /* ExtenderBindingResult.Error: the pod is tried again */
+        return send_error(c, MHD_HTTP_OK,
+                          "gpufrac-scheduler is stopping (retried by kube-scheduler)", NULL);
+    gf_ext_bind_async(s->x, q->body ? q->body : "", q->len, bind_answered, q);
+    pthread_mutex_lock(&s->lock);
+    if (!q->answered) {
+        q->suspended = suspended = true;
+        MHD_suspend_connection(c);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return suspended ? MHD_YES : bind_answer(c, q);
+}
+
+/* Called again once resumed: the answer is in. */
+static enum MHD_Result bind_resumed(gf_server *s, struct MHD_Connection *c, request *q)
+{
+    bool answered;
+
+    pthread_mutex_lock(&s->lock);
+    answered = q->answered;
+    pthread_mutex_unlock(&s->lock);
+    return answered ? bind_answer(c, q) : MHD_YES;
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
                               const char *method, const char *version, const char *upload,
                               size_t *upload_size, void **ctx)
@@ -153,6 +264,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         return send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed", "GET, POST");
     if (!q)
         return post_begin(s, c, url, ctx);
+    if (q->bind)
+        return bind_resumed(s, c, q);
     if (*upload_size) {
         append(q, upload, *upload_size);
         *upload_size = 0;
@@ -160,6 +273,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     }
     if (q->too_large)
         return too_large(c);
+    if (route_post(s, url) == gf_ext_bind)
+        return bind_begin(s, c, q);
     if (route_post(s, url)(s->x, q->body ? q->body : "", q->len, &r) < 0)
         return MHD_NO;
     gf_slog(GF_LOG_DEBUG, "POST %s -> %u", url, r.status);
@@ -169,16 +284,24 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 static void completed(void *cls, struct MHD_Connection *c, void **ctx,
                       enum MHD_RequestTerminationCode toe)
 {
+    gf_server *s = cls;
     request *q = *ctx;
+    bool pending = false;
 
-    (void)cls;
     (void)c;
     (void)toe;
-    if (q) {
-        free(q->body);
-        free(q);
-        *ctx = NULL;
+    if (!q)
+        return;
+    *ctx = NULL;
+    if (q->bind) {
+        pthread_mutex_lock(&s->lock);
+        if (!(pending = !q->answered))
+            bind_over(s);
+        q->gone = pending; /* bind_answered frees it */
+        pthread_mutex_unlock(&s->lock);
     }
+    if (!pending)
+        request_free(q);
 }
 
 static int set_prefix(gf_server *s, const char *prefix, gf_error *err)
@@ -202,7 +325,7 @@ static int start(gf_server *s, const char *listen, gf_error *err)
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
     struct addrinfo *ai = NULL;
     const union MHD_DaemonInfo *info;
-    unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+    unsigned int flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
                          MHD_USE_ERROR_LOG;
     char host[128], port[16];
     int rc;
@@ -216,6 +339,7 @@ static int start(gf_server *s, const char *listen, gf_error *err)
         flags |= MHD_USE_IPv6;
     s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, handle, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                                  MHD_OPTION_NOTIFY_COMPLETED, completed, s,
+                                 MHD_OPTION_THREAD_POOL_SIZE, (unsigned)GF_SERVER_THREADS,
                                  MHD_OPTION_CONNECTION_TIMEOUT, 30U, MHD_OPTION_CONNECTION_LIMIT,
                                  256U, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16384,
                                  MHD_OPTION_END);
@@ -237,8 +361,10 @@ int gf_server_start(gf_server **out, gf_extender *x, const char *listen, const c
     if (!s)
         return gf_error_set(err, GF_ENOSPACE, "out of memory");
     s->x = x;
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->idle, NULL);
     if (set_prefix(s, prefix, err) < 0 || start(s, listen, err) < 0) {
-        free(s);
+        gf_server_stop(s);
         return -1;
     }
     *out = s;
@@ -250,11 +376,27 @@ const char *gf_server_address(const gf_server *s)
     return s->address;
 }
 
+/* The binds in flight are answered first (MHD must not stop with a
+ * connection suspended); meanwhile no connection is accepted and no bind
+ * starts. */
 void gf_server_stop(gf_server *s)
 {
+    MHD_socket listener;
+
     if (!s)
         return;
-    if (s->daemon)
+    if (s->daemon) {
+        listener = MHD_quiesce_daemon(s->daemon);
+        pthread_mutex_lock(&s->lock);
+        s->stopping = true;
+        while (s->binds > 0)
+            pthread_cond_wait(&s->idle, &s->lock);
+        pthread_mutex_unlock(&s->lock);
         MHD_stop_daemon(s->daemon);
+        if (listener != MHD_INVALID_SOCKET)
+            close(listener);
+    }
+    pthread_cond_destroy(&s->idle);
+    pthread_mutex_destroy(&s->lock);
     free(s);
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The extender's HTTP endpoint (libmicrohttpd, a thread per connection):
- * POST <prefix>filter, <prefix>prioritize, <prefix>bind; GET /metrics,
- * /healthz. */
+/* The extender's HTTP endpoint (libmicrohttpd, GF_SERVER_THREADS polling
+ * threads for every connection, a bind's connection suspended until the API
+ * server answers): POST <prefix>filter, <prefix>prioritize, <prefix>bind;
+ * GET /metrics, /healthz. */
 #ifndef GPUFRAC_SCHED_SERVER_H
 #define GPUFRAC_SCHED_SERVER_H
 
@@ -9,6 +10,9 @@
 #include "extender.h"
 
 #define GF_SERVER_ADDR_MAX 160
+/* MHD's pool: a filter or a page never waits behind another one's work (a
+ * bind's own wait for the API server holds no thread) */
+#define GF_SERVER_THREADS 2
 
 typedef struct gf_server gf_server;
 

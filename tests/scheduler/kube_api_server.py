@@ -27,6 +27,9 @@ Test controls (no token needed):
   POST /_test/close-watches  end every watch stream (?abrupt=1: cut the TCP
                              connection without the final chunk)
   POST /_test/token          {"token": "..."}: change the accepted token
+  POST /_test/bind-delay     {"seconds": S, "refuse": CODE}: every binding
+                             waits S seconds before it is made (an API server
+                             under load), or refused with CODE when given
   GET  /_test/requests       every API request seen so far (method, path,
                              query, content type); DELETE clears the log
   GET  /_test/stats          counters: lists, watches, gone, bindings, ...
@@ -301,6 +304,8 @@ class Store:
         self.snap_seq = 0
         self.bookmark_interval = bookmark_interval
         self.token = token
+        self.bind_delay = 0.0  # seconds every binding waits before it is made
+        self.bind_refuse = 0  # an HTTP status every binding is refused with (0: none)
         self.requests = []
         self.stats = collections.Counter()
         with self.cond:
@@ -771,6 +776,11 @@ class Handler(BaseHTTPRequestHandler):
             b = self._json_body() or {}
             st.token = b.get("token")
             return self._send(200, {})
+        if path == "/_test/bind-delay" and self.command == "POST":
+            b = self._json_body() or {}
+            st.bind_delay = float(b.get("seconds", 0))
+            st.bind_refuse = int(b.get("refuse", 0))
+            return self._send(200, {})
         if path == "/_test/requests":
             self._body()
             with st.cond:
@@ -830,6 +840,10 @@ class Handler(BaseHTTPRequestHandler):
         if sub == "binding":
             if res != "pods" or self.command != "POST":
                 raise ApiError(405, "MethodNotAllowed", "only POST pods/binding is served")
+            if self.store.bind_delay > 0:
+                time.sleep(self.store.bind_delay)
+            if self.store.bind_refuse:
+                raise ApiError(self.store.bind_refuse, "InternalError", "bindings are refused")
             return self._send(201, self.store.bind(ns, name, body))
         if sub not in (None, "status"):
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
@@ -1003,6 +1017,9 @@ class Handler(BaseHTTPRequestHandler):
 class Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # a burst of binds opens hundreds of connections at once over HTTP/1.1:
+    # socketserver's backlog of 5 drops their SYNs into curl's connect timeout
+    request_queue_size = 1024
 
     def __init__(self, port, store, verbose=False):
         super().__init__(("127.0.0.1", port), Handler)

@@ -618,7 +618,7 @@ class Observability(E2E):
     def test_threads_are_named_by_what_they_do(self):
         names = set(self.threads())
         for want in ("gf-watch-nodes", "gf-watch-pods", "gf-watch-ns", "gf-janitor",
-                     "gf-reserve", "MHD-listen"):
+                     "gf-reserve", "MHD-worker"):
             self.assertIn(want, names)
 
     def test_healthz_and_metrics(self):

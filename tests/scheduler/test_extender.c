@@ -762,6 +762,114 @@ static void test_http_server(void **state)
     free(pod);
 }
 
+/* --- bind answered later: a fake API server that keeps the callback --- */
+
+typedef void (*later_fn)(void *cls, int rc, gf_error *err);
+
+typedef struct later {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    later_fn done;
+    void *cls;
+} later;
+
+static later pending = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, NULL};
+
+static int fake_bind_later(void *cls, const char *ns, const char *name, const char *uid,
+                           const char *node, json_t *annotations, later_fn done, void *done_cls,
+                           gf_error *err)
+{
+    (void)cls, (void)ns, (void)name, (void)uid, (void)node, (void)annotations, (void)err;
+    pthread_mutex_lock(&pending.lock);
+    pending.done = done;
+    pending.cls = done_cls;
+    pthread_cond_broadcast(&pending.cond);
+    pthread_mutex_unlock(&pending.lock);
+    return 0;
+}
+
+/* Waits for the bind in flight and gives it the API server's outcome. */
+static void answer_later(bool refused)
+{
+    gf_error err = {0};
+    later_fn done;
+    void *cls;
+
+    pthread_mutex_lock(&pending.lock);
+    while (!pending.done)
+        pthread_cond_wait(&pending.cond, &pending.lock);
+    done = pending.done;
+    cls = pending.cls;
+    pending.done = NULL;
+    pthread_mutex_unlock(&pending.lock);
+    if (refused)
+        gf_error_set(&err, GF_ESTATE, "the API server refused the binding (HTTP 500): later");
+    done(cls, refused ? -1 : 0, &err);
+}
+
+typedef struct poster {
+    char url[256];
+    const char *body;
+    long status;
+    char *out;
+} poster;
+
+static void *post_bind(void *cls)
+{
+    poster *p = cls;
+
+    p->status = http(p->url, p->body, &p->out);
+    return NULL;
+}
+
+static void *stop_server(void *cls)
+{
+    gf_server_stop(cls);
+    return NULL;
+}
+
+/* The answer waits for the API server's: the GPUs stay reserved meanwhile,
+ * a refusal gives them back, and stopping waits for the answer. */
+static void test_http_bind_answered_later(void **state)
+{
+    fixture *f = *state;
+    poster p = {.body = "{\"PodName\":\"train\",\"PodNamespace\":\"ml\",\"PodUID\":"
+                        "\"u-1\",\"Node\":\"gpu-node-1\"}"};
+    pthread_t client, stopper;
+    gf_server *s;
+    gf_error err;
+
+    f->x.kube.bind_async = fake_bind_later;
+    json_decref(filter(f, "train", "u-1", FRACTION_40G, NODES));
+    if (gf_server_start(&s, &f->x, "127.0.0.1:0", "/", &err) < 0)
+        fail_msg("%s", err.msg);
+    snprintf(p.url, sizeof(p.url), "http://%s/bind", gf_server_address(s));
+    /* refused after a while: reserved until then, given back after */
+    assert_int_equal(pthread_create(&client, NULL, post_bind, &p), 0);
+    answer_later(true);
+    pthread_join(client, NULL);
+    assert_int_equal(p.status, 200);
+    assert_msg_has(p.out, "ml/train", "HTTP 500");
+    free(p.out);
+    assert_int_equal(requested(f, 0) + requested(f, 1), 0);
+    assert_int_equal(atomic_load(&f->x.metrics.bind_errors), 1);
+    /* made while the server stops: the answer still reaches the client */
+    assert_int_equal(pthread_create(&client, NULL, post_bind, &p), 0);
+    pthread_mutex_lock(&pending.lock);
+    while (!pending.done)
+        pthread_cond_wait(&pending.cond, &pending.lock);
+    pthread_mutex_unlock(&pending.lock);
+    assert_int_equal(requested(f, 0) + requested(f, 1), 40 * GIB);
+    assert_int_equal(pthread_create(&stopper, NULL, stop_server, s), 0);
+    answer_later(false);
+    pthread_join(client, NULL);
+    pthread_join(stopper, NULL);
+    assert_int_equal(p.status, 200);
+    assert_string_equal(p.out, "{\"Error\":\"\"}");
+    free(p.out);
+    assert_int_equal(atomic_load(&f->x.metrics.placements), 1);
+}
+
 /* --- watch stream framing, binding body --- */
 
 typedef struct lines {
@@ -1051,6 +1159,7 @@ int main(void)
         T(test_concurrent_binds_never_overpack),
         T(test_metrics_and_health),
         T(test_http_server),
+        T(test_http_bind_answered_later),
         T(test_reasons_without_percent),
         T(test_preempt_verb),
         T(test_bind_two_fractional_containers),
