@@ -117,9 +117,10 @@ def batch(cl, ks, gf, n, frac, tag, perf=None):
     C.parallel(cl.create, (pod("%s-%d" % (tag, i), frac) for i in range(n)), threads=16)
     ks.start()
     pids = procs(cl, gf, ks)
+    # the counters first: their page is not the batch's work
+    counts0 = {m: gf.metric("gpufrac_scheduler_" + m) for m in COUNTED}
     recs = perf_start(pids, perf, tag)
     cpu0 = {k: C.cpu_seconds(v) for k, v in pids.items()}
-    counts0 = {m: gf.metric("gpufrac_scheduler_" + m) for m in COUNTED}
     t_first = None
     while True:
         now, b = time.monotonic(), bound_count(cl, sel)
@@ -132,8 +133,8 @@ def batch(cl, ks, gf, n, frac, tag, perf=None):
             raise RuntimeError("a scheduler exited during the batch:\n" + ks.tail(20))
         time.sleep(0.1)
     cpu = {k: C.cpu_seconds(v) - cpu0[k] for k, v in pids.items()}
-    counts = {m: int(gf.metric("gpufrac_scheduler_" + m) - counts0[m]) for m in COUNTED}
     perf_stop(recs)
+    counts = {m: int(gf.metric("gpufrac_scheduler_" + m) - counts0[m]) for m in COUNTED}
     ks.stop()
     secs = max(t_last - t_first, 1e-3)
     return {"pods": n, "seconds": round(secs, 2),
