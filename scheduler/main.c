@@ -1,13 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* gpufrac-scheduler: the kube-scheduler extender. */
+#include <errno.h>
 #include <getopt.h>
 #include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "annotations.h"
+#include "cleanup.h"
 #include "extender.h"
 #include "informer.h"
 #include "kube_ext.h"
@@ -250,6 +253,36 @@ static void app_stop(app *a)
     gf_kube_close(a->kube);
 }
 
+/* The HTTP server's two workers live as long as the process, and glibc
+ * keeps each thread's freed small chunks in a cache of its own that no trim
+ * reaches: they pin pages spread over the heap (measured after a 2,000-pod
+ * burst on 500 nodes: heap 2.3-2.8 MiB kept, RSS +7.4 to +9.2 %; without
+ * the caches 1.4 MiB and -0.5 %, at the same CPU per pod). Tunables are read
+ * only at start, so the process starts itself again with them off, unless
+ * GLIBC_TUNABLES already says how many to keep (the operator decides). */
+static void restart_without_thread_caches(char **argv)
+{
+    static const char off[] = "glibc.malloc.tcache_count=0";
+    const char *was = getenv("GLIBC_TUNABLES");
+    gf_cleanup_free char *kept = was ? strdup(was) : NULL;
+    gf_cleanup_free char *now = NULL;
+
+    if (was && strstr(was, "glibc.malloc.tcache_count"))
+        return;
+    if (asprintf(&now, "%s%s%s", was ? was : "", was && *was ? ":" : "", off) < 0 ||
+        setenv("GLIBC_TUNABLES", now, 1) < 0)
+        return;
+    execv("/proc/self/exe", argv);
+    fprintf(stderr,
+            "gpufrac-scheduler: could not start again without glibc's thread caches (%s): "
+            "running on with them (the heap keeps more after a burst)\n",
+            strerror(errno));
+    if (kept)
+        setenv("GLIBC_TUNABLES", kept, 1);
+    else
+        unsetenv("GLIBC_TUNABLES");
+}
+
 int main(int argc, char **argv)
 {
     gf_error err = {0};
@@ -258,6 +291,7 @@ int main(int argc, char **argv)
     opts o;
     int rc, sig = 0;
 
+    restart_without_thread_caches(argv);
     if ((rc = parse(argc, argv, &o, &err)) != 0) {
         if (rc < 0)
             fprintf(stderr, "gpufrac-scheduler: %s\n", err.msg);

@@ -621,6 +621,13 @@ class Observability(E2E):
                      "gf-reserve", "MHD-worker"):
             self.assertIn(want, names)
 
+    def test_runs_without_glibc_thread_caches(self):
+        # the same process, started again by itself with the tunable set
+        with open("/proc/%d/environ" % self.sched.proc.pid, "rb") as f:
+            env = dict(v.split(b"=", 1) for v in f.read().split(b"\0") if b"=" in v)
+        self.assertIn(b"glibc.malloc.tcache_count=0", env.get(b"GLIBC_TUNABLES", b""))
+        self.assertEqual(self.sched.get("/healthz")[0], 200)
+
     def test_healthz_and_metrics(self):
         from prometheus_client.parser import text_string_to_metric_families
         code, body = self.sched.get("/healthz")
