@@ -215,19 +215,28 @@ static enum MHD_Result bind_answer(struct MHD_Connection *c, request *q)
 
 static enum MHD_Result bind_begin(gf_server *s, struct MHD_Connection *c, request *q)
 {
-    bool stopping, suspended = false;
+    bool stopping, full = false, suspended = false;
+    char why[128];
 
     pthread_mutex_lock(&s->lock);
-    if (!(stopping = s->stopping)) {
+    if (!(stopping = s->stopping) && !(full = s->binds >= GF_SERVER_BINDS_MAX)) {
         s->binds++;
         q->bind = true;
         q->s = s;
         q->conn = c;
     }
     pthread_mutex_unlock(&s->lock);
-    if (stopping) /* ExtenderBindingResult.Error: the pod is tried again */
+    /* ExtenderBindingResult.Error: the pod is tried again; nothing reserved */
+    if (stopping)
         return send_error(c, MHD_HTTP_OK,
                           "gpufrac-scheduler is stopping (retried by kube-scheduler)", NULL);
+    if (full) {
+        snprintf(why, sizeof(why),
+                 "gpufrac-scheduler has %d binds waiting for the API server (retried by "
+                 "kube-scheduler)",
+                 GF_SERVER_BINDS_MAX);
+        return send_error(c, MHD_HTTP_OK, why, NULL);
+    }
     gf_ext_bind_async(s->x, q->body ? q->body : "", q->len, bind_answered, q);
     pthread_mutex_lock(&s->lock);
     if (!q->answered) {
@@ -341,8 +350,8 @@ static int start(gf_server *s, const char *listen, gf_error *err)
                                  MHD_OPTION_NOTIFY_COMPLETED, completed, s,
                                  MHD_OPTION_THREAD_POOL_SIZE, (unsigned)GF_SERVER_THREADS,
                                  MHD_OPTION_CONNECTION_TIMEOUT, 30U, MHD_OPTION_CONNECTION_LIMIT,
-                                 256U, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16384,
-                                 MHD_OPTION_END);
+                                 (unsigned)GF_SERVER_CONNECTIONS,
+                                 MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16384, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!s->daemon)
         return gf_error_set(err, GF_ESYS,

@@ -13,6 +13,12 @@
 /* MHD's pool: a filter or a page never waits behind another one's work (a
  * bind's own wait for the API server holds no thread) */
 #define GF_SERVER_THREADS 2
+/* libmicrohttpd's connection limit, and the binds that may wait for the API
+ * server at once: a suspended bind keeps its connection until the answer
+ * comes, so the rest of the limit stays for filter, prioritize and the
+ * pages (a stalled API server would otherwise shut them all out) */
+#define GF_SERVER_CONNECTIONS 256
+#define GF_SERVER_BINDS_MAX 192
 
 typedef struct gf_server gf_server;
 

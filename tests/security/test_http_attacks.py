@@ -8,6 +8,7 @@ scheduler stops cleanly (exit 0: no sanitizer report)."""
 import http.client
 import json
 import os
+import select
 import shutil
 import signal
 import socket
@@ -216,6 +217,37 @@ class HttpAttacks(unittest.TestCase):
         self.assert_clean_stop()
         for i in range(20):
             self.assertEqual(self.node_name("ml", "t%d" % i), "n1")
+
+    def test_binds_flood_a_stalled_api_server(self):
+        """250 binds at once while the API server holds every binding: 192 wait,
+        the rest are refused at once with nothing reserved, and filter and
+        /healthz still get in; once the API server answers, the ones that
+        waited are bound and the scheduler stops cleanly."""
+        n = 250
+        uids = [self.pod("q%d" % i) for i in range(n)]
+        self.bind_delay(10)
+        socks = []
+        for i in range(n):
+            s = self.connect()
+            s.sendall(post("/bind", bind_body("ml", "q%d" % i, uids[i])))
+            socks.append(s)
+        refused, pending = [], list(socks)
+        deadline = time.monotonic() + 60
+        while len(refused) < n - 192 and pending and time.monotonic() < deadline:
+            ready, _, _ = select.select(pending, [], [], 1)
+            for s in ready:
+                pending.remove(s)
+                if b"binds waiting for the API server" in s.recv(65536):
+                    refused.append(s)
+        self.assertEqual(len(refused), n - 192, self.tail())
+        for s in refused:
+            s.close()
+            self.socks.remove(s)
+        self.assert_alive()
+        self.bind_delay(0)
+        self.eventually(lambda: sum(self.node_name("ml", "q%d" % i) == "n1" for i in range(n))
+                        == 192, "the waiting binds made", timeout=120)
+        self.assert_clean_stop()
 
 
 if __name__ == "__main__":

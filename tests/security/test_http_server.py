@@ -41,6 +41,10 @@ LIMIT = 256  # MHD_OPTION_CONNECTION_LIMIT in scheduler/server.c
 SLACK = 8    # threads the scheduler may start meanwhile (the API multiplexer, a watch restart)
 
 
+FULL = ("gpufrac-scheduler has 192 binds waiting for the API server "
+        "(retried by kube-scheduler)")
+
+
 class HttpServerAttacks(SchedulerCase):
     prefix = "gf-http-attack-"
 
@@ -283,11 +287,18 @@ class HttpServerAttacks(SchedulerCase):
             chosen.append(self.filtered(p, nodes)[0])
         self.bind_delay(0.5)
         answers = [None] * len(pods)
-        peak = [0]
+        peak, refused = [0], [0]
 
         def go(i):
             try:
-                answers[i] = self.bind(pods[i], chosen[i])
+                # past the binds that may wait at once: refused with nothing
+                # reserved, and tried again, as kube-scheduler does
+                while True:
+                    answers[i] = self.bind(pods[i], chosen[i])
+                    if answers[i] != (200, {"Error": FULL}):
+                        break
+                    refused[0] += 1
+                    time.sleep(0.2)
             except Exception as e:  # noqa: BLE001 (reported below)
                 answers[i] = ("raised", repr(e))
         ts = [threading.Thread(target=go, args=(i,)) for i in range(len(pods))]
@@ -305,6 +316,8 @@ class HttpServerAttacks(SchedulerCase):
                              "%d threads during the burst (%d idle)"
                              % (peak[0], self.base_threads))
         self.assertEqual(self.metric("gpufrac_scheduler_binds_total"), 300)
+        self.assertEqual(self.metric("gpufrac_scheduler_bind_errors_total"), 0,
+                         "a refusal past the limit is not a failed bind")
         used = {}
         for p in self.api.ok("GET", "/api/v1/pods")["items"]:
             a = p["metadata"].get("annotations") or {}
