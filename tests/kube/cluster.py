@@ -22,7 +22,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -31,6 +30,10 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+
+# the suites' shared helpers, also when a bench imports this file directly
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from ports import free_port  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.environ.get("GPUFRAC_SOURCE") or os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -65,14 +68,6 @@ def missing():
     if not os.access(GPUFRAC_SCHEDULER, os.X_OK):
         return "%s is not built" % GPUFRAC_SCHEDULER
     return None
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def wait_for(fn, what, timeout=60, proc=None, interval=0.05):

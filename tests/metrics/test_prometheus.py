@@ -7,7 +7,6 @@ through the server's HTTP API and must parse and return series."""
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ import urllib.parse
 import urllib.request
 
 import cases
+from ports import free_port
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
 from harness import BUILD, GPUFRAC, PROBE, SimTestCase  # noqa: E402
@@ -28,14 +28,6 @@ ALERTS = os.path.join(FILES, "gpufrac-alerts.yaml")
 AGENT = os.path.join(BUILD, "bin", "gpufracd")
 PROMETHEUS = shutil.which("prometheus")
 PROMTOOL = shutil.which("promtool")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def panel_exprs():

@@ -17,7 +17,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,7 @@ import urllib.error
 import urllib.request
 
 import cases
+from ports import free_port
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kube_api_server import ApiServerProcess  # noqa: E402
@@ -40,14 +40,6 @@ Gi = 1 << 30
 Mi = 1 << 20
 P = "nvidia.com/container."
 TOKEN = "e2e-token"
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def agent_node(name, gpus, ready=True):

@@ -18,6 +18,9 @@ import tempfile
 import time
 import unittest
 
+import cases
+from ports import free_port
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "scheduler"))
 from kube_api_server import ApiServerProcess  # noqa: E402
@@ -25,14 +28,6 @@ from kube_api_server import ApiServerProcess  # noqa: E402
 BUILD = os.environ.get("GPUFRAC_BUILD", os.path.join(HERE, "..", "..", "build"))
 SCHEDULER = os.path.join(BUILD, "bin", "gpufrac-scheduler")
 TOKEN = "attack-token"
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def post(path, body):
@@ -251,4 +246,4 @@ class HttpAttacks(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    cases.main()
