@@ -19,10 +19,12 @@
 
 #include "netaddr.h"
 #include "server.h"
+#include "server_deadline.h"
 #include "slog.h"
 
 struct gf_server {
     struct MHD_Daemon *daemon;
+    gf_deadlines *deadlines;
     gf_extender *x;
     char prefix[128]; /* always starts and ends with '/' */
     char address[GF_SERVER_ADDR_MAX];
@@ -204,6 +206,7 @@ static enum MHD_Result bind_answer(struct MHD_Connection *c, request *q)
 {
     gf_ext_reply r = q->answer;
 
+    gf_deadlines_waiting(q->s->deadlines, c, false);
     q->answer = (gf_ext_reply){0};
     if (q->answer_rc < 0) {
         gf_ext_reply_free(&r);
@@ -237,6 +240,7 @@ static enum MHD_Result bind_begin(gf_server *s, struct MHD_Connection *c, reques
                  GF_SERVER_BINDS_MAX);
         return send_error(c, MHD_HTTP_OK, why, NULL);
     }
+    gf_deadlines_waiting(s->deadlines, c, true);
     gf_ext_bind_async(s->x, q->body ? q->body : "", q->len, bind_answered, q);
     pthread_mutex_lock(&s->lock);
     if (!q->answered) {
@@ -271,8 +275,10 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         return get(s, c, url);
     if (strcmp(method, MHD_HTTP_METHOD_POST) != 0)
         return send_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed", "GET, POST");
-    if (!q)
+    if (!q) {
+        gf_deadlines_progress(s->deadlines, c);
         return post_begin(s, c, url, ctx);
+    }
     if (q->bind)
         return bind_resumed(s, c, q);
     if (*upload_size) {
@@ -297,8 +303,8 @@ static void completed(void *cls, struct MHD_Connection *c, void **ctx,
     request *q = *ctx;
     bool pending = false;
 
-    (void)c;
     (void)toe;
+    gf_deadlines_progress(s->deadlines, c);
     if (!q)
         return;
     *ctx = NULL;
@@ -346,8 +352,13 @@ static int start(gf_server *s, const char *listen, gf_error *err)
         return gf_error_set(err, GF_EINVAL, "--listen \"%s\": %s", listen, gai_strerror(rc));
     if (ai->ai_family == AF_INET6)
         flags |= MHD_USE_IPv6;
+    if (gf_deadlines_start(&s->deadlines, GF_SERVER_REQUEST_S, err) < 0) {
+        freeaddrinfo(ai);
+        return -1;
+    }
     s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, handle, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                                  MHD_OPTION_NOTIFY_COMPLETED, completed, s,
+                                 MHD_OPTION_NOTIFY_CONNECTION, gf_deadlines_notify, s->deadlines,
                                  MHD_OPTION_THREAD_POOL_SIZE, (unsigned)GF_SERVER_THREADS,
                                  MHD_OPTION_CONNECTION_TIMEOUT, 30U, MHD_OPTION_CONNECTION_LIMIT,
                                  (unsigned)GF_SERVER_CONNECTIONS,
@@ -405,6 +416,7 @@ void gf_server_stop(gf_server *s)
         if (listener != MHD_INVALID_SOCKET)
             close(listener);
     }
+    gf_deadlines_stop(s->deadlines);
     pthread_cond_destroy(&s->idle);
     pthread_mutex_destroy(&s->lock);
     free(s);

@@ -610,7 +610,7 @@ class Observability(E2E):
     def test_threads_are_named_by_what_they_do(self):
         names = set(self.threads())
         for want in ("gf-watch-nodes", "gf-watch-pods", "gf-watch-ns", "gf-janitor",
-                     "gf-reserve", "MHD-worker"):
+                     "gf-reserve", "MHD-worker", "gf-http-reaper"):
             self.assertIn(want, names)
 
     def test_runs_without_glibc_thread_caches(self):

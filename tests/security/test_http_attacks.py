@@ -244,6 +244,39 @@ class HttpAttacks(unittest.TestCase):
                         == 192, "the waiting binds made", timeout=120)
         self.assert_clean_stop()
 
+    def test_slowloris_cannot_hold_every_connection(self):
+        """260 connections each sending a request one byte every 2 s (so an
+        idle timeout never fires): the server shuts each down once it has gone
+        30 s without a whole request, kube-scheduler's filter and /healthz get
+        in again while the attacker keeps trickling, and the server lives."""
+        socks = []
+        for _ in range(260):
+            s = socket.create_connection(("127.0.0.1", self.port), timeout=5)
+            s.sendall(b"POST /filter HTTP/1.1\r\nHost: x\r\nX-slow: ")
+            socks.append(s)
+        closed = set()
+        answered = False
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not (answered and len(closed) >= 256):
+            for i, s in enumerate(socks):
+                if i in closed:
+                    continue
+                try:
+                    s.sendall(b"a")
+                except OSError:  # shut down by the server: reset or broken pipe
+                    closed.add(i)
+            if not answered:
+                answered = self.request("GET", "/healthz", timeout=1)[0] == 200
+            time.sleep(2)
+        for s in socks:
+            s.close()
+        self.assertTrue(answered, "/healthz never got in\n" + self.tail())
+        self.assertGreaterEqual(len(closed), 256, self.tail())
+        with open(self.log.name, errors="replace") as f:
+            self.assertIn("sent no whole request in 30 s", f.read())
+        self.assert_alive()
+        self.assert_clean_stop()
+
 
 if __name__ == "__main__":
     cases.main()
