@@ -40,8 +40,8 @@ static int64_t now_ms(void)
 
 static entry *entry_of(struct MHD_Connection *c)
 {
-    const union MHD_ConnectionInfo *i =
-        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    const union MHD_ConnectionInfo *i = MHD_get_connection_info(c,
+                                                                MHD_CONNECTION_INFO_SOCKET_CONTEXT);
 
     return i ? i->socket_context : NULL;
 }
@@ -74,8 +74,7 @@ static void *reaper(void *cls)
         until.tv_sec += 1;
         pthread_cond_timedwait(&d->wake, &d->lock, &until);
         if ((n = reap(d, now_ms())) > 0)
-            gf_slog(GF_LOG_WARN,
-                    "closed %zu connection(s) that sent no whole request in %lld s", n,
+            gf_slog(GF_LOG_WARN, "closed %zu connection(s) that sent no whole request in %lld s", n,
                     (long long)(d->limit_ms / 1000));
     }
     pthread_mutex_unlock(&d->lock);
@@ -121,8 +120,8 @@ void gf_deadlines_stop(gf_deadlines *d)
 
 static void link_new(gf_deadlines *d, struct MHD_Connection *c, void **socket_context)
 {
-    const union MHD_ConnectionInfo *i =
-        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const union MHD_ConnectionInfo *i = MHD_get_connection_info(c,
+                                                                MHD_CONNECTION_INFO_CONNECTION_FD);
     entry *e = calloc(1, sizeof(*e));
 
     /* without an entry the connection keeps only MHD's idle timeout */
