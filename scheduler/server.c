@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "netaddr.h"
@@ -28,16 +29,19 @@ struct gf_server {
     gf_extender *x;
     char prefix[128]; /* always starts and ends with '/' */
     char address[GF_SERVER_ADDR_MAX];
-    pthread_mutex_t lock; /* binds, stopping, and every request's bind fields */
-    pthread_cond_t idle;  /* binds fell to 0 */
-    size_t binds;         /* binds started whose request MHD has not completed */
-    bool stopping;        /* no bind starts */
+    pthread_mutex_t lock;  /* binds, stopping, and every request's bind fields */
+    pthread_cond_t idle;   /* binds fell to 0 */
+    size_t binds;          /* binds started whose request MHD has not completed */
+    size_t sync_waits;     /* verbs suspended for the lists whose waiter has not resumed them */
+    unsigned sync_wait_ms; /* how long a verb waits for the lists (the verbs' own wait is 0) */
+    bool stopping;         /* no bind starts */
 };
 
 typedef struct request {
     char *body;
     size_t len, cap;
     bool too_large;
+    bool sync_waited; /* suspended once for the lists: not again */
     /* a bind's, under the server's lock */
     gf_server *s;
     struct MHD_Connection *conn;
@@ -262,6 +266,59 @@ static enum MHD_Result bind_resumed(gf_server *s, struct MHD_Connection *c, requ
     return answered ? bind_answer(c, q) : MHD_YES;
 }
 
+typedef struct sync_waiter {
+    gf_server *s;
+    struct MHD_Connection *c;
+} sync_waiter;
+
+/* Off the workers: waits for the lists (up to sync_wait_ms), then resumes
+ * the verb's connection, which then answers at once, synced or not. */
+static void *sync_wait(void *cls)
+{
+    sync_waiter *w = cls;
+    gf_server *s = w->s;
+    struct timespec ts = {0, 10 * 1000 * 1000};
+
+    for (unsigned waited = 0; !atomic_load(&s->x->synced) && waited < s->sync_wait_ms; waited += 10)
+        nanosleep(&ts, NULL);
+    pthread_mutex_lock(&s->lock);
+    MHD_resume_connection(w->c);
+    if (--s->sync_waits == 0)
+        pthread_cond_broadcast(&s->idle);
+    pthread_mutex_unlock(&s->lock);
+    free(w);
+    return NULL;
+}
+
+/* A verb arriving before the lists are in waits for them without holding a
+ * worker (the other connections of its worker go on); false: no thread for
+ * it, the verb answers at once. */
+static bool sync_suspend(gf_server *s, struct MHD_Connection *c, request *q)
+{
+    sync_waiter *w = malloc(sizeof(*w));
+    pthread_attr_t attr;
+    pthread_t t;
+    bool ok;
+
+    q->sync_waited = true;
+    if (!w)
+        return false;
+    *w = (sync_waiter){s, c};
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_mutex_lock(&s->lock);
+    MHD_suspend_connection(c);
+    if ((ok = pthread_create(&t, &attr, sync_wait, w) == 0))
+        s->sync_waits++;
+    else
+        MHD_resume_connection(c);
+    pthread_mutex_unlock(&s->lock);
+    pthread_attr_destroy(&attr);
+    if (!ok)
+        free(w);
+    return ok;
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
                               const char *method, const char *version, const char *upload,
                               size_t *upload_size, void **ctx)
@@ -288,6 +345,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     }
     if (q->too_large)
         return too_large(c);
+    if (!q->sync_waited && !atomic_load(&s->x->synced) && sync_suspend(s, c, q))
+        return MHD_YES;
     if (route_post(s, url) == gf_ext_bind)
         return bind_begin(s, c, q);
     if (route_post(s, url)(s->x, q->body ? q->body : "", q->len, &r) < 0)
@@ -381,6 +440,9 @@ int gf_server_start(gf_server **out, gf_extender *x, const char *listen, const c
     if (!s)
         return gf_error_set(err, GF_ENOSPACE, "out of memory");
     s->x = x;
+    /* the server waits for the lists itself, off its workers */
+    s->sync_wait_ms = x->sync_wait_ms;
+    x->sync_wait_ms = 0;
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->idle, NULL);
     if (set_prefix(s, prefix, err) < 0 || start(s, listen, err) < 0) {
@@ -409,7 +471,7 @@ void gf_server_stop(gf_server *s)
         listener = MHD_quiesce_daemon(s->daemon);
         pthread_mutex_lock(&s->lock);
         s->stopping = true;
-        while (s->binds > 0)
+        while (s->binds > 0 || s->sync_waits > 0)
             pthread_cond_wait(&s->idle, &s->lock);
         pthread_mutex_unlock(&s->lock);
         MHD_stop_daemon(s->daemon);
@@ -417,6 +479,8 @@ void gf_server_stop(gf_server *s)
             close(listener);
     }
     gf_deadlines_stop(s->deadlines);
+    if (s->x)
+        s->x->sync_wait_ms = s->sync_wait_ms;
     pthread_cond_destroy(&s->idle);
     pthread_mutex_destroy(&s->lock);
     free(s);
