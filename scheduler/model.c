@@ -831,8 +831,8 @@ void gf_model_trim(gf_model *m)
     table_shrink(&m->pods);
     table_shrink(&m->nodes);
     pthread_rwlock_unlock(&m->lock);
-    /* glibc keeps freed chunks in every thread's arena (the HTTP server
-     * runs a thread per connection): hand the free pages back */
+    /* glibc keeps the freed chunks of a burst in its arena: hand the free
+     * pages back */
     malloc_trim(0);
 }
 
