@@ -202,10 +202,11 @@ class SimTestCase(unittest.TestCase):
             self.fail("shimprobe %s failed (%d): %s" % (steps, r.returncode, r.stderr))
         return r
 
-    def probe_lines(self, *steps, env=None, wrap=()):
-        """Starts a probe that ends in `hold N` (under the command wrap, if
-        given); returns once it holds, with the lines it printed until then."""
-        p = subprocess.Popen(list(wrap) + [PROBE] + [str(s) for s in steps],
+    def probe_lines(self, *steps, env=None, wrap=(), program=PROBE):
+        """Starts a probe (or another program printing `holding=` when it
+        holds) that ends in `hold N` (under the command wrap, if given);
+        returns once it holds, with the lines it printed until then."""
+        p = subprocess.Popen(list(wrap) + [program] + [str(s) for s in steps],
                              env=env or self.shim_env(),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.procs.append(p)

@@ -42,15 +42,8 @@ class StreamOrderedAttackTest(SimTestCase):
     def attack_held(self, *args, **env):
         """Runs one attack that ends holding what it got: what it printed,
         the ledger and gpusim's count while it holds."""
-        p = subprocess.Popen([ATTACKER] + [str(a) for a in args] + ["hold"],
-                             env=self.shim_env(ATTACK_DEVICES=2, **env), stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
-        self.procs.append(p)
-        out = []
-        for line in p.stdout:
-            out.append(line)
-            if line.startswith("holding="):
-                break
+        p, out = self.probe_lines(*args, "hold", env=self.shim_env(ATTACK_DEVICES=2, **env),
+                                  program=ATTACKER)
         if not (out and out[-1].startswith("holding=")):
             self.fail("the attacker died: " + "".join(out) + p.stderr.read())
         got, ledger, drv = kv("".join(out)), self.dump(), self.driver()
