@@ -224,17 +224,30 @@ int gf_kube_perform(gf_kube *k, gf_kube_xfer *x, bool fresh_token, gf_error *err
     return conclude(k, x, &p, err);
 }
 
+/* A request/response transfer whose answer goes to b. */
+static gf_kube_xfer request_xfer(const char *method, const char *path, const char *body,
+                                 const char *content_type, gf_kube_buf *b)
+{
+    return (gf_kube_xfer){.method = method,
+                          .path = path,
+                          .body = body,
+                          .content_type = content_type,
+                          .write_fn = gf_kube_buf_write,
+                          .write_cls = b,
+                          .timeout_s = 60};
+}
+
+static int answer_too_large(const char *method, const char *path, gf_error *err)
+{
+    return gf_error_set(err, GF_ERANGE, "%s %s: answer larger than %u bytes", method, path,
+                        GF_KUBE_BODY_MAX);
+}
+
 int gf_kube_request(gf_kube *k, const char *method, const char *path, const char *body,
                     const char *content_type, long *status, char **resp, gf_error *err)
 {
     gf_kube_buf b = {.max = GF_KUBE_BODY_MAX};
-    gf_kube_xfer x = {.method = method,
-                      .path = path,
-                      .body = body,
-                      .content_type = content_type,
-                      .write_fn = gf_kube_buf_write,
-                      .write_cls = &b,
-                      .timeout_s = 60};
+    gf_kube_xfer x = request_xfer(method, path, body, content_type, &b);
     int attempt;
 
     *resp = NULL;
@@ -243,8 +256,7 @@ int gf_kube_request(gf_kube *k, const char *method, const char *path, const char
         if (gf_kube_perform(k, &x, attempt > 0, err) < 0)
             goto fail;
         if (x.code == CURLE_WRITE_ERROR) {
-            gf_error_set(err, GF_ERANGE, "%s %s: answer larger than %u bytes", method, path,
-                         GF_KUBE_BODY_MAX);
+            answer_too_large(method, path, err);
             goto fail;
         }
         if (x.status != 401)
@@ -317,8 +329,7 @@ static void async_done(void *cls, CURLcode code)
 
     a->x.code = code;
     if (conclude(a->k, &a->x, &a->p, &err) == 0 && a->x.code == CURLE_WRITE_ERROR)
-        gf_error_set(&err, GF_ERANGE, "%s %s: answer larger than %u bytes", a->method, a->path,
-                     GF_KUBE_BODY_MAX);
+        answer_too_large(a->method, a->path, &err);
     else if (!err.msg[0] && a->x.status == 401 && a->attempt++ == 0 && async_start(a, &err) == 0)
         return;
     async_deliver(a, err.msg[0] ? -1 : 0, &err);
@@ -357,13 +368,7 @@ int gf_kube_request_async(gf_kube *k, const char *method, const char *path, cons
     a->body = dup_or_null(body, &oom);
     a->content_type = dup_or_null(content_type, &oom);
     a->b.max = GF_KUBE_BODY_MAX;
-    a->x = (gf_kube_xfer){.method = a->method,
-                          .path = a->path,
-                          .body = a->body,
-                          .content_type = a->content_type,
-                          .write_fn = gf_kube_buf_write,
-                          .write_cls = &a->b,
-                          .timeout_s = 60};
+    a->x = request_xfer(a->method, a->path, a->body, a->content_type, &a->b);
     if (oom || async_start(a, err) < 0) {
         if (oom)
             gf_error_set(err, GF_ENOSPACE, "out of memory");

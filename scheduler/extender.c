@@ -31,14 +31,19 @@ void gf_extender_fini(gf_extender *x)
     gf_ext_cache_fini(&x->cache);
 }
 
-bool gf_ext_await_synced(gf_extender *x)
+bool gf_ext_await_synced_ms(gf_extender *x, unsigned wait_ms)
 {
     struct timespec ts = {0, 10 * 1000 * 1000};
 
     for (unsigned waited = 0; !atomic_load(&x->synced); waited += 10) {
-        if (waited >= x->sync_wait_ms)
+        if (waited >= wait_ms)
             return false;
         nanosleep(&ts, NULL);
     }
     return true;
+}
+
+bool gf_ext_await_synced(gf_extender *x)
+{
+    return gf_ext_await_synced_ms(x, x->sync_wait_ms);
 }

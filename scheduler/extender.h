@@ -101,8 +101,9 @@ void gf_extender_fini(gf_extender *x);
     "gpufrac-scheduler is not synced yet: the node and pod lists are still loading (retried by " \
     "kube-scheduler)"
 
-/* Whether x is synced, waiting up to x->sync_wait_ms for it. */
+/* Whether x is synced, waiting up to x->sync_wait_ms (or wait_ms) for it. */
 bool gf_ext_await_synced(gf_extender *x);
+bool gf_ext_await_synced_ms(gf_extender *x, unsigned wait_ms);
 
 /* An answer: HTTP status, body (malloc'd) and its content type. */
 typedef struct gf_ext_reply {

@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "netaddr.h"
@@ -277,10 +276,8 @@ static void *sync_wait(void *cls)
 {
     sync_waiter *w = cls;
     gf_server *s = w->s;
-    struct timespec ts = {0, 10 * 1000 * 1000};
 
-    for (unsigned waited = 0; !atomic_load(&s->x->synced) && waited < s->sync_wait_ms; waited += 10)
-        nanosleep(&ts, NULL);
+    gf_ext_await_synced_ms(s->x, s->sync_wait_ms);
     pthread_mutex_lock(&s->lock);
     MHD_resume_connection(w->c);
     if (--s->sync_waits == 0)
